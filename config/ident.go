@@ -1,0 +1,38 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+
+// ValidIdent reports whether s is a valid identifier (SPEC §4): a name
+// matching ^[A-Za-z_][A-Za-z0-9_$]*$, optionally qualified as schema.table.
+func ValidIdent(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) > 2 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) > 64 || !identRe.MatchString(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// QuoteIdent backquotes a validated identifier (`schema`.`table`). It panics
+// on an identifier that did not pass ValidIdent: every identifier reaches SQL
+// only after Load validated it, so this is a programming error.
+func QuoteIdent(s string) string {
+	if !ValidIdent(s) {
+		panic(fmt.Sprintf("config: QuoteIdent on unvalidated identifier %q", s))
+	}
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		parts[i] = "`" + p + "`"
+	}
+	return strings.Join(parts, ".")
+}

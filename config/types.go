@@ -1,0 +1,223 @@
+// Package config loads and validates opctl.yaml (SPEC §4).
+//
+// The types in this file are the parsed configuration. Load fills them from a
+// file, expands ${VAR} references from the environment, and validates every
+// pipeline before any command runs, so that later code may trust that every
+// identifier is safe to backquote and every pipeline is coherent.
+package config
+
+// Config is one parsed and validated opctl.yaml.
+type Config struct {
+	// Path is the file the configuration was read from ("" when built in code).
+	Path      string     `yaml:"-" json:"-"`
+	MySQL     MySQL      `yaml:"mysql"`
+	Kafka     Kafka      `yaml:"kafka"`
+	Audit     Audit      `yaml:"audit"`
+	Pipelines []Pipeline `yaml:"pipelines"`
+
+	// meta records where each value came from (lines, unset ${VAR}s); nil
+	// for a Config built in code.
+	meta *meta
+}
+
+// MySQL holds the connection strings. DSNs are go-sql-driver/mysql DSNs.
+type MySQL struct {
+	// DSN is the read path; it may be a user with only SELECT.
+	DSN string `yaml:"dsn"`
+	// WriteDSN is used only by commands that write; it defaults to DSN.
+	WriteDSN string `yaml:"write_dsn"`
+}
+
+// Kafka describes how to reach the cluster the pipelines consume from.
+type Kafka struct {
+	Brokers  []string `yaml:"brokers"`
+	Version  string   `yaml:"version"`
+	ClientID string   `yaml:"client_id"`
+	TLS      *TLS     `yaml:"tls"`
+	SASL     *SASL    `yaml:"sasl"`
+}
+
+// TLS enables TLS to the brokers.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// SASL enables SASL authentication to the brokers.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	Password  string `yaml:"password"`
+}
+
+// Audit names where opctl records what it changed.
+type Audit struct {
+	// Table is the audit table; the attempt table is Table + "_attempt".
+	Table string `yaml:"table"`
+	// File is an optional JSONL mirror of the audit rows.
+	File string `yaml:"file"`
+}
+
+// Pipeline is one consumer's processing of one topic.
+type Pipeline struct {
+	Name         string `yaml:"name"`
+	Topic        string `yaml:"topic"`
+	Group        string `yaml:"group"`
+	Partitioner  string `yaml:"partitioner"`   // murmur2 (default, when empty) | fnv1a | crc32 | stored
+	MessageKey   string `yaml:"message_key"`   // template, e.g. "{biz_id}"
+	RedriveTopic string `yaml:"redrive_topic"` // defaults to Topic
+	OffsetReset  string `yaml:"offset_reset"`  // latest (default) | earliest
+
+	// State is the per-operation anchor row. It is optional: a consumer that
+	// only records idempotency decisions (seed 003) has none.
+	State *State `yaml:"state"`
+	Steps []Step `yaml:"steps"`
+	// Idempotency is the consumer's per-message record; optional.
+	Idempotency *Idempotency `yaml:"idempotency"`
+	// Entity is the business object a skip decision looked at; optional.
+	Entity *Entity `yaml:"entity"`
+}
+
+// State names the state table and its columns. Empty optional columns are
+// simply not read.
+type State struct {
+	Table      string   `yaml:"table"`
+	Key        string   `yaml:"key"`
+	Status     string   `yaml:"status"`
+	Version    string   `yaml:"version"`
+	Owner      string   `yaml:"owner"`
+	LeaseUntil string   `yaml:"lease_until"`
+	Partition  string   `yaml:"partition"`
+	Offset     string   `yaml:"offset"`
+	MsgID      string   `yaml:"msg_id"`
+	CreatedAt  string   `yaml:"created_at"`
+	UpdatedAt  string   `yaml:"updated_at"`
+	Initial    []string `yaml:"initial"`
+	Terminal   []string `yaml:"terminal"`
+	Failed     []string `yaml:"failed"`
+}
+
+// Step kinds.
+const (
+	KindLocal  = "local"
+	KindRemote = "remote"
+	KindOutbox = "outbox"
+)
+
+// Step is one business step of a pipeline.
+type Step struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"` // local | remote | outbox
+	// Idempotent marks a remote step whose downstream dedupes repeated calls;
+	// repeated effects of such a step are not a DUPLICATE_EFFECT.
+	Idempotent bool   `yaml:"idempotent"`
+	DoneStatus string `yaml:"done_status"`
+	// Evidence is a SELECT with one `?` (the biz_id) whose rows prove the
+	// effect; the first column is the row's identity.
+	Evidence string `yaml:"evidence"`
+	Scan     *Scan  `yaml:"scan"`
+	// Reverse is a list of statements run in one transaction, bound from one
+	// evidence row (:col) and :biz_id.
+	Reverse []string `yaml:"reverse"`
+	// Intent is a SELECT with one `?` returning request_id, sent_at,
+	// acked_at, result (by those names) for a remote step.
+	Intent       string   `yaml:"intent"`
+	Probe        string   `yaml:"probe"` // GET template with {request_id} or {biz_id}
+	ProbeApplied []string `yaml:"probe_applied"`
+	ProbeAbsent  []string `yaml:"probe_absent"`
+	Compensate   string   `yaml:"compensate"`
+}
+
+// Scan lets reconcile scan a step's effects table-wide.
+type Scan struct {
+	Table string `yaml:"table"`
+	Key   string `yaml:"key"`
+	Time  string `yaml:"time"`
+}
+
+// Idempotency names the consumer's per-message record table.
+type Idempotency struct {
+	Table     string `yaml:"table"`
+	Key       string `yaml:"key"`
+	BizID     string `yaml:"biz_id"`
+	Action    string `yaml:"action"`
+	CreatedAt string `yaml:"created_at"`
+}
+
+// Entity is the business object whose status a skip decision read.
+type Entity struct {
+	// Query is a SELECT with one `?` (the biz_id) whose first column is the
+	// entity's status.
+	Query      string   `yaml:"query"`
+	Lifecycle  []string `yaml:"lifecycle"`
+	Cancels    []string `yaml:"cancels"`
+	EffectStep string   `yaml:"effect_step"`
+}
+
+// Pipeline returns the pipeline with the given name, or nil.
+func (c *Config) Pipeline(name string) *Pipeline {
+	for i := range c.Pipelines {
+		if c.Pipelines[i].Name == name {
+			return &c.Pipelines[i]
+		}
+	}
+	return nil
+}
+
+// PipelineNames lists the configured pipeline names in file order.
+func (c *Config) PipelineNames() []string {
+	out := make([]string, len(c.Pipelines))
+	for i, p := range c.Pipelines {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// StepIndex returns the 0-based index of the named step, or -1.
+func (p *Pipeline) StepIndex(name string) int {
+	for i, s := range p.Steps {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// EffectiveRedriveTopic is where replays are published.
+func (p *Pipeline) EffectiveRedriveTopic() string {
+	if p.RedriveTopic != "" {
+		return p.RedriveTopic
+	}
+	return p.Topic
+}
+
+// EffectiveOffsetReset is the consumer's auto.offset.reset, "latest" by default.
+func (p *Pipeline) EffectiveOffsetReset() string {
+	if p.OffsetReset == "" {
+		return "latest"
+	}
+	return p.OffsetReset
+}
+
+// EffectiveWriteDSN is WriteDSN, or DSN when WriteDSN is empty.
+func (m MySQL) EffectiveWriteDSN() string {
+	if m.WriteDSN != "" {
+		return m.WriteDSN
+	}
+	return m.DSN
+}
+
+// AuditTable is the configured audit table, opctl_audit by default.
+func (a Audit) AuditTable() string {
+	if a.Table != "" {
+		return a.Table
+	}
+	return "opctl_audit"
+}
+
+// AttemptTable is the audit attempt table: the audit table + "_attempt".
+func (a Audit) AttemptTable() string { return a.AuditTable() + "_attempt" }

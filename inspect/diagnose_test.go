@@ -1,0 +1,392 @@
+package inspect
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources"
+)
+
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+func tp(t time.Time) *time.Time { return &t }
+func ip(v int64) *int64         { return &v }
+func pp(v int32) *int32         { return &v }
+
+// settlement mirrors testdata/config/settlement.yaml.
+func settlement() *config.Pipeline {
+	return &config.Pipeline{
+		Name: "settlement", Topic: "settlement-event", Group: "settlement-consumer",
+		Partitioner: "murmur2", MessageKey: "{biz_id}", OffsetReset: "latest",
+		State: &config.State{Table: "biz_operation", Key: "biz_id", Status: "status", Version: "version",
+			Owner: "owner", LeaseUntil: "lease_until", CreatedAt: "created_at", UpdatedAt: "updated_at",
+			Initial: []string{"INIT"}, Terminal: []string{"DONE"}, Failed: []string{"FAILED"}},
+		Steps: []config.Step{
+			{Name: "debit", Kind: "local", DoneStatus: "DEBIT_DONE", Evidence: "SELECT id, account_id, delta, created_at FROM balance_journal WHERE biz_id = ?"},
+			{Name: "ledger", Kind: "local", DoneStatus: "LEDGER_DONE", Evidence: "SELECT id FROM ledger_entry WHERE biz_order_id = ?"},
+			{Name: "notify", Kind: "remote", DoneStatus: "DONE", Intent: "SELECT request_id FROM step_intent WHERE biz_id = ?",
+				Probe: "http://127.0.0.1:8081/notify/status?request_id={request_id}"},
+		},
+	}
+}
+
+// skip mirrors testdata/config/skip.yaml: no state table.
+func skipPipeline() *config.Pipeline {
+	return &config.Pipeline{
+		Name: "orders", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+		Steps: []config.Step{{Name: "points", Kind: "local", Evidence: "SELECT id FROM points_grant WHERE order_id = ?"}},
+		Idempotency: &config.Idempotency{Table: "consumer_idempotency", Key: "msg_id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"},
+		Entity:      &config.Entity{Query: "SELECT status FROM orders WHERE order_id = ?", Lifecycle: []string{"CREATED", "PAID", "SHIPPED"}, Cancels: []string{"REFUNDED", "CANCELLED"}, EffectStep: "points"},
+	}
+}
+
+func row(id int64) sources.Row {
+	return sources.Row{Columns: []string{"id", "created_at"}, Values: []sources.Value{id, t0}}
+}
+
+func rows(n int) []sources.Row {
+	out := make([]sources.Row, n)
+	for i := range out {
+		out[i] = row(int64(i + 1))
+	}
+	return out
+}
+
+func acked(id string) sources.Intent {
+	return sources.Intent{RequestID: id, SentAt: tp(t0), AckedAt: tp(t0.Add(time.Second))}
+}
+
+func unacked(id string) sources.Intent { return sources.Intent{RequestID: id, SentAt: tp(t0)} }
+
+// ev builds the evidence of a settlement operation: state status, per-step
+// evidence, and a Kafka position with the given committed offset.
+type evOpt func(*sources.Evidence)
+
+func newEv(p *config.Pipeline, opts ...evOpt) sources.Evidence {
+	e := sources.Evidence{
+		BizID: "PAY-1", Pipeline: p,
+		DB: sources.DBEvidence{Now: t0.Add(10 * time.Minute), Steps: make([]sources.StepEvidence, len(p.Steps))},
+		Kafka: sources.KafkaEvidence{Partition: -1, Offset: -1, Located: sources.LocatedUnknown,
+			Group: sources.GroupView{Topic: p.Topic, Partitions: map[int32]sources.PartitionView{}}},
+		Sources: map[string]string{"mysql": "ok", "kafka": "ok"},
+	}
+	for i, s := range p.Steps {
+		e.DB.Steps[i].Name = s.Name
+	}
+	for _, o := range opts {
+		o(&e)
+	}
+	return e
+}
+
+func state(status string) evOpt {
+	return func(e *sources.Evidence) {
+		e.DB.State = sources.StateRow{Found: true, Status: status, Version: ip(4), MsgID: "m-1", CreatedAt: tp(t0), UpdatedAt: tp(t0)}
+	}
+}
+
+func lease(owner string, until time.Time) evOpt {
+	return func(e *sources.Evidence) { e.DB.State.Owner, e.DB.State.LeaseUntil = owner, tp(until) }
+}
+
+func evidence(step int, n int) evOpt {
+	return func(e *sources.Evidence) { e.DB.Steps[step].Rows = rows(n) }
+}
+
+func intents(step int, in ...sources.Intent) evOpt {
+	return func(e *sources.Evidence) { e.DB.Steps[step].Intents = in }
+}
+
+// kafka puts the message at offset 100 of partition 3 with the given
+// committed offset (-1: none) and log start.
+func kafka(committed, logStart int64) evOpt {
+	return func(e *sources.Evidence) {
+		e.Kafka.Partition, e.Kafka.Offset, e.Kafka.Located = 3, 100, sources.LocatedStored
+		e.Kafka.Group.Partitions[3] = sources.PartitionView{Partition: 3, Committed: committed, LogStart: logStart, LogEnd: 500}
+		e.Kafka.Group.GroupState = "Stable"
+	}
+}
+
+func kafkaDown() evOpt {
+	return func(e *sources.Evidence) {
+		e.Sources["kafka"] = "kafka 127.0.0.1:9: connection refused"
+		e.Kafka.Group = sources.GroupView{}
+	}
+}
+
+func idem(rows ...sources.IdempotencyRow) evOpt {
+	return func(e *sources.Evidence) { e.DB.Idempotency = rows }
+}
+
+func entity(status string) evOpt {
+	return func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{Found: true, Status: status} }
+}
+
+func all(step0, step1 int, notify ...sources.Intent) []evOpt {
+	return []evOpt{evidence(0, step0), evidence(1, step1), intents(2, notify...)}
+}
+
+func join(a []evOpt, b ...evOpt) []evOpt { return append(append([]evOpt{}, a...), b...) }
+
+func TestVerdicts(t *testing.T) {
+	healthy := all(1, 1, acked("PAY-1:notify"))
+	cases := []struct {
+		name     string
+		p        *config.Pipeline
+		opts     []evOpt
+		want     string
+		findings []string // codes that must all be among the findings
+		partial  bool
+	}{
+		{"not found", settlement(), nil, NotFound, nil, false},
+		{"complete", settlement(), join(healthy, state("DONE"), kafka(101, 0)), Complete, nil, false},
+		{"complete uncommitted", settlement(), join(healthy, state("DONE"), kafka(100, 0)), CompleteUncommitted, nil, false},
+		{"in flight beats everything", settlement(), join(all(2, 0), state("DEBIT_DONE"), lease("c-3", t0.Add(11*time.Minute)), kafka(100, 0)),
+			InFlight, []string{InFlight, DuplicateEffect, WillRedeliver}, false},
+		{"expired lease is not in flight", settlement(), join(all(1, 0), state("DEBIT_DONE"), lease("c-3", t0.Add(9*time.Minute)), kafka(100, 0)),
+			WillRedeliver, nil, false},
+		{"duplicate local (seed 000)", settlement(), join(all(2, 1, acked("a"), acked("b")), state("DONE"), kafka(100, 0)),
+			DuplicateEffect, []string{DuplicateEffect, CompleteUncommitted}, false},
+		{"duplicate beats unknown", settlement(), join(all(2, 1, unacked("a")), state("LEDGER_DONE"), kafka(100, 0)),
+			DuplicateEffect, []string{DuplicateEffect, UnknownOutcome}, false},
+		{"unknown outcome", settlement(), join(all(1, 1, unacked("a")), state("LEDGER_DONE"), kafka(100, 0)),
+			UnknownOutcome, []string{UnknownOutcome, WillRedeliver}, false},
+		{"unacked next to acked may be a duplicate", settlement(), join(all(1, 1, acked("a"), unacked("b")), state("DONE"), kafka(101, 0)),
+			UnknownOutcome, nil, false},
+		{"probe says applied twice: duplicate (seed 001)", settlement(), join(all(1, 1,
+			sources.Intent{RequestID: "a", SentAt: tp(t0), Probe: &sources.ProbeResult{Outcome: sources.ProbeApplied}}, acked("b")),
+			state("DONE"), kafka(101, 0)), DuplicateEffect, nil, false},
+		{"probe says absent: not an effect", settlement(), join(all(1, 1,
+			sources.Intent{RequestID: "a", SentAt: tp(t0), Probe: &sources.ProbeResult{Outcome: sources.ProbeAbsent}}),
+			state("LEDGER_DONE"), kafka(100, 0)), WillRedeliver, nil, false},
+		{"missing effect", settlement(), join(all(0, 1, acked("a")), state("DONE"), kafka(101, 0)), MissingEffect, nil, false},
+		{"state behind", settlement(), join(all(1, 1), state("DEBIT_DONE"), kafka(100, 0)), StateBehind, []string{StateBehind, WillRedeliver}, false},
+		{"state behind without state row", settlement(), join(all(1, 0), kafka(100, 0)), StateBehind, nil, false},
+		{"stranded: committed past", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(101, 0)), Stranded, nil, false},
+		{"stranded: deleted by retention", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(50, 200)), Stranded, nil, false},
+		{"stranded: never committed, latest", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(-1, 0)), Stranded, nil, false},
+		{"will redeliver: never committed, earliest", earliest(settlement()), join(all(1, 0), state("DEBIT_DONE"), kafka(-1, 0)), WillRedeliver, nil, false},
+		{"will redeliver", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(100, 0)), WillRedeliver, nil, false},
+		{"init will redeliver", settlement(), join(nil, state("INIT"), kafka(99, 0)), WillRedeliver, nil, false},
+		{"kafka down: incomplete, partial", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(100, 0), kafkaDown()), Incomplete, nil, true},
+		{"kafka down, terminal: complete, partial", settlement(), join(healthy, state("DONE"), kafka(100, 0), kafkaDown()), Complete, nil, true},
+		{"message not located: incomplete", settlement(), join(all(1, 0), state("DEBIT_DONE")), Incomplete, nil, false},
+		{"failed", settlement(), join(all(1, 0), state("FAILED"), kafka(101, 0)), Failed, nil, false},
+		{"wrongly skipped (seed 003)", skipPipeline(), []evOpt{entity("SHIPPED"), idem(
+			sources.IdempotencyRow{Key: "m-7392", Action: "DONE", CreatedAt: tp(t0)},
+			sources.IdempotencyRow{Key: "m-7391", Action: "SKIPPED", CreatedAt: tp(t0.Add(time.Second))})}, WronglySkipped, nil, false},
+		{"skipped ok", skipPipeline(), []evOpt{entity("REFUNDED"), idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"})}, SkippedOK, nil, false},
+		{"skipped, effect present: complete", skipPipeline(), []evOpt{entity("SHIPPED"), evidence(0, 1), idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"})}, Complete, nil, false},
+		{"skipped, entity missing: not claimed wrong", skipPipeline(), []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"}),
+			func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{} }}, Complete, []string{EntityNotFound}, false},
+		{"pending without state row: incomplete", skipPipeline(), []evOpt{entity("PAID"), idem(sources.IdempotencyRow{Key: "m-1", Action: "PENDING"})}, Incomplete, nil, false},
+		{"idempotency done: complete", skipPipeline(), []evOpt{entity("PAID"), evidence(0, 1), idem(sources.IdempotencyRow{Key: "m-1", Action: "DONE"})}, Complete, nil, false},
+		{"republished stranded op reads will redeliver", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(101, 0), func(e *sources.Evidence) {
+			e.Kafka.Group.Partitions[4] = sources.PartitionView{Partition: 4, Committed: 10, LogStart: 0, LogEnd: 20}
+			e.DB.Audit = []sources.AuditAction{{PlanID: "abc", Action: "republish", Outcome: "published", Partition: pp(4), Offset: ip(15), At: t0}}
+		}), WillRedeliver, nil, false},
+		{"reversed row stops counting", settlement(), join(all(2, 1, acked("a")), state("DONE"), kafka(101, 0), func(e *sources.Evidence) {
+			e.DB.Audit = []sources.AuditAction{{PlanID: "abc", Action: "reverse", Outcome: "applied", Step: "debit", ReversedID: "2", At: t0}}
+		}), Complete, nil, false},
+		{"read error is partial, never not found", settlement(), []evOpt{func(e *sources.Evidence) { e.DB.Steps[0].Err = "debit evidence: table missing" }},
+			UnknownOutcome + "|" + Incomplete, []string{ReadError}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Diagnose(newEv(c.p, c.opts...))
+			if !slices.Contains(strings.Split(c.want, "|"), r.Verdict.Code) {
+				t.Fatalf("verdict %s, want %s; findings %v", r.Verdict.Code, c.want, r.Findings)
+			}
+			if r.Verdict.Severity != Severity(r.Verdict.Code) || r.Verdict.Severity == "" {
+				t.Errorf("severity %q for %s", r.Verdict.Severity, r.Verdict.Code)
+			}
+			var codes []string
+			for _, f := range r.Findings {
+				codes = append(codes, f.Code)
+			}
+			for _, want := range c.findings {
+				if !slices.Contains(codes, want) {
+					t.Errorf("findings %v lack %s", codes, want)
+				}
+			}
+			if r.Partial != c.partial {
+				t.Errorf("partial %v, want %v", r.Partial, c.partial)
+			}
+			if r.Verdict.Summary == "" {
+				t.Errorf("empty summary")
+			}
+			if r.Verdict.Code != Complete && r.Verdict.Code != SkippedOK && len(r.Verdict.Next) == 0 {
+				t.Errorf("no next command for %s", r.Verdict.Code)
+			}
+		})
+	}
+}
+
+func earliest(p *config.Pipeline) *config.Pipeline { p.OffsetReset = "earliest"; return p }
+
+func TestEveryVerdictHasAnExplanationAndSeverity(t *testing.T) {
+	for _, c := range Precedence() {
+		e, ok := Explain(c)
+		if !ok || e.Meaning == "" || e.Repair == "" || len(e.Safe) == 0 {
+			t.Errorf("%s: incomplete explanation %+v", c, e)
+		}
+		if Severity(c) == "" {
+			t.Errorf("%s: no severity", c)
+		}
+	}
+	if _, ok := Explain("BOGUS"); ok {
+		t.Error("BOGUS explained")
+	}
+}
+
+func TestStepStatuses(t *testing.T) {
+	p := settlement()
+	cases := []struct {
+		name   string
+		status string // state status
+		step   int
+		opts   []evOpt
+		want   string
+	}{
+		{"applied", "DONE", 0, []evOpt{evidence(0, 1)}, StepApplied},
+		{"absent", "INIT", 0, nil, StepAbsent},
+		{"duplicated", "DONE", 0, []evOpt{evidence(0, 3)}, StepDuplicated},
+		{"ahead", "DEBIT_DONE", 1, []evOpt{evidence(1, 1)}, StepAhead},
+		{"ahead without claim is applied", "", 1, []evOpt{evidence(1, 1)}, StepApplied},
+		{"unknown: unacked intent", "LEDGER_DONE", 2, []evOpt{intents(2, unacked("a"))}, StepUnknown},
+		{"unknown: inconclusive probe", "LEDGER_DONE", 2, []evOpt{intents(2, sources.Intent{RequestID: "a", Probe: &sources.ProbeResult{Outcome: sources.ProbeInconclusive, Detail: "timeout after 2s"}})}, StepUnknown},
+		{"applied: acked", "DONE", 2, []evOpt{intents(2, acked("a"))}, StepApplied},
+		{"absent: probe absent", "LEDGER_DONE", 2, []evOpt{intents(2, sources.Intent{RequestID: "a", Probe: &sources.ProbeResult{Outcome: sources.ProbeAbsent}})}, StepAbsent},
+		{"duplicated: biz probe count", "DONE", 2, []evOpt{func(e *sources.Evidence) {
+			n := 2
+			e.DB.Steps[2].BizProbe = &sources.ProbeResult{Outcome: sources.ProbeApplied, Count: &n}
+		}}, StepDuplicated},
+		{"unknown: biz probe down and no intents", "DONE", 2, []evOpt{func(e *sources.Evidence) {
+			e.DB.Steps[2].BizProbe = &sources.ProbeResult{Outcome: sources.ProbeInconclusive, Detail: "connection refused"}
+		}}, StepUnknown},
+		{"unknown: query error", "DONE", 0, []evOpt{func(e *sources.Evidence) { e.DB.Steps[0].Err = "boom" }}, StepUnknown},
+		{"reversed column excluded", "DONE", 0, []evOpt{func(e *sources.Evidence) {
+			e.DB.Steps[0].Rows = []sources.Row{
+				{Columns: []string{"id", "reversed"}, Values: []sources.Value{int64(1), int64(0)}},
+				{Columns: []string{"id", "reversed"}, Values: []sources.Value{int64(2), int64(1)}},
+			}
+		}}, StepApplied},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			if c.status != "" {
+				opts = append([]evOpt{state(c.status)}, opts...)
+			}
+			r := Diagnose(newEv(p, opts...))
+			if got := r.Steps[c.step].Status; got != c.want {
+				t.Fatalf("step %d status %s, want %s (%+v)", c.step, got, c.want, r.Steps[c.step])
+			}
+		})
+	}
+}
+
+func TestIdempotentRemoteStepIsNotDuplicated(t *testing.T) {
+	p := settlement()
+	p.Steps[2].Idempotent = true
+	r := Diagnose(newEv(p, join(all(1, 1, acked("a"), acked("b")), state("DONE"), kafka(101, 0))...))
+	if r.Verdict.Code != Complete || r.Steps[2].Status != StepApplied {
+		t.Fatalf("verdict %s step %s", r.Verdict.Code, r.Steps[2].Status)
+	}
+}
+
+func TestRedelivery(t *testing.T) {
+	cases := []struct {
+		off, committed, start, end int64
+		reset, want                string
+	}{
+		{-1, 5, 0, 10, "latest", RedeliveryUnknown},
+		{5, 5, 0, 10, "latest", RedeliveryYes},
+		{5, 4, 0, 10, "latest", RedeliveryYes},
+		{5, 6, 0, 10, "latest", RedeliveryNo},
+		{5, -1, 0, 10, "latest", RedeliveryNo},
+		{5, -1, 0, 10, "earliest", RedeliveryYes},
+		{5, 2, 3, 10, "earliest", RedeliveryYes}, // committed below log start → reset
+		{5, 2, 3, 10, "latest", RedeliveryNo},
+		{2, 0, 3, 10, "earliest", RedeliveryNo}, // below log start: gone
+		{12, 0, 0, 10, "earliest", RedeliveryUnknown},
+	}
+	for _, c := range cases {
+		if got := Redelivery(c.off, c.committed, c.start, c.end, c.reset); got != c.want {
+			t.Errorf("Redelivery(%d, %d, %d, %d, %s) = %s, want %s", c.off, c.committed, c.start, c.end, c.reset, got, c.want)
+		}
+	}
+}
+
+func TestPrecedenceOrderIsTheSpecs(t *testing.T) {
+	want := []string{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
+		"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "COMPLETE_UNCOMMITTED", "SKIPPED_OK", "COMPLETE"}
+	got := []string{}
+	for _, c := range Precedence() {
+		if c != Incomplete && c != Failed {
+			got = append(got, c)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("precedence %v", got)
+	}
+}
+
+func TestJSONShape(t *testing.T) {
+	r := Diagnose(newEv(settlement(), join(all(2, 1, acked("a")), state("DONE"), kafka(100, 0))...))
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"biz_id", "pipeline", "verdict", "findings", "state", "steps", "idempotency", "entity", "kafka", "timeline", "partial", "sources"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	steps := m["steps"].([]any)
+	ev := steps[0].(map[string]any)["evidence"].([]any)
+	if !strings.HasPrefix(string(mustJSON(t, ev[0])), `{"created_at"`) && !strings.Contains(string(b), `"evidence":[{"id":1,"created_at"`) {
+		t.Errorf("evidence row not in column order: %s", b)
+	}
+	k := m["kafka"].(map[string]any)
+	if k["partition"].(float64) != 3 || k["offset"].(float64) != 100 || k["committed"].(float64) != 100 || k["redelivery"] != "yes" {
+		t.Errorf("kafka section %v", k)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{"PAY-1": "PAY-1", "a b": "'a b'", "x' OR '1'='1": `'x'\'' OR '\''1'\''='\''1'`, "": "''"} {
+		if got := ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestMessageRecord(t *testing.T) {
+	rows := []sources.IdempotencyRow{{Key: "a", Action: "DONE"}, {Key: "b", Action: "SKIPPED"}, {Key: "c", Action: "DONE"}}
+	if got := MessageRecord(rows); got.Key != "b" {
+		t.Errorf("got %s", got.Key)
+	}
+	if got := MessageRecord(rows[:1]); got.Key != "a" {
+		t.Errorf("got %s", got.Key)
+	}
+	if MessageRecord(nil) != nil {
+		t.Error("nil expected")
+	}
+}

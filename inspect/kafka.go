@@ -1,0 +1,89 @@
+package inspect
+
+import (
+	"fmt"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// Redelivery decides whether Kafka will hand a message to the group again
+// (SPEC §2, §6). Inputs: the message offset (-1 unknown), the group's
+// committed offset on the partition (-1 none), the partition's log start and
+// end, and the consumer's auto.offset.reset. Fetch them with
+// sources.Kafka.Group and Locate.
+//
+//   - a message below the log start is gone: "no";
+//   - with no committed offset, or one below the log start, the consumer
+//     restarts from offset_reset: "earliest" redelivers every retained
+//     message, "latest" none;
+//   - otherwise "yes" when committed ≤ offset.
+func Redelivery(offset, committed, logStart, logEnd int64, offsetReset string) string {
+	if offset < 0 {
+		return RedeliveryUnknown
+	}
+	if offset < logStart {
+		return RedeliveryNo
+	}
+	if logEnd >= 0 && offset >= logEnd {
+		return RedeliveryUnknown // the log does not hold this offset yet: inconsistent read
+	}
+	if committed < 0 || committed < logStart {
+		if offsetReset == "earliest" {
+			return RedeliveryYes
+		}
+		return RedeliveryNo
+	}
+	if committed <= offset {
+		return RedeliveryYes
+	}
+	return RedeliveryNo
+}
+
+// kafkaView builds the Kafka section: the newest message opctl knows for the
+// operation (a published republish from the audit wins over the original),
+// the group's view of its partition, and the redelivery decision.
+func kafkaView(p *config.Pipeline, ev sources.Evidence) KafkaView {
+	k := ev.Kafka
+	v := KafkaView{Topic: p.Topic, Redelivery: RedeliveryUnknown, Located: k.Located, Detail: k.SearchDetail,
+		GroupState: k.Group.GroupState}
+	if v.Located == "" {
+		v.Located = sources.LocatedUnknown
+	}
+	part, off := k.Partition, k.Offset
+	// A message opctl republished is the operation's newest message (SPEC §7).
+	for _, a := range ev.DB.Audit {
+		if a.Action == "republish" && a.Outcome == "published" && a.Partition != nil && a.Offset != nil {
+			part, off = *a.Partition, *a.Offset
+			v.Located = sources.LocatedRepublished
+			v.Topic = p.EffectiveRedriveTopic()
+			v.Detail = fmt.Sprintf("republished by opctl plan %.12s", a.PlanID)
+		}
+	}
+	if part >= 0 {
+		pp := part
+		v.Partition = &pp
+	}
+	if off >= 0 {
+		oo := off
+		v.Offset = &oo
+	}
+	kafkaOK := ev.Sources["kafka"] == sources.StatusOK
+	pv, havePart := k.Group.Partitions[part]
+	if part >= 0 && havePart && kafkaOK {
+		if pv.Committed >= 0 {
+			c := pv.Committed
+			v.Committed = &c
+		}
+		ls, le := pv.LogStart, pv.LogEnd
+		v.LogStart, v.LogEnd = &ls, &le
+		v.PartitionOwner = pv.Owner
+		if v.Topic == k.Group.Topic || k.Group.Topic == "" {
+			v.Redelivery = Redelivery(off, pv.Committed, pv.LogStart, pv.LogEnd, p.EffectiveOffsetReset())
+		}
+		if off >= 0 && off < pv.LogStart && v.Detail == "" {
+			v.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, pv.LogStart)
+		}
+	}
+	return v
+}

@@ -1,0 +1,201 @@
+package inspect
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// Report is the triage of one operation in one pipeline: the JSON object of
+// `opctl where -o json` (SPEC §6).
+type Report struct {
+	BizID       string            `json:"biz_id"`
+	Pipeline    string            `json:"pipeline"`
+	Verdict     Verdict           `json:"verdict"`
+	Findings    []Finding         `json:"findings"`
+	State       StateView         `json:"state"`
+	Steps       []StepView        `json:"steps"`
+	Idempotency []IdempotencyView `json:"idempotency"`
+	Entity      *EntityView       `json:"entity"`
+	Kafka       KafkaView         `json:"kafka"`
+	Timeline    []Event           `json:"timeline"`
+	Partial     bool              `json:"partial"`
+	Sources     map[string]string `json:"sources"`
+	// DBNow is the database clock the time comparisons used.
+	DBNow *time.Time `json:"db_now"`
+}
+
+// Verdict is the one named diagnosis of the operation.
+type Verdict struct {
+	Code     string   `json:"code"`
+	Severity string   `json:"severity"`
+	Summary  string   `json:"summary"`
+	Next     []string `json:"next"`
+}
+
+// Finding is one anomaly (or informational fact) seen in the evidence.
+type Finding struct {
+	Code   string `json:"code"`
+	Step   string `json:"step,omitempty"`
+	Detail string `json:"detail"`
+}
+
+// StateView is the state row as shown.
+type StateView struct {
+	Found      bool       `json:"found"`
+	Status     string     `json:"status"`
+	Version    *int64     `json:"version"`
+	Owner      string     `json:"owner"`
+	LeaseUntil *time.Time `json:"lease_until"`
+	// LeaseActive is true when lease_until is after the database clock.
+	LeaseActive bool       `json:"lease_active"`
+	MsgID       string     `json:"msg_id,omitempty"`
+	CreatedAt   *time.Time `json:"created_at,omitempty"`
+	UpdatedAt   *time.Time `json:"updated_at"`
+	// Reached is how many steps the status claims done; -1 when it claims nothing.
+	Reached int `json:"reached"`
+}
+
+// StepView is one step's status and the evidence behind it.
+type StepView struct {
+	Index         int           `json:"index"`
+	Name          string        `json:"name"`
+	Kind          string        `json:"kind"`
+	Status        string        `json:"status"`
+	EvidenceCount int           `json:"evidence_count"`
+	Evidence      []EvidenceRow `json:"evidence"`
+	Intents       []IntentView  `json:"intents,omitempty"`
+	Probe         *ProbeView    `json:"probe,omitempty"`
+	// Reached says whether the state row claims this step done (null without a claim).
+	Reached *bool  `json:"reached"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Step statuses (SPEC §6).
+const (
+	StepApplied    = "applied"
+	StepAbsent     = "absent"
+	StepDuplicated = "duplicated"
+	StepUnknown    = "unknown"
+	StepAhead      = "ahead"
+)
+
+// EvidenceRow is one evidence row, marshalled as an object in column order.
+type EvidenceRow struct {
+	sources.Row
+	// Reversed is true when opctl's audit (or the row's `reversed` column)
+	// says the row was reversed; it then no longer counts as an effect.
+	Reversed bool
+}
+
+// MarshalJSON writes the row as {"col": value, ...} in column order, with
+// "reversed": true appended for a reversed row.
+func (r EvidenceRow) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, c := range r.Columns {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(c)
+		b.Write(k)
+		b.WriteByte(':')
+		v, err := json.Marshal(jsonValue(r.Values[i]))
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+	}
+	if r.Reversed {
+		if len(r.Columns) > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"reversed":true`)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func jsonValue(v sources.Value) any {
+	switch x := v.(type) {
+	case []byte:
+		return string(x)
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	}
+	return v
+}
+
+// IntentView is one intent of a remote step.
+type IntentView struct {
+	RequestID string     `json:"request_id"`
+	SentAt    *time.Time `json:"sent_at"`
+	AckedAt   *time.Time `json:"acked_at"`
+	Result    string     `json:"result,omitempty"`
+	// Outcome is acked, applied (probe), absent (probe) or unknown.
+	Outcome string `json:"outcome"`
+	Probe   string `json:"probe,omitempty"`
+}
+
+// ProbeView is the answer of a probe keyed by {biz_id}.
+type ProbeView struct {
+	URL     string `json:"url"`
+	Outcome string `json:"outcome"`
+	Count   *int   `json:"count,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// IdempotencyView is one idempotency record.
+type IdempotencyView struct {
+	Key       string     `json:"key"`
+	Action    string     `json:"action"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+// EntityView is the entity's current status.
+type EntityView struct {
+	Found  bool   `json:"found"`
+	Status string `json:"status"`
+}
+
+// KafkaView is the message's position and whether Kafka will redeliver it.
+type KafkaView struct {
+	Topic          string `json:"topic"`
+	Partition      *int32 `json:"partition"`
+	Offset         *int64 `json:"offset"`
+	Committed      *int64 `json:"committed"`
+	LogStart       *int64 `json:"log_start"`
+	LogEnd         *int64 `json:"log_end"`
+	GroupState     string `json:"group_state"`
+	PartitionOwner string `json:"partition_owner"`
+	// Redelivery is yes, no or unknown.
+	Redelivery string `json:"redelivery"`
+	// Located is stored, searched, republished or unknown.
+	Located string `json:"located"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Event is one timeline entry.
+type Event struct {
+	At     time.Time `json:"at"`
+	Source string    `json:"source"`
+	What   string    `json:"what"`
+}
+
+// Redelivery values.
+const (
+	RedeliveryYes     = "yes"
+	RedeliveryNo      = "no"
+	RedeliveryUnknown = "unknown"
+)
+
+// String renders a finding for logs and plain output.
+func (f Finding) String() string {
+	if f.Step != "" {
+		return fmt.Sprintf("%s [%s] %s", f.Code, f.Step, f.Detail)
+	}
+	return fmt.Sprintf("%s %s", f.Code, f.Detail)
+}

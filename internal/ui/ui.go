@@ -1,0 +1,88 @@
+// Package ui renders tables and styled text for terminals, and plain
+// tab-separated text when stdout is not a terminal (SPEC §5: no colour and no
+// box art when piped).
+package ui
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Styles are the styles of human output. Built once per command run.
+type Styles struct {
+	Bold, Dim, OK, Watch, Action, Title lipgloss.Style
+	color                               bool
+}
+
+// NewStyles returns styles writing to w; without color every style is plain.
+func NewStyles(w io.Writer, color bool) Styles {
+	r := lipgloss.NewRenderer(w)
+	if color {
+		r.SetColorProfile(termenv.ANSI256)
+	} else {
+		r.SetColorProfile(termenv.Ascii)
+	}
+	return Styles{
+		Bold:   r.NewStyle().Bold(true),
+		Dim:    r.NewStyle().Foreground(lipgloss.Color("245")),
+		OK:     r.NewStyle().Bold(true).Foreground(lipgloss.Color("2")),
+		Watch:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("3")),
+		Action: r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
+		Title:  r.NewStyle().Bold(true).Underline(color),
+		color:  color,
+	}
+}
+
+// Severity styles a text by a verdict severity (ok, watch, action).
+func (s Styles) Severity(sev, text string) string {
+	switch sev {
+	case "ok":
+		return s.OK.Render(text)
+	case "watch":
+		return s.Watch.Render(text)
+	case "action":
+		return s.Action.Render(text)
+	}
+	return s.Bold.Render(text)
+}
+
+// Table writes rows under a header: box art on a terminal, tab-separated
+// lines otherwise (easy to cut, awk and grep).
+func Table(w io.Writer, tty bool, header []string, rows [][]string) error {
+	if !tty {
+		if _, err := fmt.Fprintln(w, strings.Join(header, "\t")); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			clean := make([]string, len(r))
+			for i, c := range r {
+				clean[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
+			}
+			if _, err := fmt.Fprintln(w, strings.Join(clean, "\t")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+	)
+	t.Header(header)
+	for _, r := range rows {
+		if err := t.Append(r); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}

@@ -1,0 +1,260 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+)
+
+// Collector reads everything about one operation with the least waiting: the
+// Kafka group view starts at once, in parallel with the MySQL queries (which
+// run concurrently among themselves); the message search and the probes start
+// as soon as the rows they need are in.
+type Collector struct {
+	DB DB
+	// Kafka may be nil when no broker is configured; the report is then partial.
+	Kafka Kafka
+	// KafkaMissing says why Kafka is nil (shown in sources.kafka).
+	KafkaMissing string
+	Prober       Prober
+	AuditTable   string
+	// Timeout bounds each source (SPEC §5 --timeout).
+	Timeout time.Duration
+	// SearchWindow and SearchLimit bound the message search (SPEC §6).
+	SearchWindow time.Duration
+	SearchLimit  int
+}
+
+// ConnError is a connection-level failure of a source that nothing could be
+// read from (MySQL down): the command fails with exit 1.
+type ConnError struct{ Err error }
+
+func (e *ConnError) Error() string { return e.Err.Error() }
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// Collect reads the operation bizID of pipeline p. It returns a *ConnError
+// when MySQL cannot be reached at all; every other failure is recorded in
+// Evidence.Sources and the evidence read so far is returned.
+func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID string) (Evidence, error) {
+	ev := Evidence{BizID: bizID, Pipeline: p, Sources: map[string]string{}}
+	ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = -1, -1, LocatedUnknown
+
+	// 1. Kafka group view: needs nothing from MySQL, so it starts first.
+	type groupResult struct {
+		g   GroupView
+		err error
+	}
+	groupCh := make(chan groupResult, 1)
+	if c.Kafka != nil {
+		go func() {
+			kctx, cancel := context.WithTimeout(ctx, c.timeout())
+			defer cancel()
+			g, err := c.Kafka.Group(kctx, p.Topic, p.Group)
+			groupCh <- groupResult{g, err}
+		}()
+	}
+
+	// 2. MySQL: one concurrent round of queries.
+	dctx, cancel := context.WithTimeout(ctx, c.timeout())
+	db, err := c.DB.ReadOperation(dctx, p, c.AuditTable, bizID)
+	cancel()
+	if err != nil {
+		var pe interface{ Partial() bool }
+		if asPartial(err, &pe) {
+			ev.Sources["mysql"] = err.Error()
+		} else {
+			return ev, &ConnError{Err: err}
+		}
+	} else {
+		ev.Sources["mysql"] = StatusOK
+	}
+	ev.DB = db
+
+	// 3. Probes and the message search, concurrently.
+	var wg sync.WaitGroup
+	probeErr := c.probe(ctx, &wg, p, bizID, &ev)
+
+	var loc Location
+	var locErr error
+	req, canLocate := c.locateRequest(p, bizID, ev.DB)
+	if c.Kafka != nil && canLocate {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kctx, cancel := context.WithTimeout(ctx, c.timeout())
+			defer cancel()
+			loc, locErr = c.Kafka.Locate(kctx, req)
+		}()
+	}
+	var gr groupResult
+	if c.Kafka != nil {
+		gr = <-groupCh
+	}
+	wg.Wait()
+
+	switch {
+	case c.Kafka == nil:
+		ev.Sources["kafka"] = c.KafkaMissing
+		if ev.Sources["kafka"] == "" {
+			ev.Sources["kafka"] = "not configured"
+		}
+	case gr.err != nil:
+		ev.Sources["kafka"] = gr.err.Error()
+	case locErr != nil:
+		ev.Sources["kafka"] = locErr.Error()
+		ev.Kafka.Group = gr.g
+	default:
+		ev.Sources["kafka"] = StatusOK
+		ev.Kafka.Group = gr.g
+		if canLocate {
+			ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = loc.Partition, loc.Offset, loc.Located
+			ev.Kafka.Message, ev.Kafka.SearchDetail = loc.Message, loc.Detail
+		} else {
+			ev.Kafka.SearchDetail = "no row to locate the message from"
+		}
+	}
+	if *probeErr != "" {
+		ev.Sources["probe"] = *probeErr
+	}
+	return ev, nil
+}
+
+func asPartial(err error, target *interface{ Partial() bool }) bool {
+	for e := err; e != nil; {
+		if p, ok := e.(interface{ Partial() bool }); ok && p.Partial() {
+			*target = p
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+func (c *Collector) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return 10 * time.Second
+}
+
+// locateRequest builds the message search from the rows read: the stored
+// position and msg_id of the state row, else the idempotency record of
+// interest; the earliest known timestamp of the operation.
+func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidence) (LocateRequest, bool) {
+	req := LocateRequest{Topic: p.Topic, Partitioner: p.Partitioner, Partition: -1, Offset: -1,
+		Window: c.SearchWindow, Limit: c.SearchLimit}
+	if req.Window == 0 {
+		req.Window = 5 * time.Minute
+	}
+	if req.Limit == 0 {
+		req.Limit = 50000
+	}
+	st := db.State
+	var around *time.Time
+	earliest := func(t *time.Time) {
+		if t != nil && !t.IsZero() && (around == nil || t.Before(*around)) {
+			around = t
+		}
+	}
+	if st.Found {
+		req.MsgID = st.MsgID
+		if st.Partition != nil && st.Offset != nil {
+			req.Partition, req.Offset = *st.Partition, *st.Offset
+		}
+		earliest(st.CreatedAt)
+	}
+	// The idempotency record of interest: SKIPPED/PENDING first, else the newest.
+	var rec *IdempotencyRow
+	for i := len(db.Idempotency) - 1; i >= 0; i-- {
+		if rec == nil || db.Idempotency[i].Action != "DONE" && rec.Action == "DONE" {
+			rec = &db.Idempotency[i]
+		}
+	}
+	if rec != nil {
+		if req.MsgID == "" {
+			req.MsgID = rec.Key
+		}
+		earliest(rec.CreatedAt)
+	}
+	if !st.Found && rec == nil {
+		return req, false
+	}
+	if around != nil {
+		req.Around = *around
+	}
+	req.Key = []byte(Expand(p.MessageKey, map[string]string{"biz_id": bizID, "msg_id": req.MsgID}, false))
+	return req, true
+}
+
+// probe starts one goroutine per probe call needed: each unacked intent of a
+// remote step with a {request_id} probe, and each {biz_id} probe. It returns
+// a pointer to the probe source status, valid after wg.Wait.
+func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pipeline, bizID string, ev *Evidence) *string {
+	status := new(string)
+	if c.Prober == nil {
+		return status
+	}
+	var mu sync.Mutex
+	fail := func(r ProbeResult) {
+		if r.Outcome == ProbeInconclusive {
+			mu.Lock()
+			if *status == "" {
+				*status = fmt.Sprintf("inconclusive: %s %s", r.URL, r.Detail)
+			}
+			mu.Unlock()
+		}
+	}
+	any := false
+	for i, s := range p.Steps {
+		if s.Kind != config.KindRemote || s.Probe == "" || i >= len(ev.DB.Steps) {
+			continue
+		}
+		se := &ev.DB.Steps[i]
+		if containsVar(s.Probe, "request_id") {
+			for j := range se.Intents {
+				in := &se.Intents[j]
+				if in.AckedAt != nil {
+					continue
+				}
+				any = true
+				url := Expand(s.Probe, map[string]string{"request_id": in.RequestID, "biz_id": bizID}, true)
+				wg.Add(1)
+				go func(s config.Step) {
+					defer wg.Done()
+					pctx, cancel := context.WithTimeout(ctx, c.timeout())
+					defer cancel()
+					r := c.Prober.Probe(pctx, url, s.ProbeApplied, s.ProbeAbsent)
+					in.Probe = &r
+					fail(r)
+				}(s)
+			}
+		} else {
+			any = true
+			url := Expand(s.Probe, map[string]string{"biz_id": bizID}, true)
+			wg.Add(1)
+			go func(s config.Step) {
+				defer wg.Done()
+				pctx, cancel := context.WithTimeout(ctx, c.timeout())
+				defer cancel()
+				r := c.Prober.Probe(pctx, url, s.ProbeApplied, s.ProbeAbsent)
+				se.BizProbe = &r
+				fail(r)
+			}(s)
+		}
+	}
+	if any {
+		ev.Sources["probe"] = StatusOK
+	}
+	return status
+}
+
+func containsVar(tmpl, name string) bool {
+	return len(tmpl) > 0 && (Expand(tmpl, map[string]string{name: "\x00"}, false) != tmpl)
+}

@@ -1,0 +1,280 @@
+// Package sources holds the plain evidence structs that opctl reads about one
+// operation, and the reader interfaces that produce them. Its subpackages
+// (sources/mysql, sources/kafka, sources/probe) are the only code that talks
+// to MySQL, Kafka or downstream HTTP services; inspect consumes these structs
+// and never a driver.
+package sources
+
+import (
+	"context"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+)
+
+// Source status values reported in Evidence.Sources.
+const (
+	StatusOK = "ok"
+	// StatusSkipped means the source was not needed or not configured.
+	StatusSkipped = "skipped"
+)
+
+// Value is one column value of an evidence row: nil (SQL NULL), int64,
+// float64, string (also DECIMAL and text) or time.Time.
+type Value = any
+
+// Row is one result row with its column names kept in query order.
+type Row struct {
+	Columns []string `json:"-"`
+	Values  []Value  `json:"-"`
+}
+
+// Get returns the value of the named column and whether it exists.
+func (r Row) Get(col string) (Value, bool) {
+	for i, c := range r.Columns {
+		if c == col {
+			return r.Values[i], true
+		}
+	}
+	return nil, false
+}
+
+// Identity is the row's identity: its first column (SPEC §7).
+func (r Row) Identity() Value {
+	if len(r.Values) == 0 {
+		return nil
+	}
+	return r.Values[0]
+}
+
+// StateRow is the operation's state-table row.
+type StateRow struct {
+	Found      bool
+	Status     string
+	Version    *int64 // nil when not configured or NULL
+	Owner      string
+	LeaseUntil *time.Time
+	Partition  *int32
+	Offset     *int64
+	MsgID      string
+	CreatedAt  *time.Time
+	UpdatedAt  *time.Time
+}
+
+// Intent is one remote-step intent row: written before the call, acked after.
+type Intent struct {
+	RequestID string
+	SentAt    *time.Time
+	AckedAt   *time.Time
+	Result    string
+	// Probe is the downstream's answer for this request id, when probed.
+	Probe *ProbeResult
+}
+
+// Probe outcomes.
+const (
+	ProbeApplied      = "applied"
+	ProbeAbsent       = "absent"
+	ProbeInconclusive = "inconclusive"
+)
+
+// ProbeResult is what a downstream said about a call.
+type ProbeResult struct {
+	// Outcome is applied, absent or inconclusive.
+	Outcome string
+	// Status is the raw "status" field of the answer, if any.
+	Status string
+	// Count is the "count" field of a biz_id-keyed probe, nil otherwise.
+	Count *int
+	// Detail says why an answer was inconclusive (timeout, HTTP 500, ...).
+	Detail string
+	URL    string
+}
+
+// StepEvidence is what was read for one step.
+type StepEvidence struct {
+	Name string
+	// Rows are the evidence rows (local and outbox steps).
+	Rows []Row
+	// Intents are the intent rows (remote steps).
+	Intents []Intent
+	// BizProbe is the answer of a probe keyed by {biz_id}, if configured.
+	BizProbe *ProbeResult
+	// Err is set when this step's query failed; the step is then unknown.
+	Err string
+}
+
+// IdempotencyRow is one consumer idempotency record.
+type IdempotencyRow struct {
+	Key       string
+	Action    string
+	CreatedAt *time.Time
+}
+
+// EntityRow is the business entity a skip decision looked at.
+type EntityRow struct {
+	Found  bool
+	Status string
+}
+
+// AuditAction is one action of opctl's own audit for the operation.
+type AuditAction struct {
+	PlanID      string
+	ActionIndex int
+	Action      string
+	Outcome     string // applied | publishing | published
+	// Step is the step the action was about, when any.
+	Step string
+	// ReversedID is the identity of the evidence row a reverse action reversed.
+	ReversedID string
+	// Partition and Offset locate a published republish.
+	Partition *int32
+	Offset    *int64
+	At        time.Time
+	Detail    string
+}
+
+// DBEvidence is everything read from MySQL for one operation. All of it is
+// read concurrently in one round of queries.
+type DBEvidence struct {
+	// Now is the database clock (SELECT NOW(6)), read with the state row.
+	Now         time.Time
+	State       StateRow
+	Steps       []StepEvidence
+	Idempotency []IdempotencyRow
+	Entity      *EntityRow
+	Audit       []AuditAction
+}
+
+// Message is a Kafka record as read back.
+type Message struct {
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	Headers   map[string]string
+}
+
+// Located says how the message position was obtained.
+const (
+	LocatedStored      = "stored"
+	LocatedSearched    = "searched"
+	LocatedRepublished = "republished"
+	LocatedUnknown     = "unknown"
+)
+
+// PartitionView is the group's and the log's view of one partition.
+type PartitionView struct {
+	Partition int32
+	// Committed is the group's committed offset, -1 when none.
+	Committed int64
+	LogStart  int64
+	LogEnd    int64
+	// Owner is the member (client id / member id) assigned this partition, "" if none.
+	Owner string
+}
+
+// GroupView is the consumer group and topic as seen once, for all partitions.
+type GroupView struct {
+	Topic      string
+	Group      string
+	Partitions map[int32]PartitionView
+	// GroupState is Stable, Empty, PreparingRebalance, Dead, ...
+	GroupState string
+	// Members are the group's current member ids and client ids.
+	Members []GroupMember
+	// GroupExists is false when the broker says the group id does not exist.
+	GroupExists bool
+}
+
+// GroupMember is one consumer group member.
+type GroupMember struct {
+	MemberID   string
+	ClientID   string
+	ClientHost string
+	// Partitions of the pipeline topic assigned to this member.
+	Partitions []int32
+}
+
+// LocateRequest asks where one operation's message is.
+type LocateRequest struct {
+	Topic       string
+	Partitioner string // murmur2 | fnv1a | crc32 | stored
+	Key         []byte
+	MsgID       string
+	// Partition and Offset are the stored position, -1 when unknown.
+	Partition int32
+	Offset    int64
+	// Around is the earliest known timestamp of the operation (zero: unknown).
+	Around time.Time
+	Window time.Duration
+	Limit  int
+}
+
+// Location is where a message was found.
+type Location struct {
+	// Partition and Offset are -1 when unknown. A stored position is
+	// reported even when the record is no longer retained.
+	Partition int32
+	Offset    int64
+	// Located is stored, searched or unknown.
+	Located string
+	// Message is the record read back, nil when it could not be read
+	// (deleted by retention, or not found).
+	Message *Message
+	// Detail says how the search went: records scanned, why it stopped.
+	Detail string
+}
+
+// KafkaEvidence is everything read from Kafka for one operation.
+type KafkaEvidence struct {
+	Group GroupView
+	// Partition/Offset of the message; -1 when unknown.
+	Partition int32
+	Offset    int64
+	Located   string
+	// Message is the record read back, when it could be read.
+	Message *Message
+	// SearchDetail says how the search went (records scanned, why it stopped).
+	SearchDetail string
+}
+
+// Evidence is everything opctl read about one operation in one pipeline.
+type Evidence struct {
+	BizID    string
+	Pipeline *config.Pipeline
+	DB       DBEvidence
+	Kafka    KafkaEvidence
+	// Sources maps "mysql", "kafka", "probe" to "ok", "skipped" or why not.
+	Sources map[string]string
+}
+
+// DB reads one operation's rows from MySQL.
+type DB interface {
+	// ReadOperation issues every query for the operation concurrently (state
+	// with NOW(6), each step's evidence and intents, idempotency, entity,
+	// audit) and returns what it read. A failing query of a single step is
+	// recorded in that step's Err; an error is returned only when nothing
+	// could be read (connection refused, auth failed).
+	ReadOperation(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (DBEvidence, error)
+}
+
+// Kafka reads the group and log positions and locates a message.
+type Kafka interface {
+	// Group reads, for every partition of topic, the group's committed offset,
+	// log start and end, and the group's state and member assignments.
+	Group(ctx context.Context, topic, group string) (GroupView, error)
+	// Locate finds one message: at its stored position, or by partitioner +
+	// timestamp lookup + bounded forward scan (never from the partition
+	// head). A message that is not found is not an error: the Location then
+	// has Located "unknown" and a Detail saying why.
+	Locate(ctx context.Context, req LocateRequest) (Location, error)
+}
+
+// Prober asks a downstream service whether a call took effect.
+type Prober interface {
+	// Probe GETs url and classifies the answer with the step's configured
+	// applied and absent status values.
+	Probe(ctx context.Context, url string, applied, absent []string) ProbeResult
+}
