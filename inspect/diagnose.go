@@ -254,21 +254,6 @@ func skippedRecord(rows []sources.IdempotencyRow) *sources.IdempotencyRow {
 	return out
 }
 
-// MessageRecord returns the idempotency record whose message opctl should
-// locate when there is no state row: the SKIPPED or PENDING one if any, else
-// the newest. It returns nil when there are none.
-func MessageRecord(rows []sources.IdempotencyRow) *sources.IdempotencyRow {
-	if len(rows) == 0 {
-		return nil
-	}
-	for i := len(rows) - 1; i >= 0; i-- {
-		if rows[i].Action != ActionDone {
-			return &rows[i]
-		}
-	}
-	return &rows[len(rows)-1]
-}
-
 func reversedIDs(audit []sources.AuditAction) map[string]bool {
 	out := map[string]bool{}
 	for _, a := range audit {
@@ -501,11 +486,19 @@ func summary(f Finding, r *Report) string {
 	case Complete, SkippedOK:
 		return f.Detail
 	}
-	s := f.Detail
-	if f.Step != "" && !strings.Contains(s, f.Step) {
-		s = f.Step + ": " + s
+	// Every finding of the verdict's code, one clause per step.
+	var parts []string
+	for _, x := range r.Findings {
+		if x.Code != f.Code {
+			continue
+		}
+		s := x.Detail
+		if x.Step != "" && !strings.Contains(s, x.Step) {
+			s = x.Step + ": " + s
+		}
+		parts = append(parts, s)
 	}
-	return s
+	return strings.Join(parts, "; ")
 }
 
 // timeline gathers every timestamped fact, oldest first.

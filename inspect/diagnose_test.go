@@ -38,7 +38,7 @@ func settlement() *config.Pipeline {
 func skipPipeline() *config.Pipeline {
 	return &config.Pipeline{
 		Name: "orders", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
-		Steps: []config.Step{{Name: "points", Kind: "local", Evidence: "SELECT id FROM points_grant WHERE order_id = ?"}},
+		Steps:       []config.Step{{Name: "points", Kind: "local", Evidence: "SELECT id FROM points_grant WHERE order_id = ?"}},
 		Idempotency: &config.Idempotency{Table: "consumer_idempotency", Key: "msg_id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"},
 		Entity:      &config.Entity{Query: "SELECT status FROM orders WHERE order_id = ?", Lifecycle: []string{"CREATED", "PAID", "SHIPPED"}, Cancels: []string{"REFUNDED", "CANCELLED"}, EffectStep: "points"},
 	}
@@ -375,18 +375,5 @@ func TestShellQuote(t *testing.T) {
 		if got := ShellQuote(in); got != want {
 			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
 		}
-	}
-}
-
-func TestMessageRecord(t *testing.T) {
-	rows := []sources.IdempotencyRow{{Key: "a", Action: "DONE"}, {Key: "b", Action: "SKIPPED"}, {Key: "c", Action: "DONE"}}
-	if got := MessageRecord(rows); got.Key != "b" {
-		t.Errorf("got %s", got.Key)
-	}
-	if got := MessageRecord(rows[:1]); got.Key != "a" {
-		t.Errorf("got %s", got.Key)
-	}
-	if MessageRecord(nil) != nil {
-		t.Error("nil expected")
 	}
 }

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ func (e *ConnError) Error() string { return e.Err.Error() }
 func (e *ConnError) Unwrap() error { return e.Err }
 
 // Collect reads the operation bizID of pipeline p. It returns a *ConnError
-// when MySQL cannot be reached at all; every other failure is recorded in
+// wrapping the reader's error when MySQL cannot be reached at all; every other failure is recorded in
 // Evidence.Sources and the evidence read so far is returned.
 func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID string) (Evidence, error) {
 	ev := Evidence{BizID: bizID, Pipeline: p, Sources: map[string]string{}}
@@ -63,7 +64,7 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 	cancel()
 	if err != nil {
 		var pe interface{ Partial() bool }
-		if asPartial(err, &pe) {
+		if errors.As(err, &pe) && pe.Partial() {
 			ev.Sources["mysql"] = err.Error()
 		} else {
 			return ev, &ConnError{Err: err}
@@ -122,21 +123,6 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 	return ev, nil
 }
 
-func asPartial(err error, target *interface{ Partial() bool }) bool {
-	for e := err; e != nil; {
-		if p, ok := e.(interface{ Partial() bool }); ok && p.Partial() {
-			*target = p
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
-}
-
 func (c *Collector) timeout() time.Duration {
 	if c.Timeout > 0 {
 		return c.Timeout
@@ -170,13 +156,7 @@ func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidenc
 		}
 		earliest(st.CreatedAt)
 	}
-	// The idempotency record of interest: SKIPPED/PENDING first, else the newest.
-	var rec *IdempotencyRow
-	for i := len(db.Idempotency) - 1; i >= 0; i-- {
-		if rec == nil || db.Idempotency[i].Action != "DONE" && rec.Action == "DONE" {
-			rec = &db.Idempotency[i]
-		}
-	}
+	rec := MessageRecord(db.Idempotency)
 	if rec != nil {
 		if req.MsgID == "" {
 			req.MsgID = rec.Key
@@ -257,4 +237,20 @@ func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pip
 
 func containsVar(tmpl, name string) bool {
 	return len(tmpl) > 0 && (Expand(tmpl, map[string]string{name: "\x00"}, false) != tmpl)
+}
+
+// MessageRecord returns the idempotency record whose message opctl locates
+// when there is no state row: the newest record that is not DONE (a SKIPPED
+// or PENDING decision is what an operator asks about), else the newest. Rows
+// are in created_at order. It returns nil when there are none.
+func MessageRecord(rows []IdempotencyRow) *IdempotencyRow {
+	if len(rows) == 0 {
+		return nil
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].Action != "DONE" {
+			return &rows[i]
+		}
+	}
+	return &rows[len(rows)-1]
 }

@@ -13,9 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// KafkaVersion is the protocol version the helpers' sarama clients speak.
-var KafkaVersion = sarama.V3_5_0_0
-
 // Kafka is an in-process kfake cluster reached over TCP on 127.0.0.1. The
 // helpers drive it with sarama exactly as a real cluster would be driven:
 // no mocks, no kfake back doors.
@@ -71,7 +68,7 @@ func (k *Kafka) close() {
 // timeouts, manual partitioning, acks=all.
 func (k *Kafka) Config(clientID string) *sarama.Config {
 	c := sarama.NewConfig()
-	c.Version = KafkaVersion
+	c.Version = sarama.V3_5_0_0
 	c.ClientID = clientID
 	c.Net.DialTimeout = 5 * time.Second
 	c.Net.ReadTimeout = 10 * time.Second

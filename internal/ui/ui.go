@@ -35,7 +35,7 @@ func NewStyles(w io.Writer, color bool) Styles {
 		OK:     r.NewStyle().Bold(true).Foreground(lipgloss.Color("2")),
 		Watch:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("3")),
 		Action: r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
-		Title:  r.NewStyle().Bold(true).Underline(color),
+		Title:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("6")),
 		color:  color,
 	}
 }

@@ -22,7 +22,7 @@ CREATE TABLE fulfil_order (
   created_at DATETIME(3) NOT NULL,
   UNIQUE KEY uk_biz (biz_id)
 );
-CREATE TABLE step_intent (
+CREATE TABLE IF NOT EXISTS step_intent (
   request_id VARCHAR(96) NOT NULL PRIMARY KEY,
   biz_id     VARCHAR(64) NOT NULL,
   step       VARCHAR(32) NOT NULL,

@@ -38,7 +38,7 @@ CREATE TABLE ledger_entry (
   created_at   DATETIME(3)   NOT NULL,
   UNIQUE KEY uk_biz_dir (biz_order_id, direction)
 );
-CREATE TABLE step_intent (
+CREATE TABLE IF NOT EXISTS step_intent (
   request_id VARCHAR(96) NOT NULL PRIMARY KEY,
   biz_id     VARCHAR(64) NOT NULL,
   step       VARCHAR(32) NOT NULL,

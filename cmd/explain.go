@@ -1,0 +1,111 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/internal/ui"
+)
+
+// ExplainOptions are the parsed arguments of `opctl explain`.
+type ExplainOptions struct {
+	// Code is the verdict code; empty lists every verdict.
+	Code string
+}
+
+// NewCmdExplain builds `opctl explain`.
+func NewCmdExplain(f *Factory, runF func(context.Context, *ExplainOptions) error) *cobra.Command {
+	opts := &ExplainOptions{}
+	c := &cobra.Command{
+		Use:   "explain [VERDICT]",
+		Short: "What a verdict means, why it happens and what is safe to do",
+		Long: `Explain a verdict code of 'opctl where': its meaning, typical causes, what is
+safe and what is not, and the repair opctl plans for it. Without an argument,
+list every verdict in precedence order.`,
+		Example: `  opctl explain DUPLICATE_EFFECT
+  opctl explain wrongly_skipped
+  opctl explain -o json STRANDED`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("want at most one VERDICT, got %d arguments", len(args))
+			}
+			return nil
+		},
+		ValidArgs: inspect.Precedence(),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Code = strings.ToUpper(strings.TrimSpace(args[0]))
+				if _, ok := inspect.Explain(opts.Code); !ok {
+					return usageErrorf("unknown verdict %q; known: %s", args[0], strings.Join(inspect.Precedence(), ", "))
+				}
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runExplain(f, opts)
+		},
+	}
+	return c
+}
+
+func runExplain(f *Factory, opts *ExplainOptions) error {
+	out := f.IOStreams.Out
+	codes := inspect.Precedence()
+	if opts.Code != "" {
+		codes = []string{opts.Code}
+	}
+	var list []inspect.Explanation
+	for _, c := range codes {
+		e, _ := inspect.Explain(c)
+		list = append(list, e)
+	}
+	if f.Globals.Output != "table" {
+		enc := json.NewEncoder(out)
+		if f.Globals.Output == "json" {
+			enc.SetIndent("", "  ")
+		}
+		if opts.Code != "" {
+			return enc.Encode(list[0])
+		}
+		if f.Globals.Output == "jsonl" {
+			for _, e := range list {
+				if err := enc.Encode(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return enc.Encode(list)
+	}
+	st := ui.NewStyles(out, f.IOStreams.ColorEnabled())
+	if opts.Code == "" {
+		rows := [][]string{}
+		for _, e := range list {
+			rows = append(rows, []string{e.Code, e.Severity, e.Meaning})
+		}
+		return ui.Table(out, f.IOStreams.IsStdoutTTY(), []string{"VERDICT", "SEVERITY", "MEANING"}, rows)
+	}
+	e := list[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s)\n\n%s\n", st.Severity(e.Severity, e.Code), e.Severity, e.Meaning)
+	list2 := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "\n%s\n", st.Title.Render(title))
+		for _, it := range items {
+			fmt.Fprintf(&b, "  - %s\n", it)
+		}
+	}
+	list2("TYPICAL CAUSES", e.Causes)
+	list2("SAFE", e.Safe)
+	list2("NOT SAFE", e.Unsafe)
+	fmt.Fprintf(&b, "\n%s\n  %s\n", st.Title.Render("REPAIR"), e.Repair)
+	_, err := fmt.Fprint(out, b.String())
+	return err
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/opctl-dev/opctl/cmd"
+)
+
+// TestMain makes the test binary double as opctl for the txtar scripts:
+// `opctl` exits with opctl's code; `opctl-code` prints "[exit N]" on stderr
+// and exits 0, so a script can assert the exact exit code.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"opctl": func() { os.Exit(cmd.Main()) },
+		"opctl-code": func() {
+			code := cmd.Main()
+			fmt.Fprintf(os.Stderr, "[exit %d]\n", code)
+			os.Exit(0)
+		},
+	})
+}
+
+// TestScripts runs testdata/script/*.txtar: CLI behaviour that needs no
+// database (usage, config errors, explain, version, completion).
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+}

@@ -1,0 +1,620 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// Search defaults (SPEC §6 "Finding the message"; --search-window,
+// --search-limit).
+const (
+	DefaultSearchWindow = 5 * time.Minute
+	DefaultSearchLimit  = 50000
+)
+
+// MsgIDHeader is the record header that carries a message id.
+const MsgIDHeader = "msg_id"
+
+// DefaultTimeout is used when New is given a non-positive timeout.
+const DefaultTimeout = 10 * time.Second
+
+const (
+	// fetchPartitionBytes is the per-partition byte budget of one fetch
+	// round trip in a search; the broker returns at least one whole batch
+	// even when it is larger (KIP-74).
+	fetchPartitionBytes = 2 << 20
+	// fetchMaxWaitMs bounds how long a broker may hold a fetch with no data.
+	fetchMaxWaitMs = 100
+)
+
+// Reader reads group positions and messages from Kafka and publishes replay
+// records. It connects lazily on first use, is safe for concurrent use, and
+// bounds every call by the timeout given to New as well as by the caller's
+// context: an unreachable cluster is reported as an error naming the
+// brokers tried, never as a hang.
+//
+// Reader implements sources.Kafka.
+type Reader struct {
+	cfg     config.Kafka
+	timeout time.Duration
+
+	mu       sync.Mutex
+	closed   bool
+	conf     *sarama.Config
+	client   sarama.Client
+	producer sarama.SyncProducer
+}
+
+var _ sources.Kafka = (*Reader)(nil)
+
+// New returns a Reader for the brokers in cfg. Nothing is dialled until the
+// first call. timeout (the global --timeout, default 10s) bounds each call,
+// and is also the dial, read and write timeout of every connection.
+func New(cfg config.Kafka, timeout time.Duration) *Reader {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Reader{cfg: cfg, timeout: timeout}
+}
+
+// Close releases the producer (if one was created) and every broker
+// connection. Calls made after Close fail.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var errs []error
+	if r.producer != nil {
+		errs = append(errs, r.producer.Close())
+		r.producer = nil
+	}
+	if r.client != nil {
+		errs = append(errs, r.client.Close())
+		r.client = nil
+	}
+	return errors.Join(errs...)
+}
+
+// getClient creates the sarama client on first use. Creating it does no I/O
+// (Metadata.Full is off): brokers are dialled by the first request.
+func (r *Reader) getClient() (sarama.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("kafka: reader is closed")
+	}
+	if r.client != nil {
+		return r.client, nil
+	}
+	if len(r.cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: no brokers configured")
+	}
+	if r.conf == nil {
+		conf, err := saramaConfig(r.cfg, r.timeout)
+		if err != nil {
+			return nil, err
+		}
+		r.conf = conf
+	}
+	c, err := sarama.NewClient(r.cfg.Brokers, r.conf)
+	if err != nil {
+		return nil, err
+	}
+	r.client = c
+	return c, nil
+}
+
+func (r *Reader) getProducer(c sarama.Client) (sarama.SyncProducer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("kafka: reader is closed")
+	}
+	if r.producer != nil {
+		return r.producer, nil
+	}
+	p, err := sarama.NewSyncProducerFromClient(c)
+	if err != nil {
+		return nil, err
+	}
+	r.producer = p
+	return p, nil
+}
+
+// op bounds one call by the reader's timeout.
+func (r *Reader) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.timeout)
+}
+
+// fail wraps err with what was being done and the brokers tried. A context
+// error caused by the reader's own timeout says so in words.
+func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error {
+	if ctx.Err() == nil && opCtx.Err() != nil && errors.Is(err, opCtx.Err()) {
+		err = fmt.Errorf("no answer within %s: %w", r.timeout, err)
+	}
+	return fmt.Errorf("kafka (brokers %s): %s: %w", strings.Join(r.cfg.Brokers, ","), what, err)
+}
+
+// call runs fn on its own goroutine and waits for it or for ctx. sarama's
+// calls take no context; an abandoned call ends on its own within the
+// connection timeouts.
+func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.v, res.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// parallel runs every fn concurrently and returns the first error, or ctx's
+// error as soon as ctx ends. After an error the callers must not read what
+// the functions write.
+func parallel(ctx context.Context, fns ...func() error) error {
+	errs := make(chan error, len(fns))
+	for _, fn := range fns {
+		go func() { errs <- fn() }()
+	}
+	var first error
+	for range fns {
+		select {
+		case err := <-errs:
+			if err != nil && first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return first
+}
+
+// Topics lists the cluster's topics, sorted.
+func (r *Reader) Topics(ctx context.Context) ([]string, error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	c, err := r.getClient()
+	if err != nil {
+		return nil, r.fail(ctx, opCtx, "list topics", err)
+	}
+	topics, err := call(opCtx, func() ([]string, error) {
+		if err := c.RefreshMetadata(); err != nil {
+			return nil, err
+		}
+		return c.Topics()
+	})
+	if err != nil {
+		return nil, r.fail(ctx, opCtx, "list topics", err)
+	}
+	sort.Strings(topics)
+	return topics, nil
+}
+
+// PartitionCount returns how many partitions topic has.
+func (r *Reader) PartitionCount(ctx context.Context, topic string) (int32, error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	c, err := r.getClient()
+	if err != nil {
+		return 0, r.fail(ctx, opCtx, "topic "+topic, err)
+	}
+	parts, err := call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
+	if err != nil {
+		return 0, r.fail(ctx, opCtx, "topic "+topic, err)
+	}
+	return int32(len(parts)), nil
+}
+
+// Group implements sources.Kafka. Cost: the topic's metadata and the group's
+// coordinator are looked up concurrently (both cached by the client after
+// the first call), then one concurrent round: OffsetFetch and DescribeGroups
+// to the coordinator, and ListOffsets earliest and latest to every leader,
+// each request batching all of that leader's partitions.
+func (r *Reader) Group(ctx context.Context, topic, group string) (sources.GroupView, error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	what := fmt.Sprintf("group %s on topic %s", group, topic)
+	view, err := r.group(opCtx, topic, group)
+	if err != nil {
+		return sources.GroupView{}, r.fail(ctx, opCtx, what, err)
+	}
+	return view, nil
+}
+
+func (r *Reader) group(ctx context.Context, topic, group string) (sources.GroupView, error) {
+	if topic == "" || group == "" {
+		return sources.GroupView{}, errors.New("topic and group are required")
+	}
+	c, err := r.getClient()
+	if err != nil {
+		return sources.GroupView{}, err
+	}
+
+	// Round 1: topic metadata and the coordinator.
+	var parts []int32
+	err = parallel(ctx,
+		func() error {
+			p, err := c.Partitions(topic)
+			if err != nil {
+				return fmt.Errorf("topic metadata: %w", err)
+			}
+			parts = p
+			return nil
+		},
+		func() error {
+			// Warms the client's coordinator cache; a failure here is
+			// looked up again (and reported) by round 2.
+			_, _ = c.Coordinator(group)
+			return nil
+		},
+	)
+	if err != nil {
+		return sources.GroupView{}, err
+	}
+
+	// Round 2: everything else, concurrently.
+	var (
+		committed map[int32]int64
+		desc      *sarama.GroupDescription
+		starts    map[int32]int64
+		ends      map[int32]int64
+	)
+	err = parallel(ctx,
+		func() (err error) {
+			committed, err = r.fetchCommitted(c, group, topic, parts)
+			return err
+		},
+		func() (err error) {
+			desc, err = r.describeGroup(c, group)
+			return err
+		},
+		func() (err error) {
+			starts, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetOldest)
+			return err
+		},
+		func() (err error) {
+			ends, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetNewest)
+			return err
+		},
+	)
+	if err != nil {
+		return sources.GroupView{}, err
+	}
+
+	view := sources.GroupView{
+		Topic:      topic,
+		Group:      group,
+		Partitions: make(map[int32]sources.PartitionView, len(parts)),
+		GroupState: desc.State,
+	}
+	owners := map[int32]string{}
+	members := make([]*sarama.GroupMemberDescription, 0, len(desc.Members))
+	for _, m := range desc.Members {
+		members = append(members, m)
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].MemberId < members[j].MemberId })
+	for _, m := range members {
+		gm := sources.GroupMember{MemberID: m.MemberId, ClientID: m.ClientId, ClientHost: m.ClientHost}
+		if desc.ProtocolType == "consumer" || desc.ProtocolType == "" {
+			if a, err := m.GetMemberAssignment(); err == nil && a != nil {
+				gm.Partitions = slices.Clone(a.Topics[topic])
+				slices.Sort(gm.Partitions)
+			}
+		}
+		owner := m.ClientId
+		if owner == "" {
+			owner = m.MemberId
+		}
+		for _, p := range gm.Partitions {
+			if _, taken := owners[p]; !taken {
+				owners[p] = owner
+			}
+		}
+		view.Members = append(view.Members, gm)
+	}
+	anyCommitted := false
+	for _, p := range parts {
+		off, ok := committed[p]
+		if !ok {
+			off = -1
+		}
+		if off >= 0 {
+			anyCommitted = true
+		}
+		view.Partitions[p] = sources.PartitionView{
+			Partition: p,
+			Committed: off,
+			LogStart:  starts[p],
+			LogEnd:    ends[p],
+			Owner:     owners[p],
+		}
+	}
+	// A group with members or committed offsets (on any topic) is at least
+	// Empty; brokers describe a group id they hold nothing for as Dead (or,
+	// from DescribeGroups v6, GROUP_ID_NOT_FOUND). Committed offsets on this
+	// topic are a second witness.
+	missing := desc.State == "" || strings.EqualFold(desc.State, "Dead") ||
+		errors.Is(desc.Err, sarama.ErrGroupIDNotFound)
+	view.GroupExists = !(missing && len(desc.Members) == 0 && !anyCommitted)
+	if view.GroupState == "" && !view.GroupExists {
+		view.GroupState = "Dead"
+	}
+	return view, nil
+}
+
+// isCoordinatorErr reports errors after which the coordinator must be
+// looked up again.
+func isCoordinatorErr(err error) bool {
+	if errors.Is(err, sarama.ErrClosedClient) {
+		return false
+	}
+	return errors.Is(err, sarama.ErrNotCoordinatorForConsumer) ||
+		errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) ||
+		errors.Is(err, sarama.ErrOffsetsLoadInProgress) ||
+		errors.Is(err, sarama.ErrNotConnected) ||
+		isConnErr(err)
+}
+
+// isConnErr reports network-level failures (as opposed to Kafka error codes).
+func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var kerr sarama.KError
+	return !errors.As(err, &kerr)
+}
+
+// withCoordinator runs fn against the group's coordinator, looking the
+// coordinator up again and retrying once when it moved or was unreachable.
+func withCoordinator[T any](c sarama.Client, group string, fn func(*sarama.Broker) (T, error)) (T, error) {
+	var zero T
+	for attempt := 0; ; attempt++ {
+		b, err := c.Coordinator(group)
+		if err == nil {
+			var v T
+			v, err = fn(b)
+			if err == nil {
+				return v, nil
+			}
+		}
+		if attempt > 0 || !isCoordinatorErr(err) {
+			return zero, fmt.Errorf("group coordinator: %w", err)
+		}
+		if rerr := c.RefreshCoordinator(group); rerr != nil {
+			return zero, fmt.Errorf("group coordinator: %w", errors.Join(err, rerr))
+		}
+	}
+}
+
+// fetchCommitted reads the group's committed offsets for the topic's
+// partitions: -1 where none, including for a group the broker does not know
+// (classic coordinators answer -1 offsets, kfake and KIP-848 coordinators
+// GROUP_ID_NOT_FOUND).
+func (r *Reader) fetchCommitted(c sarama.Client, group, topic string, parts []int32) (map[int32]int64, error) {
+	offs, err := withCoordinator(c, group, func(b *sarama.Broker) (map[int32]int64, error) {
+		req := sarama.NewOffsetFetchRequest(c.Config().Version, group, map[string][]int32{topic: parts})
+		resp, err := b.FetchOffset(req)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[int32]int64, len(parts))
+		for _, p := range parts {
+			out[p] = -1
+		}
+		switch gerr := resp.GroupError(); {
+		case errors.Is(gerr, sarama.ErrNoError):
+		case errors.Is(gerr, sarama.ErrGroupIDNotFound):
+			return out, nil
+		default:
+			return nil, gerr
+		}
+		for _, p := range parts {
+			blk := resp.GetBlock(topic, p)
+			if blk == nil {
+				continue
+			}
+			if !errors.Is(blk.Err, sarama.ErrNoError) {
+				if errors.Is(blk.Err, sarama.ErrUnknownTopicOrPartition) {
+					continue
+				}
+				return nil, fmt.Errorf("committed offset of partition %d: %w", p, blk.Err)
+			}
+			out[p] = blk.Offset
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets: %w", err)
+	}
+	return offs, nil
+}
+
+func (r *Reader) describeGroup(c sarama.Client, group string) (*sarama.GroupDescription, error) {
+	v := c.Config().Version
+	req := &sarama.DescribeGroupsRequest{Groups: []string{group}}
+	switch {
+	case v.IsAtLeast(sarama.V2_4_0_0):
+		req.Version = 5
+	case v.IsAtLeast(sarama.V2_3_0_0):
+		req.Version = 3
+	case v.IsAtLeast(sarama.V2_0_0_0):
+		req.Version = 2
+	case v.IsAtLeast(sarama.V0_11_0_0):
+		req.Version = 1
+	}
+	d, err := withCoordinator(c, group, func(b *sarama.Broker) (*sarama.GroupDescription, error) {
+		resp, err := b.DescribeGroups(req)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range resp.Groups {
+			if g.GroupId != group {
+				continue
+			}
+			switch {
+			case errors.Is(g.Err, sarama.ErrNoError), errors.Is(g.Err, sarama.ErrGroupIDNotFound):
+				return g, nil
+			default:
+				return nil, g.Err
+			}
+		}
+		return nil, fmt.Errorf("the coordinator did not describe group %s", group)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe group: %w", err)
+	}
+	return d, nil
+}
+
+// isLeaderErr reports partition errors after which metadata must be
+// refreshed before asking again.
+func isLeaderErr(err error) bool {
+	if errors.Is(err, sarama.ErrClosedClient) {
+		return false
+	}
+	return errors.Is(err, sarama.ErrNotLeaderForPartition) ||
+		errors.Is(err, sarama.ErrLeaderNotAvailable) ||
+		errors.Is(err, sarama.ErrUnknownLeaderEpoch) ||
+		errors.Is(err, sarama.ErrFencedLeaderEpoch) ||
+		errors.Is(err, sarama.ErrNotConnected) ||
+		errors.Is(err, sarama.ErrOffsetNotAvailable) ||
+		isConnErr(err)
+}
+
+// listOffsets asks every leader, in one request per leader, for the offset
+// of ts (sarama.OffsetOldest, sarama.OffsetNewest or a timestamp in
+// milliseconds) in each partition; -1 where the broker has no answer (a
+// timestamp after the last record). Partitions whose leader moved are
+// retried once after a metadata refresh.
+func (r *Reader) listOffsets(ctx context.Context, c sarama.Client, topic string, parts []int32, ts int64) (map[int32]int64, error) {
+	out := make(map[int32]int64, len(parts))
+	var mu sync.Mutex
+	todo := parts
+	for attempt := 0; ; attempt++ {
+		byLeader := map[int32][]int32{}
+		brokers := map[int32]*sarama.Broker{}
+		var failed []int32
+		var lastErr error
+		for _, p := range todo {
+			b, err := c.Leader(topic, p)
+			if err != nil {
+				failed, lastErr = append(failed, p), fmt.Errorf("leader of partition %d: %w", p, err)
+				continue
+			}
+			brokers[b.ID()] = b
+			byLeader[b.ID()] = append(byLeader[b.ID()], p)
+		}
+		var fns []func() error
+		for id, ps := range byLeader {
+			b := brokers[id]
+			fns = append(fns, func() error {
+				req := sarama.NewOffsetRequest(c.Config().Version)
+				for _, p := range ps {
+					req.AddBlock(topic, p, ts, 1)
+				}
+				resp, err := b.GetAvailableOffsets(req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed, lastErr = append(failed, ps...), fmt.Errorf("list offsets from broker %s: %w", b.Addr(), err)
+					return nil
+				}
+				for _, p := range ps {
+					blk := resp.GetBlock(topic, p)
+					switch {
+					case blk == nil:
+						failed, lastErr = append(failed, p), fmt.Errorf("list offsets: no answer for partition %d", p)
+					case !errors.Is(blk.Err, sarama.ErrNoError):
+						failed, lastErr = append(failed, p), fmt.Errorf("list offsets of partition %d: %w", p, blk.Err)
+					case resp.Version == 0 && len(blk.Offsets) == 0:
+						out[p] = -1
+					case resp.Version == 0:
+						out[p] = blk.Offsets[0]
+					default:
+						out[p] = blk.Offset
+					}
+				}
+				return nil
+			})
+		}
+		if err := parallel(ctx, fns...); err != nil {
+			return nil, err
+		}
+		if len(failed) == 0 {
+			return out, nil
+		}
+		if attempt > 0 || !isLeaderErr(lastErr) {
+			return nil, lastErr
+		}
+		if err := c.RefreshMetadata(topic); err != nil {
+			return nil, errors.Join(lastErr, err)
+		}
+		todo = failed
+	}
+}
+
+// Publish sends one record to exactly topic/partition (a republish action),
+// waiting for all in-sync replicas, and returns where it was written. The
+// producer is created on first use and closed by Close. When ctx or the
+// timeout ends first, the error says so; the record may still be written.
+func (r *Reader) Publish(ctx context.Context, topic string, partition int32, key, value []byte, headers map[string]string) (int32, int64, error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	what := fmt.Sprintf("publish to %s/%d", topic, partition)
+	c, err := r.getClient()
+	if err != nil {
+		return -1, -1, r.fail(ctx, opCtx, what, err)
+	}
+	p, err := r.getProducer(c)
+	if err != nil {
+		return -1, -1, r.fail(ctx, opCtx, what, err)
+	}
+	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition, Value: sarama.ByteEncoder(value)}
+	if key != nil {
+		msg.Key = sarama.ByteEncoder(key)
+	}
+	names := make([]string, 0, len(headers))
+	for k := range headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(headers[k])})
+	}
+	type written struct {
+		p   int32
+		off int64
+	}
+	w, err := call(opCtx, func() (written, error) {
+		p, off, err := p.SendMessage(msg)
+		return written{p, off}, err
+	})
+	if err != nil {
+		return -1, -1, r.fail(ctx, opCtx, what, err)
+	}
+	return w.p, w.off, nil
+}

@@ -1,0 +1,259 @@
+package kafka
+
+import (
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/opctl-dev/opctl/config"
+)
+
+// DefaultVersion is the Kafka version assumed when the configuration names
+// none (SPEC §4 example: "3.5.0").
+const DefaultVersion = "3.5.0"
+
+// DefaultClientID is the client.id opctl presents when none is configured.
+const DefaultClientID = "opctl"
+
+// kafkaVersion maps a configured version string to one sarama knows. A
+// version newer than sarama's newest is clamped to it, an unknown patch
+// release to the closest older release sarama lists (request versions are
+// negotiated down with ApiVersions anyway), and an unparsable string to
+// sarama's DefaultVersion (2.8.0, which sarama fully covers).
+func kafkaVersion(s string) sarama.KafkaVersion {
+	if s == "" {
+		s = DefaultVersion
+	}
+	v, err := sarama.ParseKafkaVersion(s)
+	if err != nil {
+		return sarama.DefaultVersion
+	}
+	if v.IsAtLeast(sarama.MaxVersion) {
+		return sarama.MaxVersion
+	}
+	best := sarama.MinVersion
+	for _, sv := range sarama.SupportedVersions {
+		if v.IsAtLeast(sv) && sv.IsAtLeast(best) {
+			best = sv
+		}
+	}
+	return best
+}
+
+// saramaConfig builds the one sarama configuration every connection of a
+// Reader shares. Reading TLS files can fail, hence the error.
+func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, error) {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	c := sarama.NewConfig()
+	c.Version = kafkaVersion(cfg.Version)
+	c.ClientID = cfg.ClientID
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	c.Net.DialTimeout = timeout
+	c.Net.ReadTimeout = timeout
+	c.Net.WriteTimeout = timeout
+	// Only the topics opctl asks about; never create one by asking.
+	c.Metadata.Full = false
+	c.Metadata.AllowAutoTopicCreation = false
+	c.Metadata.Retry.Max = 1
+	c.Metadata.Retry.Backoff = 50 * time.Millisecond
+	c.Metadata.Timeout = timeout
+
+	// Publish (republish actions) sends to an exact partition and waits for
+	// every in-sync replica. Idempotence stays off: a replay is deduplicated
+	// by the consumer's msg id, not by the producer id.
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Idempotent = false
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Timeout = timeout
+	c.Producer.Retry.Max = 2
+	c.Producer.Retry.Backoff = 100 * time.Millisecond
+
+	if t := cfg.TLS; t != nil && t.Enabled {
+		tc, err := tlsConfig(t)
+		if err != nil {
+			return nil, err
+		}
+		c.Net.TLS.Enable = true
+		c.Net.TLS.Config = tc
+	}
+	if s := cfg.SASL; s != nil && s.Mechanism != "" {
+		c.Net.SASL.Enable = true
+		c.Net.SASL.Handshake = true
+		c.Net.SASL.Version = sarama.SASLHandshakeV1
+		c.Net.SASL.User = s.User
+		c.Net.SASL.Password = s.Password
+		switch strings.ToUpper(s.Mechanism) {
+		case "PLAIN":
+			c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		case "SCRAM-SHA-256":
+			c.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
+			c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{newHash: sha256.New} }
+		case "SCRAM-SHA-512":
+			c.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+			c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{newHash: sha512.New} }
+		default:
+			return nil, fmt.Errorf("kafka: unsupported SASL mechanism %q (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", s.Mechanism)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka: configuration: %w", err)
+	}
+	return c, nil
+}
+
+func tlsConfig(t *config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} // #nosec G402 -- operator's explicit choice
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: tls ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka: tls ca_file %s: no PEM certificate found", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: tls cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// scramClient is an RFC 5802 SCRAM client (SCRAM-SHA-256/512, as Kafka
+// speaks it: no channel binding) for sarama's SCRAMClientGeneratorFunc.
+type scramClient struct {
+	newHash func() hash.Hash
+
+	user, pass, authzID string
+	nonce               string
+	clientFirstBare     string
+	serverSignature     []byte
+	step                int
+	done                bool
+}
+
+// Begin implements sarama.SCRAMClient.
+func (s *scramClient) Begin(user, pass, authzID string) error {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	s.user, s.pass, s.authzID = user, pass, authzID
+	s.nonce = base64.RawStdEncoding.EncodeToString(b)
+	s.step, s.done = 0, false
+	return nil
+}
+
+func (s *scramClient) gs2Header() string {
+	if s.authzID == "" {
+		return "n,,"
+	}
+	return "n,a=" + scramEscape(s.authzID) + ","
+}
+
+func scramEscape(v string) string {
+	return strings.NewReplacer("=", "=3D", ",", "=2C").Replace(v)
+}
+
+func (s *scramClient) hmac(key []byte, msg string) []byte {
+	m := hmac.New(s.newHash, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}
+
+// Step implements sarama.SCRAMClient.
+func (s *scramClient) Step(challenge string) (string, error) {
+	s.step++
+	switch s.step {
+	case 1:
+		s.clientFirstBare = "n=" + scramEscape(s.user) + ",r=" + s.nonce
+		return s.gs2Header() + s.clientFirstBare, nil
+	case 2:
+		attrs := scramAttrs(challenge)
+		if e, ok := attrs["e"]; ok {
+			return "", fmt.Errorf("scram: server error %q", e)
+		}
+		nonce, salt64, iter := attrs["r"], attrs["s"], attrs["i"]
+		if !strings.HasPrefix(nonce, s.nonce) || len(nonce) == len(s.nonce) {
+			return "", errors.New("scram: server nonce does not extend the client nonce")
+		}
+		salt, err := base64.StdEncoding.DecodeString(salt64)
+		if err != nil {
+			return "", fmt.Errorf("scram: bad salt: %w", err)
+		}
+		n, err := strconv.Atoi(iter)
+		if err != nil || n <= 0 {
+			return "", fmt.Errorf("scram: bad iteration count %q", iter)
+		}
+		size := s.newHash().Size()
+		salted, err := pbkdf2.Key(s.newHash, s.pass, salt, n, size)
+		if err != nil {
+			return "", fmt.Errorf("scram: %w", err)
+		}
+		clientKey := s.hmac(salted, "Client Key")
+		h := s.newHash()
+		h.Write(clientKey)
+		storedKey := h.Sum(nil)
+		withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(s.gs2Header())) + ",r=" + nonce
+		authMessage := s.clientFirstBare + "," + challenge + "," + withoutProof
+		sig := s.hmac(storedKey, authMessage)
+		proof := make([]byte, len(clientKey))
+		for i := range clientKey {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		s.serverSignature = s.hmac(s.hmac(salted, "Server Key"), authMessage)
+		return withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof), nil
+	case 3:
+		s.done = true
+		attrs := scramAttrs(challenge)
+		if e, ok := attrs["e"]; ok {
+			return "", fmt.Errorf("scram: server error %q", e)
+		}
+		v, err := base64.StdEncoding.DecodeString(attrs["v"])
+		if err != nil || subtle.ConstantTimeCompare(v, s.serverSignature) != 1 {
+			return "", errors.New("scram: server signature does not verify")
+		}
+		return "", nil
+	default:
+		return "", errors.New("scram: unexpected extra step")
+	}
+}
+
+// Done implements sarama.SCRAMClient.
+func (s *scramClient) Done() bool { return s.done }
+
+func scramAttrs(msg string) map[string]string {
+	out := map[string]string{}
+	for part := range strings.SplitSeq(msg, ",") {
+		if k, v, ok := strings.Cut(part, "="); ok && len(k) == 1 {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,510 @@
+package mysql
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// queryKind says what one statement of a read is for.
+type queryKind int
+
+const (
+	kindState queryKind = iota // state row + NOW(6), or NOW(6) alone
+	kindEvidence
+	kindIntent
+	kindIdempotency
+	kindEntity
+	kindAudit
+)
+
+// query is one statement of a read.
+type query struct {
+	kind queryKind
+	step int // index into p.Steps for evidence and intent queries
+	text string
+	args []any
+	// stateCols are the configured state columns selected after NOW(6), in
+	// order (kindState only).
+	stateCols []stateCol
+}
+
+// stateCol is one selected column of the state row.
+type stateCol int
+
+const (
+	colKey stateCol = iota
+	colStatus
+	colVersion
+	colOwner
+	colLeaseUntil
+	colPartition
+	colOffset
+	colMsgID
+	colCreatedAt
+	colUpdatedAt
+)
+
+var stateColNames = [...]string{"key", "status", "version", "owner", "lease_until", "partition", "offset", "msg_id", "created_at", "updated_at"}
+
+// ReadOperation reads everything MySQL holds about one operation of pipeline
+// p: the state row together with the database clock (NOW(6)), each step's
+// evidence rows and intents, the idempotency records, the entity status and
+// opctl's audit actions from auditTable ("" skips the audit). All statements
+// are issued at once, each on its own pooled connection, and the read waits
+// for all of them (it respects ctx and leaves no goroutine behind). Each
+// query reads at most MaxRows rows.
+//
+// Errors:
+//   - a failing step query is recorded in that step's Err ("debit: evidence
+//     query: ...") and does not fail the read;
+//   - a missing audit table (error 1146) means no audit rows, not an error;
+//   - a failing state, idempotency, entity or audit query yields a
+//     *PartialError together with everything else that was read (when the
+//     state query failed, Now is zero: the clock is read with it);
+//   - when no statement could run at all (server unreachable, login refused,
+//     deadline) the error is a *ConnError naming the address, never the
+//     password;
+//   - an identifier in p that is not valid (config.ValidIdent) is a plain
+//     error and nothing is read.
+func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (sources.DBEvidence, error) {
+	start := time.Now()
+	if p == nil {
+		return sources.DBEvidence{}, errors.New("mysql: ReadOperation: nil pipeline")
+	}
+	qs, err := buildQueries(p, auditTable, bizID)
+	if err != nil {
+		return sources.DBEvidence{}, err
+	}
+
+	results := make([]result, len(qs))
+	var wg sync.WaitGroup
+	for i := range qs {
+		limit := MaxRows
+		if qs[i].kind == kindEntity {
+			limit = 1 // only the first row's status is used
+		}
+		wg.Go(func() { results[i] = r.fetch(ctx, qs[i].text, limit, qs[i].args...) })
+	}
+	wg.Wait()
+
+	// Every statement ran in its own goroutine, none waiting for another's
+	// result: the only sequencing is the pool, which runs at most
+	// maxOpenConns statements at a time.
+	stats := ReadStats{
+		Statements:   len(qs),
+		CriticalPath: (len(qs) + maxOpenConns - 1) / maxOpenConns,
+		Elapsed:      time.Since(start),
+	}
+	answered := false
+	var connErr error
+	for i, res := range results {
+		switch {
+		case res.err == nil:
+			answered = true
+		case qs[i].kind == kindAudit && isNoTable(res.err):
+			answered = true
+			stats.Failed++
+		default:
+			stats.Failed++
+			if isConnError(res.err) {
+				if connErr == nil {
+					connErr = res.err
+				}
+			} else {
+				answered = true
+			}
+		}
+	}
+	r.mu.Lock()
+	r.stats = stats
+	r.mu.Unlock()
+	if !answered && connErr != nil {
+		return sources.DBEvidence{}, r.connError(connErr)
+	}
+
+	ev := sources.DBEvidence{Steps: make([]sources.StepEvidence, len(p.Steps))}
+	for i, s := range p.Steps {
+		ev.Steps[i].Name = s.Name
+	}
+	var failed []QueryError
+	fail := func(name string, err error) {
+		failed = append(failed, QueryError{Query: name, Err: r.scrubErr(err)})
+	}
+	stepErr := func(i int, what string, err error) {
+		msg := fmt.Sprintf("%s: %s query: %s", p.Steps[i].Name, what, scrub(err.Error(), r.passwd))
+		if ev.Steps[i].Err != "" {
+			ev.Steps[i].Err += "; " + msg
+		} else {
+			ev.Steps[i].Err = msg
+		}
+	}
+
+	for i, q := range qs {
+		res := results[i]
+		switch q.kind {
+		case kindState:
+			if res.err != nil {
+				fail("state", res.err)
+				continue
+			}
+			if err := readState(&ev, q.stateCols, res); err != nil {
+				fail("state", err)
+			}
+		case kindEvidence:
+			if res.err != nil {
+				stepErr(q.step, "evidence", res.err)
+				continue
+			}
+			rows := make([]sources.Row, len(res.rows))
+			for j, vals := range res.rows {
+				rows[j] = sources.Row{Columns: res.cols, Values: vals}
+			}
+			ev.Steps[q.step].Rows = rows
+		case kindIntent:
+			if res.err != nil {
+				stepErr(q.step, "intent", res.err)
+				continue
+			}
+			intents, err := readIntents(res)
+			if err != nil {
+				stepErr(q.step, "intent", err)
+				continue
+			}
+			ev.Steps[q.step].Intents = intents
+		case kindIdempotency:
+			if res.err != nil {
+				fail("idempotency", res.err)
+				continue
+			}
+			ev.Idempotency = readIdempotency(res)
+		case kindEntity:
+			if res.err != nil {
+				fail("entity", res.err)
+				continue
+			}
+			ent := &sources.EntityRow{}
+			if len(res.rows) > 0 && len(res.rows[0]) > 0 {
+				ent.Found = true
+				ent.Status = asString(res.rows[0][0])
+			}
+			ev.Entity = ent
+		case kindAudit:
+			if res.err != nil {
+				if !isNoTable(res.err) {
+					fail("audit", res.err)
+				}
+				continue
+			}
+			audit, err := readAudit(res)
+			if err != nil {
+				fail("audit", err)
+			}
+			ev.Audit = audit
+		}
+	}
+	if len(failed) > 0 {
+		return ev, &PartialError{Addr: r.addr, Failed: failed}
+	}
+	return ev, nil
+}
+
+// scrubErr makes sure an error kept for the caller does not carry the
+// password in its message.
+func (r *Reader) scrubErr(err error) error {
+	if r.passwd == "" || !strings.Contains(err.Error(), r.passwd) {
+		return err
+	}
+	return errors.New(scrub(err.Error(), r.passwd))
+}
+
+// buildQueries builds every statement of a read of p. Identifiers are
+// checked with config.ValidIdent here, so that config.QuoteIdent never
+// panics, and a pipeline built in code with a bad name is an error.
+func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error) {
+	var bad []string
+	q := func(id string) string {
+		if !config.ValidIdent(id) {
+			bad = append(bad, fmt.Sprintf("%q", id))
+			return ""
+		}
+		return config.QuoteIdent(id)
+	}
+	var qs []query
+
+	if st := p.State; st != nil {
+		cols := []stateCol{colKey, colStatus}
+		names := []string{st.Key, st.Status}
+		for _, o := range []struct {
+			col  stateCol
+			name string
+		}{
+			{colVersion, st.Version}, {colOwner, st.Owner}, {colLeaseUntil, st.LeaseUntil},
+			{colPartition, st.Partition}, {colOffset, st.Offset}, {colMsgID, st.MsgID},
+			{colCreatedAt, st.CreatedAt}, {colUpdatedAt, st.UpdatedAt},
+		} {
+			if o.name != "" {
+				cols = append(cols, o.col)
+				names = append(names, o.name)
+			}
+		}
+		var sb strings.Builder
+		sb.WriteString("SELECT NOW(6)")
+		for _, n := range names {
+			sb.WriteString(", s.")
+			sb.WriteString(q(n))
+		}
+		fmt.Fprintf(&sb, " FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = ?", q(st.Table), q(st.Key))
+		qs = append(qs, query{kind: kindState, text: sb.String(), args: []any{bizID}, stateCols: cols})
+	} else {
+		qs = append(qs, query{kind: kindState, text: "SELECT NOW(6)"})
+	}
+
+	for i, s := range p.Steps {
+		// Evidence and intent queries are the operator team's SQL, run with
+		// the biz_id bound to their one `?`.
+		if s.Evidence != "" {
+			qs = append(qs, query{kind: kindEvidence, step: i, text: s.Evidence, args: []any{bizID}})
+		}
+		if s.Intent != "" {
+			qs = append(qs, query{kind: kindIntent, step: i, text: s.Intent, args: []any{bizID}})
+		}
+	}
+
+	if id := p.Idempotency; id != nil {
+		sel := q(id.Key) + ", " + q(id.Action)
+		order := q(id.Key)
+		if id.CreatedAt != "" {
+			sel += ", " + q(id.CreatedAt)
+			order = q(id.CreatedAt) + ", " + order
+		}
+		text := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? ORDER BY %s LIMIT %d",
+			sel, q(id.Table), q(id.BizID), order, MaxRows)
+		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}})
+	}
+
+	if e := p.Entity; e != nil && e.Query != "" {
+		qs = append(qs, query{kind: kindEntity, text: e.Query, args: []any{bizID}})
+	}
+
+	if auditTable != "" {
+		text := "SELECT plan_id, action_index, action, outcome, after_image, created_at FROM " +
+			q(auditTable) + " WHERE biz_id = ? AND pipeline = ? ORDER BY id"
+		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}})
+	}
+
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("mysql: pipeline %q: invalid identifier(s) %s", p.Name, strings.Join(bad, ", "))
+	}
+	return qs, nil
+}
+
+// readState fills ev.Now and ev.State from the state statement's one row. A
+// value of an unexpected type is not assumed: its field stays unset and the
+// column is reported.
+func readState(ev *sources.DBEvidence, cols []stateCol, res result) error {
+	if len(res.rows) == 0 {
+		return errors.New("no row (expected one)")
+	}
+	vals := res.rows[0]
+	now, ok := asTime(vals[0])
+	if !ok {
+		return fmt.Errorf("NOW(6) returned %T", vals[0])
+	}
+	ev.Now = now
+	st := &ev.State
+	var bad []string
+	for i, c := range cols {
+		v := vals[i+1]
+		if v == nil {
+			continue
+		}
+		ok := true
+		switch c {
+		case colKey:
+			st.Found = true
+		case colStatus:
+			st.Status = asString(v)
+		case colOwner:
+			st.Owner = asString(v)
+		case colMsgID:
+			st.MsgID = asString(v)
+		case colVersion:
+			st.Version, ok = intPtr(v)
+		case colOffset:
+			st.Offset, ok = intPtr(v)
+		case colPartition:
+			var n *int64
+			if n, ok = intPtr(v); ok && *n >= 0 && *n <= math.MaxInt32 {
+				p := int32(*n)
+				st.Partition = &p
+			} else {
+				ok = false
+			}
+		case colLeaseUntil:
+			st.LeaseUntil, ok = timePtr(v)
+		case colCreatedAt:
+			st.CreatedAt, ok = timePtr(v)
+		case colUpdatedAt:
+			st.UpdatedAt, ok = timePtr(v)
+		}
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s column: unexpected value %v (%T)", stateColNames[c], v, v))
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+func intPtr(v sources.Value) (*int64, bool) {
+	n, ok := asInt64(v)
+	if !ok {
+		return nil, false
+	}
+	return &n, true
+}
+
+func timePtr(v sources.Value) (*time.Time, bool) {
+	t, ok := asTime(v)
+	if !ok {
+		return nil, false
+	}
+	return &t, true
+}
+
+// colIndex finds a column by name, case-insensitively; -1 when absent.
+func colIndex(cols []string, name string) int {
+	for i, c := range cols {
+		if strings.EqualFold(c, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// readIntents maps intent rows by column name: request_id (required),
+// sent_at, acked_at, result (optional).
+func readIntents(res result) ([]sources.Intent, error) {
+	ri := colIndex(res.cols, "request_id")
+	if ri < 0 {
+		return nil, fmt.Errorf("no request_id column (columns: %s)", strings.Join(res.cols, ", "))
+	}
+	si, ai, rsi := colIndex(res.cols, "sent_at"), colIndex(res.cols, "acked_at"), colIndex(res.cols, "result")
+	timeAt := func(vals []sources.Value, i int, name string) (*time.Time, error) {
+		if i < 0 || vals[i] == nil {
+			return nil, nil
+		}
+		t, ok := asTime(vals[i])
+		if !ok {
+			return nil, fmt.Errorf("%s is %T, not a DATE/DATETIME/TIMESTAMP", name, vals[i])
+		}
+		return &t, nil
+	}
+	out := make([]sources.Intent, 0, len(res.rows))
+	for _, vals := range res.rows {
+		in := sources.Intent{RequestID: asString(vals[ri])}
+		var err error
+		if in.SentAt, err = timeAt(vals, si, "sent_at"); err != nil {
+			return nil, err
+		}
+		if in.AckedAt, err = timeAt(vals, ai, "acked_at"); err != nil {
+			return nil, err
+		}
+		if rsi >= 0 {
+			in.Result = asString(vals[rsi])
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// readIdempotency maps (key, action[, created_at]) rows.
+func readIdempotency(res result) []sources.IdempotencyRow {
+	out := make([]sources.IdempotencyRow, 0, len(res.rows))
+	for _, vals := range res.rows {
+		row := sources.IdempotencyRow{Key: asString(vals[0]), Action: asString(vals[1])}
+		if len(vals) > 2 {
+			if t, ok := asTime(vals[2]); ok {
+				row.CreatedAt = &t
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// afterImage is the part of an audit row's after_image that a read needs.
+type afterImage struct {
+	Step       string          `json:"step"`
+	ReversedID json.RawMessage `json:"reversed_id"`
+	Partition  json.RawMessage `json:"partition"`
+	Offset     json.RawMessage `json:"offset"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// readAudit maps audit rows. An after_image that cannot be parsed leaves the
+// action without its details and is reported.
+func readAudit(res result) ([]sources.AuditAction, error) {
+	out := make([]sources.AuditAction, 0, len(res.rows))
+	var bad []string
+	for _, vals := range res.rows {
+		a := sources.AuditAction{
+			PlanID:  asString(vals[0]),
+			Action:  asString(vals[2]),
+			Outcome: asString(vals[3]),
+		}
+		if n, ok := asInt64(vals[1]); ok {
+			a.ActionIndex = int(n)
+		}
+		if t, ok := asTime(vals[5]); ok {
+			a.At = t
+		}
+		if img := asString(vals[4]); img != "" {
+			var ai afterImage
+			if err := json.Unmarshal([]byte(img), &ai); err != nil {
+				bad = append(bad, fmt.Sprintf("plan %s action %d: after_image: %v", a.PlanID, a.ActionIndex, err))
+			} else {
+				a.Step = ai.Step
+				a.ReversedID = jsonScalar(ai.ReversedID)
+				if n, ok := asInt64(jsonScalar(ai.Partition)); ok && n >= 0 && n <= math.MaxInt32 {
+					p := int32(n)
+					a.Partition = &p
+				}
+				if n, ok := asInt64(jsonScalar(ai.Offset)); ok {
+					a.Offset = &n
+				}
+				a.Detail = jsonScalar(ai.Detail)
+			}
+		}
+		out = append(out, a)
+	}
+	if len(bad) > 0 {
+		return out, errors.New(strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
+// jsonScalar renders a JSON string as its text and a number (or any other
+// value) as its JSON text; null or absent as "".
+func jsonScalar(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
