@@ -20,7 +20,7 @@ import (
 // fixture is one seed incident on a real MariaDB database and a kfake
 // cluster reached by sarama over TCP.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	db      *testenv.DB
 	k       *testenv.Kafka
 	cfg     string
@@ -32,6 +32,11 @@ type fixture struct {
 // newFixture loads testdata/schema/<name>.sql and testdata/incidents/<name>.sql
 // and writes a config from testdata/config/<name>.yaml with replacements.
 func newFixture(t *testing.T, name, topic string, replace ...string) *fixture {
+	t.Helper()
+	return newFixtureTB(t, name, topic, replace...)
+}
+
+func newFixtureTB(t testing.TB, name, topic string, replace ...string) *fixture {
 	t.Helper()
 	db := testenv.MySQL(t)
 	db.ExecFile(t, filepath.Join("..", "testdata", "schema", name+".sql"))
@@ -85,7 +90,7 @@ func (f *fixture) run(args ...string) (int, string, string) {
 	return runOpctl(f.t, all...)
 }
 
-func runOpctl(t *testing.T, args ...string) (int, string, string) {
+func runOpctl(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	ios, _, out, errOut := iostreams.Test()
 	code := Run(context.Background(), ios, args)
@@ -410,5 +415,48 @@ func TestWhereAllPipelines(t *testing.T) {
 	code, _, errOut = runOpctl(t, append(base, "where", "PAY-1", "--pipeline", "setlement")...)
 	if code != ExitUsage || !strings.Contains(errOut, "settlement") {
 		t.Fatalf("unknown pipeline: exit %d stderr %s", code, errOut)
+	}
+}
+
+// A live lease (by the database clock) makes the operation IN_FLIGHT, and a
+// real group member holding the partition is reported as its owner.
+func TestWhereInFlightWithLiveOwner(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "settlement", "settlement-event")
+	ts := time.Now().UTC()
+	p, off := f.produce("PAY-7", "m-7", ts)
+	f.db.Exec(t, `INSERT INTO biz_operation (biz_id, status, version, owner, lease_until, msg_id, src_partition, src_offset, created_at, updated_at)
+		VALUES ('PAY-7', 'DEBIT_DONE', 3, 'settlement-c-2', NOW(3) + INTERVAL 5 MINUTE, 'm-7', ?, ?, NOW(3), NOW(3))`, p, off)
+	f.db.Exec(t, `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES ('PAY-7', 1001, -5.00, 'DEBIT', NOW(3))`)
+	stop := f.k.JoinGroup(t, "settlement-consumer", []string{"settlement-event"}, "settlement-c-2")
+	defer stop()
+
+	code, out, _ := f.run("where", "PAY-7", "-o", "json")
+	r := decode(t, out)
+	if code != ExitOK || r.Verdict.Code != "IN_FLIGHT" || r.Verdict.Severity != "watch" {
+		t.Fatalf("exit %d verdict %+v findings %+v", code, r.Verdict, r.Findings)
+	}
+	var raw struct {
+		Kafka struct {
+			GroupState     string `json:"group_state"`
+			PartitionOwner string `json:"partition_owner"`
+		} `json:"kafka"`
+		State struct {
+			LeaseActive bool   `json:"lease_active"`
+			Owner       string `json:"owner"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Kafka.GroupState != "Stable" || raw.Kafka.PartitionOwner != "settlement-c-2" || !raw.State.LeaseActive {
+		t.Fatalf("kafka %+v state %+v", raw.Kafka, raw.State)
+	}
+
+	// The lease expires (database clock): no longer in flight.
+	f.db.Exec(t, `UPDATE biz_operation SET lease_until = NOW(3) - INTERVAL 1 SECOND WHERE biz_id = 'PAY-7'`)
+	_, out, _ = f.run("where", "PAY-7", "-o", "json")
+	if r := decode(t, out); r.Verdict.Code == "IN_FLIGHT" {
+		t.Fatalf("expired lease still in flight: %+v", r.Verdict)
 	}
 }
