@@ -15,6 +15,7 @@ import (
 
 	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/internal/triage"
 	"github.com/opctl-dev/opctl/sources"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
@@ -75,7 +76,7 @@ func BenchmarkWhere(b *testing.B) {
 		pl := []*config.Pipeline{cfg.Pipeline("fulfilment")}
 		var stats mysqlsrc.ReadStats
 		for b.Loop() {
-			rs, err := Triage(context.Background(), col, pl, "F-1")
+			rs, err := triage.Triage(context.Background(), col, pl, "F-1")
 			if err != nil || rs[0].Verdict.Code != "DUPLICATE_EFFECT" {
 				b.Fatalf("%v %+v", err, rs)
 			}

@@ -96,6 +96,9 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdWhere(f, nil),
 		NewCmdExplain(f, nil),
 		NewCmdVersion(f),
+		NewCmdReconcile(f, nil),
+		NewCmdSchema(f, nil),
+		NewCmdDemo(f, nil),
 	)
 	addExitStatus(root)
 	return root

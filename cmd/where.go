@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/internal/triage"
 	"github.com/opctl-dev/opctl/sources"
 )
 
@@ -108,33 +108,6 @@ func selectPipelines(cfg *config.Config, name string) ([]*config.Pipeline, error
 	return nil, usageErrorf("--pipeline %q: no such pipeline in %s (have: %s)", name, cfg.Path, strings.Join(cfg.PipelineNames(), ", "))
 }
 
-// Triage collects and diagnoses one id in each given pipeline, concurrently.
-// It fails only when MySQL cannot be reached at all.
-func Triage(ctx context.Context, c *sources.Collector, pipelines []*config.Pipeline, bizID string) ([]inspect.Report, error) {
-	reports := make([]inspect.Report, len(pipelines))
-	errs := make([]error, len(pipelines))
-	var wg sync.WaitGroup
-	for i, p := range pipelines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ev, err := c.Collect(ctx, p, bizID)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			reports[i] = inspect.Diagnose(ev)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return reports, nil
-}
-
 func runWhere(ctx context.Context, f *Factory, opts *WhereOptions) error {
 	cfg, err := f.Config()
 	if err != nil {
@@ -148,7 +121,7 @@ func runWhere(ctx context.Context, f *Factory, opts *WhereOptions) error {
 	if err != nil {
 		return err
 	}
-	reports, err := Triage(ctx, col, pipelines, opts.BizID)
+	reports, err := triage.Triage(ctx, col, pipelines, opts.BizID)
 	if err != nil {
 		return err
 	}

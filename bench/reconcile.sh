@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Benchmark: opctl reconcile against the naive single-statement SQL a DBA
+# would write for the same questions, on the same generated data (lab/gen),
+# at several sizes. Needs only MariaDB (127.0.0.1:3306, root, no password, or
+# BENCH_MYSQL) and go. Usage:
+#
+#   bench/reconcile.sh                 # 100k and 1M operations
+#   bench/reconcile.sh 100000 1000000 5000000
+#
+# For each size it creates a database opctl_bench_<N> (dropped at the end),
+# loads testdata/schema/{settlement,skip}.sql, adds the indexes reconcile
+# needs (opctl schema apply --indexes --yes), loads N operations with 0.1%
+# seeded anomalies, and measures, for
+#   reconcile (all checks)    opctl reconcile --since 2d --out targets.jsonl
+#   reconcile --check skipped
+#   naive skipped             SKIPPED JOIN orders ON status NOT cancelling AND
+#                             NOT EXISTS points_grant (seed 003's query)
+#   naive skipped, seed 003 schema   the same, IGNORE INDEX (ix_action_created):
+#                             the seed's idempotency table had only uk_msg_id
+#   naive (all checks)        one statement per question: stuck, duplicates
+#                             (GROUP BY ... HAVING per scan table), orphans
+#                             (anti-join per scan table), skipped
+# wall time, rows examined (sum of Handler_read_*: SHOW SESSION STATUS for
+# the naive statements; the GLOBAL delta for reconcile, which uses several
+# connections, so other activity on the server inflates it) and peak RSS of
+# the client process (/usr/bin/time -v, else VmHWM from /proc). It checks
+# that reconcile's targets equal the manifest's anomalies exactly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=("$@")
+[ ${#SIZES[@]} -eq 0 ] && SIZES=(100000 1000000)
+MYSQL=${BENCH_MYSQL:-mariadb}
+ROOT_DSN=${BENCH_DSN_PREFIX:-root@tcp(127.0.0.1:3306)}
+TMP=$(mktemp -d)
+DBS=()
+cleanup() {
+  for d in "${DBS[@]:-}"; do [ -n "$d" ] && $MYSQL -e "DROP DATABASE IF EXISTS \`$d\`" || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+go build -o "$TMP/opctl" .
+go build -o "$TMP/gen" ./lab/gen/cmd
+go build -o "$TMP/compare" ./bench/compare
+
+# peak_rss CMD... : runs CMD, prints its peak RSS in MiB on fd 3, returns its exit code.
+peak_rss() {
+  if [ -x /usr/bin/time ]; then
+    local rc=0
+    /usr/bin/time -v -o "$TMP/time.txt" "$@" || rc=$?
+    awk -F: '/Maximum resident set size/ {printf "%.1f\n", $2/1024}' "$TMP/time.txt" >&3
+    return $rc
+  fi
+  "$@" & local pid=$! hwm=0 v
+  while kill -0 $pid 2>/dev/null; do
+    v=$(awk '/VmHWM/ {print $2}' /proc/$pid/status 2>/dev/null || true)
+    [ -n "$v" ] && hwm=$v
+    sleep 0.1
+  done
+  local rc=0; wait $pid || rc=$?
+  awk -v k="$hwm" 'BEGIN {printf "%.1f\n", k/1024}' >&3
+  return $rc
+}
+
+handler_sum() { # scope
+  $MYSQL -N -e "SHOW $1 STATUS LIKE 'Handler_read%'" | awk '{s+=$2} END {print s+0}'
+}
+
+now() { date +%s.%N; }
+
+# naive DB LABEL SQL : runs one statement in one session, prints "label|secs|rows|rss".
+naive() {
+  local db=$1 label=$2 sql=$3 t0 t1 rows rss
+  t0=$(now)
+  rows=$( { peak_rss $MYSQL -N "$db" -e "FLUSH STATUS; $sql; SELECT 'HANDLER', SUM(VARIABLE_VALUE) FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME LIKE 'HANDLER_READ%';" 3>"$TMP/rss" ; } | awk '$1=="HANDLER" {print $2}')
+  t1=$(now)
+  rss=$(cat "$TMP/rss")
+  printf '%s|%.2f|%s|%s\n' "$label" "$(echo "$t1 - $t0" | bc -l 2>/dev/null || awk "BEGIN{print $t1-$t0}")" "$rows" "$rss"
+}
+
+# recon DB LABEL ARGS... : runs opctl reconcile, prints "label|secs|rows|rss|exit".
+recon() {
+  local db=$1 label=$2; shift 2
+  local h0 h1 t0 t1 rc=0
+  h0=$(handler_sum GLOBAL); t0=$(now)
+  peak_rss "$TMP/opctl" reconcile --config testdata/config/reconcile.yaml --mysql-dsn "$ROOT_DSN/$db" \
+    --brokers 127.0.0.1:1 --timeout 30s --since 2d "$@" -o jsonl >/dev/null 2>"$TMP/recon.err" 3>"$TMP/rss" || rc=$?
+  t1=$(now); h1=$(handler_sum GLOBAL)
+  printf '%s|%.2f|%s|%s|%s\n' "$label" "$(awk "BEGIN{print $t1-$t0}")" "$((h1 - h0))" "$(cat "$TMP/rss")" "$rc"
+}
+
+RESULTS=()
+for n in "${SIZES[@]}"; do
+  db="opctl_bench_$n"
+  DBS+=("$db")
+  echo "== $n operations: loading $db" >&2
+  $MYSQL -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
+  $MYSQL "$db" < testdata/schema/settlement.sql
+  $MYSQL "$db" < testdata/schema/skip.sql
+  "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$ROOT_DSN/$db" >&2
+  "$TMP/gen" -dsn "$ROOT_DSN/$db" -ops "$n" -manifest "$TMP/manifest-$n.json"
+  $MYSQL "$db" -N -e "ANALYZE TABLE biz_operation, balance_journal, ledger_entry, step_intent, orders, consumer_idempotency, points_grant" >/dev/null
+
+  echo "== $n: reconcile" >&2
+  r_all=$(recon "$db" "reconcile (all checks)" --out "$TMP/targets-$n.jsonl")
+  exact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/targets-$n.jsonl" || true)
+  r_skip=$(recon "$db" "reconcile --check skipped" --check skipped --out "$TMP/skipped-$n.jsonl")
+  exact_skip=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/skipped-$n.jsonl" -check skipped || true)
+
+  echo "== $n: naive SQL" >&2
+  SKIP="SELECT i.msg_id, i.biz_id FROM consumer_idempotency i %s JOIN orders o ON o.order_id = i.biz_id
+        WHERE i.action = 'SKIPPED' AND o.status NOT IN ('REFUNDED', 'CANCELLED')
+        AND NOT EXISTS (SELECT 1 FROM points_grant g WHERE g.order_id = i.biz_id)"
+  n_skip=$(naive "$db" "naive skipped" "$(printf "$SKIP" "")")
+  n_seed=$(naive "$db" "naive skipped, seed 003 schema" "$(printf "$SKIP" "IGNORE INDEX (ix_action_created)")")
+  n_all_t=0; n_all_rows=0; n_all_rss=0
+  for q in \
+    "SELECT biz_id FROM biz_operation WHERE status NOT IN ('DONE','FAILED') AND updated_at < NOW() - INTERVAL 5 MINUTE AND (lease_until IS NULL OR lease_until < NOW())" \
+    "SELECT biz_id FROM balance_journal WHERE kind = 'DEBIT' GROUP BY biz_id HAVING COUNT(*) > 1" \
+    "SELECT biz_order_id FROM ledger_entry GROUP BY biz_order_id HAVING COUNT(*) > 1" \
+    "SELECT order_id FROM points_grant GROUP BY order_id HAVING COUNT(*) > 1" \
+    "SELECT DISTINCT j.biz_id FROM balance_journal j LEFT JOIN biz_operation s ON s.biz_id = j.biz_id WHERE s.biz_id IS NULL" \
+    "SELECT DISTINCT l.biz_order_id FROM ledger_entry l LEFT JOIN biz_operation s ON s.biz_id = l.biz_order_id WHERE s.biz_id IS NULL" \
+    "SELECT DISTINCT g.order_id FROM points_grant g LEFT JOIN consumer_idempotency i ON i.biz_id = g.order_id WHERE i.biz_id IS NULL" \
+    "$(printf "$SKIP" "")"; do
+    IFS='|' read -r _ t rows rss <<<"$(naive "$db" q "$q")"
+    n_all_t=$(awk "BEGIN{print $n_all_t+$t}"); n_all_rows=$((n_all_rows + rows))
+    n_all_rss=$(awk "BEGIN{print ($rss>$n_all_rss)?$rss:$n_all_rss}")
+  done
+  n_all="naive (all checks, 8 statements)|$n_all_t|$n_all_rows|$n_all_rss"
+
+  RESULTS+=("$n|$r_all|$exact" "$n|$r_skip|$exact_skip" "$n|$n_skip|" "$n|$n_seed|" "$n|$n_all|")
+  $MYSQL -e "DROP DATABASE IF EXISTS \`$db\`"
+done
+
+echo
+echo "| operations | run | wall s | rows examined | peak RSS MiB | exit | exact? |"
+echo "| ---: | --- | ---: | ---: | ---: | ---: | --- |"
+for r in "${RESULTS[@]}"; do
+  IFS='|' read -r n label t rows rss a b <<<"$r"
+  if [[ "$label" == reconcile* ]]; then
+    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$label" "$t" "$rows" "$rss" "$a" "$b"
+  else
+    printf '| %s | %s | %s | %s | %s (client) | | |\n' "$n" "$label" "$t" "$rows" "$rss"
+  fi
+done

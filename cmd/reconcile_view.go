@@ -1,0 +1,348 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/internal/ui"
+	"github.com/opctl-dev/opctl/reconcile"
+)
+
+// reconcileView renders a run: Result is called for every triaged candidate
+// as it comes, Finish once with the summary. One implementation per format.
+type reconcileView interface {
+	Result(r reconcile.Result) error
+	Finish(sum *reconcile.Summary) error
+}
+
+func newReconcileView(io *iostreams.IOStreams, output string) reconcileView {
+	switch output {
+	case "json":
+		return &reconcileJSONView{w: io.Out, targets: []reconcile.Target{}}
+	case "jsonl":
+		return &reconcileJSONLView{enc: json.NewEncoder(io.Out)}
+	case "prometheus":
+		return &reconcilePromView{w: io.Out, now: time.Now}
+	}
+	return &reconcileHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
+}
+
+// maxTTYRows bounds the targets a terminal table holds; the rest are counted
+// (-o jsonl and --out have them all).
+const maxTTYRows = 1000
+
+var targetHeader = []string{"PIPELINE", "CHECK", "BIZ_ID", "VERDICT", "STEP", "DETAIL"}
+
+func targetRow(t reconcile.Target) []string {
+	step := t.Step
+	if step == "" {
+		step = "-"
+	}
+	v := t.Verdict
+	if t.Partial {
+		v += " (partial)"
+	}
+	return []string{t.Pipeline, t.Check, t.BizID, v, step, t.Detail}
+}
+
+// reconcileHumanView prints the targets and a summary per pipeline and
+// check. Piped, target lines stream as they are found (tab-separated); on a
+// terminal they are collected into one table (at most maxTTYRows rows).
+type reconcileHumanView struct {
+	w        io.Writer
+	tty      bool
+	st       ui.Styles
+	rows     [][]string
+	dropped  int
+	streamed bool
+}
+
+func (v *reconcileHumanView) Result(r reconcile.Result) error {
+	if !r.IsTarget() {
+		return nil
+	}
+	if !v.tty {
+		if !v.streamed {
+			v.streamed = true
+			if err := ui.Table(v.w, false, targetHeader, nil); err != nil {
+				return err
+			}
+		}
+		var sb strings.Builder
+		_ = ui.Table(&sb, false, targetHeader, [][]string{targetRow(r.Target)})
+		_, line, _ := strings.Cut(sb.String(), "\n")
+		_, err := io.WriteString(v.w, line)
+		return err
+	}
+	if len(v.rows) >= maxTTYRows {
+		v.dropped++
+		return nil
+	}
+	v.rows = append(v.rows, targetRow(r.Target))
+	return nil
+}
+
+func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
+	var b strings.Builder
+	if v.tty {
+		if len(v.rows) > 0 {
+			b.WriteString(v.st.Title.Render("TARGETS") + "\n")
+			_ = ui.Table(&b, true, targetHeader, v.rows)
+			if v.dropped > 0 {
+				fmt.Fprintf(&b, "... and %d more (use --out FILE or -o jsonl for all of them)\n", v.dropped)
+			}
+			b.WriteString("\n")
+		} else {
+			b.WriteString(v.st.OK.Render("no targets") + "\n\n")
+		}
+		b.WriteString(v.st.Title.Render("CHECKS") + "\n")
+	} else if v.streamed {
+		b.WriteString("\n")
+	}
+	rows := [][]string{}
+	for _, c := range sum.Checks {
+		note := c.Reason
+		if len(c.Notes) > 0 {
+			note = strings.TrimPrefix(note+"; "+strings.Join(c.Notes, "; "), "; ")
+		}
+		rows = append(rows, []string{c.Pipeline, c.Check, c.Status, strconv.FormatInt(c.Rows, 10),
+			strconv.FormatInt(c.Candidates, 10), strconv.FormatInt(c.Targets, 10), verdictCounts(c.Verdicts),
+			fmt.Sprintf("%.1fs", c.Seconds), note})
+	}
+	_ = ui.Table(&b, v.tty, []string{"PIPELINE", "CHECK", "STATUS", "ROWS", "CANDIDATES", "TARGETS", "VERDICTS", "TIME", "NOTE"}, rows)
+	for _, c := range sum.Checks {
+		if len(c.DDL) > 0 {
+			fmt.Fprintf(&b, "\n%s/%s needs (or pass --allow-full-scan):\n", c.Pipeline, c.Check)
+			for _, d := range c.DDL {
+				b.WriteString("  " + d + "\n")
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\n%d target(s) among %d candidate(s); %d rows read in %.1fs\n", sum.Targets, sum.Candidates, sum.Rows, sum.Seconds)
+	if sum.Partial {
+		b.WriteString(v.st.Watch.Render("PARTIAL: "+strings.Join(sum.PartialWhy, "; ")) + "\n")
+	}
+	if sum.Targets > 0 {
+		b.WriteString("next: opctl repair plan --from-file targets.jsonl --reason \"$REASON\" --out plans.jsonl   (write the file with --out)\n")
+	}
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+// verdictCounts renders {"COMPLETE": 3, "IN_FLIGHT": 1} as "COMPLETE 3, IN_FLIGHT 1".
+func verdictCounts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// reconcileJSONView prints one object at the end: the targets and the summary.
+type reconcileJSONView struct {
+	w       io.Writer
+	targets []reconcile.Target
+}
+
+func (v *reconcileJSONView) Result(r reconcile.Result) error {
+	if r.IsTarget() {
+		v.targets = append(v.targets, r.Target)
+	}
+	return nil
+}
+
+func (v *reconcileJSONView) Finish(sum *reconcile.Summary) error {
+	enc := json.NewEncoder(v.w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Targets []reconcile.Target `json:"targets"`
+		Summary *reconcile.Summary `json:"summary"`
+	}{v.targets, sum})
+}
+
+// reconcileJSONLView streams the targets, one JSON object per line: the
+// same lines as --out.
+type reconcileJSONLView struct{ enc *json.Encoder }
+
+func (v *reconcileJSONLView) Result(r reconcile.Result) error {
+	if !r.IsTarget() {
+		return nil
+	}
+	return v.enc.Encode(r.Target)
+}
+
+func (v *reconcileJSONLView) Finish(*reconcile.Summary) error { return nil }
+
+// reconcilePromView prints the Prometheus text exposition format at the end.
+type reconcilePromView struct {
+	w   io.Writer
+	now func() time.Time
+}
+
+func (v *reconcilePromView) Result(reconcile.Result) error { return nil }
+
+func (v *reconcilePromView) Finish(sum *reconcile.Summary) error {
+	_, err := io.WriteString(v.w, PrometheusText(sum, v.now()))
+	return err
+}
+
+// PrometheusText renders a summary in the Prometheus text exposition
+// format: per pipeline and check, the targets, candidates, rows read, the
+// check's status and duration; per verdict, the candidates' verdicts; and
+// whether the run was partial. Every check that was asked for has a sample,
+// zero included, so that an alert can tell "none found" from "not run".
+func PrometheusText(sum *reconcile.Summary, now time.Time) string {
+	var b strings.Builder
+	metric := func(name, help, typ string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	lbl := func(kv ...string) string {
+		parts := make([]string, 0, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			parts = append(parts, fmt.Sprintf("%s=%q", kv[i], promEscape(kv[i+1])))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	metric("opctl_reconcile_targets", "Operations whose verdict needs action, per pipeline and check.", "gauge")
+	for _, c := range sum.Checks {
+		fmt.Fprintf(&b, "opctl_reconcile_targets%s %d\n", lbl("pipeline", c.Pipeline, "check", c.Check), c.Targets)
+	}
+	metric("opctl_reconcile_candidates", "Operations triaged, per pipeline and check.", "gauge")
+	for _, c := range sum.Checks {
+		fmt.Fprintf(&b, "opctl_reconcile_candidates%s %d\n", lbl("pipeline", c.Pipeline, "check", c.Check), c.Candidates)
+	}
+	metric("opctl_reconcile_verdicts", "Triaged operations per verdict (severity action, watch or ok).", "gauge")
+	for _, c := range sum.Checks {
+		keys := make([]string, 0, len(c.Verdicts))
+		for k := range c.Verdicts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "opctl_reconcile_verdicts%s %d\n",
+				lbl("pipeline", c.Pipeline, "check", c.Check, "verdict", k, "severity", inspect.Severity(k)), c.Verdicts[k])
+		}
+	}
+	metric("opctl_reconcile_rows_read", "Index entries and keys read by the scan, per pipeline and check.", "gauge")
+	for _, c := range sum.Checks {
+		fmt.Fprintf(&b, "opctl_reconcile_rows_read%s %d\n", lbl("pipeline", c.Pipeline, "check", c.Check), c.Rows)
+	}
+	metric("opctl_reconcile_check_ok", "1 when the check ran to the end, 0 when it was skipped, refused, failed or interrupted.", "gauge")
+	for _, c := range sum.Checks {
+		ok := 0
+		if c.Status == reconcile.StatusOK {
+			ok = 1
+		}
+		fmt.Fprintf(&b, "opctl_reconcile_check_ok%s %d\n", lbl("pipeline", c.Pipeline, "check", c.Check, "status", c.Status), ok)
+	}
+	metric("opctl_reconcile_check_duration_seconds", "Wall time of the check's scan.", "gauge")
+	for _, c := range sum.Checks {
+		fmt.Fprintf(&b, "opctl_reconcile_check_duration_seconds%s %s\n", lbl("pipeline", c.Pipeline, "check", c.Check), promFloat(c.Seconds))
+	}
+	metric("opctl_reconcile_partial", "1 when a source (Kafka) could not be read and verdicts were computed without it.", "gauge")
+	fmt.Fprintf(&b, "opctl_reconcile_partial %d\n", boolInt(sum.Partial))
+	metric("opctl_reconcile_last_run_timestamp_seconds", "When the run finished (Unix time).", "gauge")
+	fmt.Fprintf(&b, "opctl_reconcile_last_run_timestamp_seconds %d\n", now.Unix())
+	return b.String()
+}
+
+func promEscape(s string) string {
+	// %q escapes backslash, quote and newline as the format wants; strip
+	// what %q would turn into other escapes.
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\n' {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func promFloat(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// progressBar draws one line on stderr while a run scans: the fraction of
+// the current check's range, rows read, rate and targets found. Updates are
+// drawn at most ten times a second.
+type progressBar struct {
+	mu    sync.Mutex
+	w     io.Writer
+	st    ui.Styles
+	last  time.Time
+	found int64
+	drawn bool
+}
+
+func newProgressBar(w io.Writer, color bool) *progressBar {
+	return &progressBar{w: w, st: ui.NewStyles(w, color)}
+}
+
+// Found counts a target (called from the result loop).
+func (b *progressBar) Found(r reconcile.Result) {
+	if r.IsTarget() {
+		b.mu.Lock()
+		b.found++
+		b.mu.Unlock()
+	}
+}
+
+// Update redraws the line (called from the scan).
+func (b *progressBar) Update(p reconcile.Progress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if b.drawn && now.Sub(b.last) < 100*time.Millisecond {
+		return
+	}
+	b.last, b.drawn = now, true
+	fmt.Fprint(b.w, "\r\x1b[2K"+renderProgress(p, b.st, max(b.found, p.Found)))
+}
+
+// Clear erases the line.
+func (b *progressBar) Clear() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.drawn {
+		fmt.Fprint(b.w, "\r\x1b[2K")
+		b.drawn = false
+	}
+}
+
+// renderProgress is the text of the progress line.
+func renderProgress(p reconcile.Progress, st ui.Styles, found int64) string {
+	const width = 24
+	bar := strings.Repeat("·", width)
+	pct := "  ?%"
+	if p.Fraction >= 0 {
+		n := int(p.Fraction*width + 0.5)
+		bar = st.OK.Render(strings.Repeat("█", n)) + st.Dim.Render(strings.Repeat("░", width-n))
+		pct = fmt.Sprintf("%3.0f%%", p.Fraction*100)
+	}
+	rate := 0.0
+	if s := p.Elapsed.Seconds(); s > 0 {
+		rate = float64(p.TotalRows) / s
+	}
+	return fmt.Sprintf("%s %s  %s/%s  rows %d  %.0f rows/s  found %s", bar, pct, p.Pipeline, p.Check,
+		p.TotalRows, rate, st.Severity("action", strconv.FormatInt(found, 10)))
+}

@@ -1,0 +1,320 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/internal/ui"
+	"github.com/opctl-dev/opctl/schema"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+)
+
+// SchemaOptions are the parsed flags of `opctl schema print|check|apply`.
+type SchemaOptions struct {
+	// Action is print, check or apply.
+	Action   string
+	Audit    bool
+	Indexes  bool
+	Dialect  string
+	Pipeline string
+	DryRun   bool
+	Yes      bool
+}
+
+// NewCmdSchema builds `opctl schema` and its subcommands. runF replaces the
+// run function in tests.
+func NewCmdSchema(f *Factory, runF func(context.Context, *SchemaOptions) error) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "schema",
+		Short: "Recommended DDL; compare a database with the config",
+		Long: `print   the recommended tables of the anchored design (state, step intents,
+        idempotency with the SKIPPED lifecycle, balance journal) and opctl's audit
+        tables; needs no config
+check   compare the configured database with the config: tables and columns exist,
+        and the indexes 'opctl reconcile' walks; prints the DDL that adds the
+        missing ones (exit 3 when something is missing)
+apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
+        --indexes adds the indexes 'check' found missing; without either, creates
+        the recommended tables. --dry-run prints the statements; --indexes and the
+        tables need --yes or an interactive confirmation`,
+		Args: noArgs,
+	}
+	run := func(opts *SchemaOptions) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, _ []string) error {
+			switch opts.Dialect {
+			case schema.MySQL8, schema.MariaDB:
+			default:
+				return usageErrorf("--dialect %q: want mysql8 or mariadb", opts.Dialect)
+			}
+			if opts.Audit && opts.Indexes {
+				return usageErrorf("--audit and --indexes: pick one")
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runSchema(c.Context(), f, opts)
+		}
+	}
+
+	printOpts := &SchemaOptions{Action: "print"}
+	pr := &cobra.Command{
+		Use:   "print",
+		Short: "Print the recommended DDL (and the audit tables)",
+		Example: `  opctl schema print
+  opctl schema print --audit --dialect mariadb`,
+		Args: noArgs,
+		RunE: run(printOpts),
+	}
+	pr.Flags().BoolVar(&printOpts.Audit, "audit", false, "only the audit tables (SPEC §7), named after audit.table when a config is found")
+	pr.Flags().StringVar(&printOpts.Dialect, "dialect", schema.MySQL8, "mysql8 or mariadb")
+
+	checkOpts := &SchemaOptions{Action: "check", Dialect: schema.MySQL8}
+	ck := &cobra.Command{
+		Use:     "check",
+		Short:   "Compare the database with the config; print the DDL for missing indexes",
+		Example: `  opctl schema check --pipeline settlement`,
+		Args:    noArgs,
+		RunE:    run(checkOpts),
+	}
+	ck.Flags().StringVar(&checkOpts.Pipeline, "pipeline", "", "only this pipeline")
+
+	applyOpts := &SchemaOptions{Action: "apply", Dialect: schema.MySQL8}
+	ap := &cobra.Command{
+		Use:   "apply",
+		Short: "Create the audit tables, the missing indexes or the recommended tables",
+		Example: `  opctl schema apply --audit
+  opctl schema apply --indexes --dry-run
+  opctl schema apply --indexes --yes`,
+		Args: noArgs,
+		RunE: run(applyOpts),
+	}
+	ap.Flags().BoolVar(&applyOpts.Audit, "audit", false, "create opctl's audit tables (CREATE TABLE IF NOT EXISTS)")
+	ap.Flags().BoolVar(&applyOpts.Indexes, "indexes", false, "add the indexes 'opctl schema check' reports missing")
+	ap.Flags().StringVar(&applyOpts.Pipeline, "pipeline", "", "--indexes: only this pipeline")
+	ap.Flags().BoolVar(&applyOpts.DryRun, "dry-run", false, "print the statements, run nothing")
+	ap.Flags().BoolVar(&applyOpts.Yes, "yes", false, "do not ask for confirmation")
+
+	root.AddCommand(pr, ck, ap)
+	return root
+}
+
+func runSchema(ctx context.Context, f *Factory, opts *SchemaOptions) error {
+	out := f.IOStreams.Out
+	switch opts.Action {
+	case "print":
+		table := ""
+		if cfg, err := f.Config(); err == nil {
+			table = cfg.Audit.AuditTable()
+		}
+		stmts := schema.AuditDDL(table)
+		if !opts.Audit {
+			rec, err := schema.Recommended(opts.Dialect)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			fmt.Fprintf(out, "-- opctl recommended schema (%s): the anchored consumer of DESIGN.md\n\n", dialectName(opts.Dialect))
+			_, _ = io.WriteString(out, schema.Script(rec))
+			fmt.Fprintln(out, "-- opctl's audit tables (SPEC §7)")
+			fmt.Fprintln(out)
+		}
+		_, err := io.WriteString(out, schema.Script(stmts))
+		return err
+	case "check":
+		rep, _, err := schemaCheck(ctx, f, opts.Pipeline)
+		if err != nil {
+			return err
+		}
+		if err := renderSchemaCheck(f, rep); err != nil {
+			return err
+		}
+		if len(rep.Missing()) > 0 {
+			return &CodeError{Code: ExitAttention}
+		}
+		return nil
+	case "apply":
+		return runSchemaApply(ctx, f, opts)
+	}
+	return usageErrorf("unknown schema action %q", opts.Action)
+}
+
+func dialectName(d string) string {
+	if d == schema.MariaDB {
+		return "MariaDB >= 10.6"
+	}
+	return "MySQL 8"
+}
+
+// schemaCheck compares the read database with the config.
+func schemaCheck(ctx context.Context, f *Factory, pipeline string) (*schema.Report, *config.Config, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	pipelines, err := selectPipelines(cfg, pipeline)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := f.MySQL(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.Globals.Timeout)
+	defer cancel()
+	rep, err := schema.Check(cctx, db, pipelines, cfg.Audit.AuditTable())
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, cfg, nil
+}
+
+func renderSchemaCheck(f *Factory, rep *schema.Report) error {
+	out := f.IOStreams.Out
+	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
+		enc := json.NewEncoder(out)
+		if f.Globals.Output == "json" {
+			enc.SetIndent("", "  ")
+		}
+		return enc.Encode(struct {
+			Items []schema.Item `json:"items"`
+			DDL   []string      `json:"ddl"`
+		}{rep.Items, append([]string{}, rep.DDL()...)})
+	}
+	tty := f.IOStreams.IsStdoutTTY()
+	st := ui.NewStyles(out, f.IOStreams.ColorEnabled())
+	rows := [][]string{}
+	for _, it := range rep.Items {
+		status := it.Status
+		switch it.Status {
+		case schema.StatusOK:
+			status = st.OK.Render(status)
+		case schema.StatusMissing:
+			status = st.Action.Render(status)
+		default:
+			status = st.Watch.Render(status)
+		}
+		what := it.What
+		if what == "" {
+			what = "-"
+		}
+		note := it.Why
+		if it.Index != "" {
+			note = "index " + it.Index + ": " + note
+		}
+		if len(it.Checks) > 0 {
+			note = "reconcile " + strings.Join(it.Checks, ",") + ": " + note
+		}
+		pl := it.Pipeline
+		if pl == "" {
+			pl = "-"
+		}
+		rows = append(rows, []string{pl, it.Kind, it.Table, what, status, note})
+	}
+	var b strings.Builder
+	_ = ui.Table(&b, tty, []string{"PIPELINE", "KIND", "TABLE", "WHAT", "STATUS", "NOTE"}, rows)
+	missing := rep.Missing()
+	if len(missing) == 0 {
+		b.WriteString("\nnothing missing\n")
+	} else {
+		fmt.Fprintf(&b, "\n%d missing.", len(missing))
+		if ddl := rep.DDL(); len(ddl) > 0 {
+			b.WriteString(" Add the indexes with (or: opctl schema apply --indexes):\n\n")
+			for _, d := range ddl {
+				b.WriteString(d + "\n")
+			}
+		} else {
+			b.WriteString("\n")
+		}
+		for _, it := range missing {
+			if it.Kind != schema.KindIndex {
+				fmt.Fprintf(&b, "%s %s %s: create it or fix the config (%s)\n", it.Kind, it.Table, it.What, it.Why)
+			}
+		}
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+func runSchemaApply(ctx context.Context, f *Factory, opts *SchemaOptions) error {
+	var (
+		stmts []string
+		what  string
+		ask   bool
+		cfg   *config.Config
+		err   error
+	)
+	switch {
+	case opts.Audit:
+		cfg, err = f.Config()
+		if err != nil {
+			return err
+		}
+		stmts, what = schema.AuditDDL(cfg.Audit.AuditTable()), "create the audit tables"
+	case opts.Indexes:
+		var rep *schema.Report
+		rep, cfg, err = schemaCheck(ctx, f, opts.Pipeline)
+		if err != nil {
+			return err
+		}
+		stmts, what, ask = rep.DDL(), "add the indexes reconcile needs", true
+		if len(stmts) == 0 {
+			fmt.Fprintln(f.IOStreams.Out, "nothing to add: every index reconcile needs is there")
+			return nil
+		}
+	default:
+		cfg, err = f.Config()
+		if err != nil {
+			return err
+		}
+		stmts, err = schema.Recommended(opts.Dialect)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		what, ask = "create the recommended tables of the anchored design", true
+	}
+	out := f.IOStreams.Out
+	if opts.DryRun {
+		fmt.Fprintf(out, "-- dry run: would %s on %s\n\n", what, writeAddr(cfg))
+		_, err := io.WriteString(out, schema.Script(stmts))
+		return err
+	}
+	if ask && !opts.Yes {
+		if !f.IOStreams.IsStdinTTY() {
+			return &CodeError{Code: ExitRefused, Err: fmt.Errorf("schema apply: %d statement(s) to %s on %s: pass --yes, or --dry-run to see them", len(stmts), what, writeAddr(cfg))}
+		}
+		fmt.Fprintf(f.IOStreams.ErrOut, "%s\nRun these %d statement(s) to %s on %s? [y/N] ", schema.Script(stmts), len(stmts), what, writeAddr(cfg))
+		line, _ := bufio.NewReader(f.IOStreams.In).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			return &CodeError{Code: ExitRefused, Err: fmt.Errorf("schema apply: not confirmed; nothing was changed")}
+		}
+	}
+	if err := cfg.ValidateMySQL(); err != nil {
+		return err
+	}
+	w, err := mysqlsrc.Open(cfg.MySQL.EffectiveWriteDSN(), 0)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	// DDL on a large table can take longer than a read: no per-call timeout
+	// beyond the DSN's own; Ctrl-C cancels.
+	if err := w.Exec(ctx, stmts); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "applied %d statement(s) on %s: %s\n", len(stmts), w.Addr(), what)
+	return nil
+}
+
+// writeAddr names the write database for messages, never with the password.
+func writeAddr(cfg *config.Config) string {
+	if cfg == nil {
+		return "mysql.write_dsn"
+	}
+	return config.RedactDSN(cfg.MySQL.EffectiveWriteDSN())
+}

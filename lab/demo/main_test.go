@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/opctl-dev/opctl/cmd"
+	"github.com/opctl-dev/opctl/internal/iostreams"
+)
+
+// TestEmbeddedDemo runs `opctl demo` exactly as `go run ./lab/demo` does: on
+// the embedded go-mysql-server, with no MariaDB involved.
+func TestEmbeddedDemo(t *testing.T) {
+	srv, dsn, err := startEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ios, _, out, errOut := iostreams.Test()
+	code := cmd.Run(context.Background(), ios, []string{"demo", "--embedded", "--mysql-dsn", dsn, "-o", "json"})
+	var rep struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			Scenario string `json:"scenario"`
+			BizID    string `json:"biz_id"`
+			Verdict  string `json:"verdict"`
+			Expected string `json:"expected"`
+			OK       bool   `json:"ok"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d, not JSON: %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
+	}
+	for _, c := range rep.Checks {
+		if !c.OK {
+			t.Errorf("%s %s: verdict %s, want %s", c.Scenario, c.BizID, c.Verdict, c.Expected)
+		}
+	}
+	if code != 0 || !rep.OK || len(rep.Checks) == 0 {
+		t.Fatalf("exit %d ok %v checks %d\nstderr: %s", code, rep.OK, len(rep.Checks), errOut)
+	}
+}
+
+// TestOpctlDoesNotLinkGoMySQLServer guards the start-up time of every opctl
+// command: go-mysql-server (and its WebAssembly regex engine) stays in this
+// program only.
+func TestOpctlDoesNotLinkGoMySQLServer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/opctl-dev/opctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := string(out)
+	if !strings.Contains(deps, "github.com/opctl-dev/opctl/cmd") {
+		t.Fatalf("go list -deps output does not look like opctl's graph:\n%.500s", deps)
+	}
+	for _, bad := range []string{"github.com/dolthub/go-mysql-server", "github.com/dolthub/go-icu-regex", "github.com/tetratelabs/wazero"} {
+		if strings.Contains(deps, bad) {
+			t.Errorf("opctl links %s", bad)
+		}
+	}
+}

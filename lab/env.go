@@ -1,0 +1,231 @@
+// Package lab is the incident lab: it reproduces the seed incidents with real
+// consumers (lab/consumer, on sarama consumer groups), real faults (a broker
+// that refuses commits, an RPC that times out at the caller but takes effect
+// at the callee, a rebalance, out-of-order events, a consumer that dies
+// mid-operation), real HTTP downstream services (lab/downstream) and an
+// in-process Kafka-protocol cluster (lab/cluster), on a real MySQL-protocol
+// database. `opctl demo` and the integration tests run it.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/lab/cluster"
+	"github.com/opctl-dev/opctl/lab/consumer"
+	"github.com/opctl-dev/opctl/lab/downstream"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+//go:embed opctl.yaml.tmpl
+var configTmpl string
+
+// Topics are the lab's topics with their partition counts.
+func Topics() map[string]int32 {
+	return map[string]int32{
+		"settlement-event": 8, "settlement-anchored": 8,
+		"order-fulfilment": 8, "fulfilment-anchored": 8,
+		"order-event": 8, "order-event-anchored": 8,
+	}
+}
+
+// Options say where the lab runs.
+type Options struct {
+	// MySQLDSN reaches the server the lab creates its database on. Its
+	// database name, if any, is ignored: the lab makes its own and drops it.
+	MySQLDSN string
+	// Keep leaves the database in place on Close (for `opctl demo --keep`).
+	Keep bool
+	// SerialWrites sends every statement of the lab's consumers through one
+	// connection. The embedded go-mysql-server (lab/demo) loses rows when
+	// two connections commit to one in-memory table at the same time.
+	SerialWrites bool
+}
+
+// Env is a running lab: a database with the lab schema, a Kafka cluster, two
+// sets of downstream services (one for the naive consumers, one for the
+// anchored ones, so that a probe by biz_id never sees the other family's
+// effects) and an opctl.yaml that points opctl at all of it.
+type Env struct {
+	DB *sql.DB
+	// DSN reaches the lab database (parseTime, UTC).
+	DSN      string
+	DBName   string
+	Cluster  *cluster.Cluster
+	Naive    *downstream.Set
+	Anchored *downstream.Set
+	// ConfigPath is the rendered opctl.yaml; Config is it loaded.
+	ConfigPath string
+	Config     *config.Config
+
+	root   *sql.DB
+	keep   bool
+	tmpDir string
+	closer []func()
+}
+
+// Start creates the lab database, loads the schema, starts the cluster and the
+// downstream services and writes the config. On error everything started so
+// far is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	e := &Env{keep: opts.Keep}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	cfg, err := mysql.ParseDSN(opts.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("lab: MySQL DSN %s: %v", config.RedactDSN(opts.MySQLDSN), err)
+	}
+	cfg.DBName = ""
+	cfg.ParseTime = true
+	cfg.MultiStatements = false
+	if cfg.Loc == nil {
+		cfg.Loc = time.UTC
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	e.root, err = sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := e.root.PingContext(pctx); err != nil {
+		return nil, fmt.Errorf("lab: MySQL at %s is not reachable: %v", cfg.Addr, err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	e.DBName = "opctl_lab_" + hex.EncodeToString(b)
+	if _, err := e.root.ExecContext(ctx, "CREATE DATABASE "+config.QuoteIdent(e.DBName)); err != nil {
+		return nil, fmt.Errorf("lab: create database %s on %s: %v", e.DBName, cfg.Addr, err)
+	}
+	cfg.DBName = e.DBName
+	e.DSN = cfg.FormatDSN()
+	e.DB, err = sql.Open("mysql", e.DSN)
+	if err != nil {
+		return nil, err
+	}
+	e.DB.SetMaxOpenConns(64)
+	if opts.SerialWrites {
+		e.DB.SetMaxOpenConns(1)
+	}
+	for _, stmt := range splitSQL(schemaSQL) {
+		if _, err := e.DB.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("lab: schema: %v\n%s", err, stmt)
+		}
+	}
+
+	if e.Cluster, err = cluster.Start(Topics()); err != nil {
+		return nil, fmt.Errorf("lab: kafka cluster: %v", err)
+	}
+	if e.Naive, err = downstream.StartSet(); err != nil {
+		return nil, fmt.Errorf("lab: downstream services: %v", err)
+	}
+	if e.Anchored, err = downstream.StartSet(); err != nil {
+		return nil, fmt.Errorf("lab: downstream services: %v", err)
+	}
+	if e.tmpDir, err = os.MkdirTemp("", "opctl-lab-"); err != nil {
+		return nil, err
+	}
+	e.ConfigPath = filepath.Join(e.tmpDir, "opctl.yaml")
+	if err := os.WriteFile(e.ConfigPath, []byte(e.RenderConfig()), 0o600); err != nil {
+		return nil, err
+	}
+	if e.Config, err = config.Load(e.ConfigPath); err != nil {
+		return nil, fmt.Errorf("lab: generated config does not load: %v", err)
+	}
+	return e, nil
+}
+
+// RenderConfig returns the lab's opctl.yaml.
+func (e *Env) RenderConfig() string {
+	t := template.Must(template.New("opctl.yaml").Parse(configTmpl))
+	quoted := make([]string, len(e.Cluster.Brokers))
+	for i, b := range e.Cluster.Brokers {
+		quoted[i] = fmt.Sprintf("%q", b)
+	}
+	var sb strings.Builder
+	_ = t.Execute(&sb, map[string]any{
+		"DSN":         e.DSN,
+		"BrokersYAML": strings.Join(quoted, ", "),
+		"Naive":       e.Naive.URLs(),
+		"Anchored":    e.Anchored.URLs(),
+	})
+	return sb.String()
+}
+
+// URLs returns the consumer's view of a downstream set.
+func URLs(s *downstream.Set) consumer.URLs {
+	u := s.URLs()
+	return consumer.URLs{Notify: u.Notify, WMS: u.WMS, Logistics: u.Logistics, Points: u.Points}
+}
+
+// onClose registers cleanup run by Close in reverse order.
+func (e *Env) onClose(f func()) { e.closer = append(e.closer, f) }
+
+// Close stops everything the lab started and drops its database (unless
+// Keep), removing the temporary config directory.
+func (e *Env) Close() {
+	for i := len(e.closer) - 1; i >= 0; i-- {
+		e.closer[i]()
+	}
+	e.closer = nil
+	if e.Naive != nil {
+		e.Naive.Close()
+	}
+	if e.Anchored != nil {
+		e.Anchored.Close()
+	}
+	if e.Cluster != nil {
+		e.Cluster.Close()
+	}
+	if e.DB != nil {
+		e.DB.Close()
+	}
+	if e.root != nil {
+		if !e.keep && e.DBName != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _ = e.root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+config.QuoteIdent(e.DBName))
+			cancel()
+		}
+		e.root.Close()
+	}
+	if e.tmpDir != "" && !e.keep {
+		os.RemoveAll(e.tmpDir)
+	}
+}
+
+// splitSQL splits the schema file on statement-ending semicolons, dropping
+// comment-only chunks.
+func splitSQL(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ";\n") {
+		var lines []string
+		for _, l := range strings.Split(part, "\n") {
+			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 0 {
+			out = append(out, strings.Join(lines, "\n"))
+		}
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package lab_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab"
+)
+
+// TestScenarios runs every scenario with real consumers, faults, kfake over
+// TCP and MariaDB, then triages each operation with the code of `opctl
+// where`: each affected id gets its incident's verdict, each untouched id a
+// healthy one.
+func TestScenarios(t *testing.T) {
+	db := testenv.MySQL(t) // proves MariaDB is reachable (or skips loudly)
+	_ = db
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	results, err := env.Run(ctx, nil, func(p lab.Progress) {
+		if p.Done {
+			t.Logf("scenario %s: %v in %s", p.Scenario, p.Err, p.Elapsed)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(lab.Scenarios()) {
+		t.Fatalf("%d results for %d scenarios", len(results), len(lab.Scenarios()))
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			t.Errorf("scenario %s: %v", r.Scenario.Name, r.Err)
+		}
+		affected, untouched := 0, 0
+		for _, x := range r.Expect {
+			if x.Affected {
+				affected++
+			} else {
+				untouched++
+			}
+		}
+		if r.Scenario.Name != "healthy" && (affected == 0 || untouched == 0) {
+			t.Errorf("scenario %s: %d affected and %d untouched ids; want both", r.Scenario.Name, affected, untouched)
+		}
+		if len(r.Invariants) == 0 {
+			t.Errorf("scenario %s states no invariant", r.Scenario.Name)
+		}
+	}
+	checks, err := env.Check(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range checks {
+		seen[c.Verdict] = true
+		if !c.OK {
+			var f []string
+			for _, x := range c.Report.Findings {
+				f = append(f, x.String())
+			}
+			t.Errorf("%s %s (%s): where says %s, want %s; findings: %s; sources %v", c.Scenario, c.BizID, c.Pipeline, c.Verdict, c.Expectation.Verdict, strings.Join(f, " | "), c.Report.Sources)
+		}
+		if c.Report.Partial {
+			t.Errorf("%s %s: partial report: %v", c.Scenario, c.BizID, c.Report.Sources)
+		}
+	}
+	for _, v := range []string{"DUPLICATE_EFFECT", "WRONGLY_SKIPPED", "STRANDED", "UNKNOWN_OUTCOME", "COMPLETE_UNCOMMITTED", "STATE_BEHIND", "IN_FLIGHT", "SKIPPED_OK", "COMPLETE"} {
+		if !seen[v] {
+			t.Errorf("no scenario produced %s", v)
+		}
+	}
+	// Before any repair the incidents break their invariants; the healthy
+	// run keeps its own.
+	invs, err := env.Invariants(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range invs {
+		if inv.Scenario == "healthy" && !inv.Holds {
+			t.Errorf("healthy invariant broken: %s: %s", inv.Name, inv.Detail)
+		}
+		if inv.Scenario == "settlement-double-debit" && strings.HasPrefix(inv.Name, "balance") && inv.Holds {
+			t.Errorf("the double debit did not happen: %s", inv.Detail)
+		}
+	}
+}

@@ -1,0 +1,487 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/opctl-dev/opctl/lab/consumer"
+	"github.com/opctl-dev/opctl/lab/downstream"
+)
+
+// Expectation is what `opctl where` must say about one operation after a
+// scenario ran: the incident's affected ids and the untouched ones.
+type Expectation struct {
+	BizID    string `json:"biz_id"`
+	Pipeline string `json:"pipeline"`
+	Verdict  string `json:"expected"`
+	// Affected is false for an untouched operation of the same run.
+	Affected bool `json:"affected"`
+}
+
+// Invariant is a business fact that must hold after a correct repair.
+type Invariant struct {
+	Name string `json:"name"`
+	// Check reports whether it holds now and what it saw.
+	Check func(ctx context.Context, e *Env) (ok bool, detail string, err error) `json:"-"`
+}
+
+// Scenario is one named incident reproduction.
+type Scenario struct {
+	Name  string `json:"name"`
+	Seed  string `json:"seed,omitempty"`
+	Title string `json:"title"`
+	run   func(ctx context.Context, r *run) error
+}
+
+// Result is what a scenario produced.
+type Result struct {
+	Scenario   Scenario      `json:"scenario"`
+	Expect     []Expectation `json:"expect"`
+	Invariants []Invariant   `json:"-"`
+	// Story is the consumers' events of the affected operations.
+	Story   []string      `json:"story"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Err     error         `json:"-"`
+}
+
+// Scenarios lists the lab's scenarios in the order they must run: scenarios
+// that share a consumer group run so that one that leaves an offset
+// uncommitted is the last on its group (a later consumer would re-read it),
+// and in-flight-lease, whose consumer keeps its lease, runs last.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "healthy", Title: "every pipeline, no fault: all COMPLETE", run: healthy},
+		{Name: "settlement-double-debit", Seed: "000", Title: "broker blip after the RPC, before the commit: debit and notify run twice", run: doubleDebit},
+		{Name: "fulfilment-wms-timeout", Seed: "001", Title: "WMS times out at the caller but locks; retried with a new request id during a rebalance", run: wmsTimeout},
+		{Name: "order-wrongly-skipped", Seed: "003", Title: "SHIPPED handled before PAID: PAID is SKIPPED forever, the points grant is lost", run: wronglySkipped},
+		{Name: "stranded-early-commit", Title: "offset committed on receipt, consumer dies after the debit: Kafka will not redeliver", run: strandedEarlyCommit},
+		{Name: "unknown-outcome", Title: "logistics call times out, no probe exists: the anchored consumer parks it", run: unknownOutcome},
+		{Name: "complete-uncommitted", Title: "all steps done, consumer dies before the commit", run: completeUncommitted},
+		{Name: "state-behind", Title: "naive consumer dies between the debit and the state update", run: stateBehind},
+		{Name: "in-flight-lease", Title: "a live consumer holds the lease while a second member joins (seed 001's rebalance window, fenced)", run: inFlightLease},
+	}
+}
+
+// run is one scenario's context: its consumers, producer and expectations.
+type run struct {
+	e        *Env
+	rec      *recorder
+	producer sarama.SyncProducer
+	live     []*consumer.Consumer
+	res      *Result
+	keepLive bool
+}
+
+func (r *run) expect(pipeline, bizID, verdict string, affected bool) {
+	r.res.Expect = append(r.res.Expect, Expectation{BizID: bizID, Pipeline: pipeline, Verdict: verdict, Affected: affected})
+}
+
+func (r *run) invariant(name string, check func(ctx context.Context, e *Env) (bool, string, error)) {
+	r.res.Invariants = append(r.res.Invariants, Invariant{Name: name, Check: check})
+}
+
+// consumerFor starts a consumer of a pipeline of the lab config.
+func (r *run) consumerFor(ctx context.Context, pipeline, clientID string, faults *consumer.Faults, tune func(*consumer.Config)) (*consumer.Consumer, error) {
+	p := r.e.Config.Pipeline(pipeline)
+	if p == nil {
+		return nil, fmt.Errorf("lab: no pipeline %s in the lab config", pipeline)
+	}
+	kind, design := kindOf(pipeline)
+	services := URLs(r.e.Naive)
+	if design == consumer.Anchored {
+		services = URLs(r.e.Anchored)
+	}
+	events := make(chan consumer.Event, 4096)
+	cfg := consumer.Config{Kind: kind, Design: design, Topic: p.Topic, Group: p.Group, ClientID: clientID,
+		Brokers: r.e.Cluster.Brokers, DB: r.e.DB, Services: services, RPCTimeout: time.Second,
+		LeaseTTL: 2 * time.Minute, Faults: faults, Events: events}
+	if tune != nil {
+		tune(&cfg)
+	}
+	go r.rec.feed(context.Background(), events)
+	c, err := consumer.Start(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("lab: start %s consumer %s: %v", pipeline, clientID, err)
+	}
+	r.live = append(r.live, c)
+	return c, nil
+}
+
+func kindOf(pipeline string) (consumer.Kind, consumer.Design) {
+	switch pipeline {
+	case "settlement":
+		return consumer.Settlement, consumer.Naive
+	case "settlement_anchored":
+		return consumer.Settlement, consumer.Anchored
+	case "fulfilment":
+		return consumer.Fulfilment, consumer.Naive
+	case "fulfilment_anchored":
+		return consumer.Fulfilment, consumer.Anchored
+	case "orders":
+		return consumer.Orders, consumer.Naive
+	}
+	return consumer.Orders, consumer.Anchored
+}
+
+func (r *run) produce(pipeline string, m consumer.Message) error {
+	p := r.e.Config.Pipeline(pipeline)
+	_, _, err := consumer.ProduceMessage(r.producer, p.Topic, m)
+	if err != nil {
+		return fmt.Errorf("lab: produce %s to %s: %v", m.BizID, p.Topic, err)
+	}
+	return nil
+}
+
+func (r *run) exec(ctx context.Context, q string, args ...any) error {
+	_, err := r.e.DB.ExecContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("lab: %s: %v", q, err)
+	}
+	return nil
+}
+
+// account opens an account with a balance.
+func (r *run) account(ctx context.Context, id int64, balance string) error {
+	return r.exec(ctx, "INSERT INTO account_balance (account_id, balance) VALUES (?, ?)", id, balance)
+}
+
+func (r *run) order(ctx context.Context, id, status string) error {
+	return r.exec(ctx, "INSERT INTO orders (order_id, status, updated_at) VALUES (?, ?, NOW(3))", id, status)
+}
+
+// balanceIs is the settlement invariant: balance = opening − net debits.
+func balanceIs(account int64, want string) func(ctx context.Context, e *Env) (bool, string, error) {
+	return func(ctx context.Context, e *Env) (bool, string, error) {
+		var got string
+		if err := e.DB.QueryRowContext(ctx, "SELECT CAST(balance AS CHAR) FROM account_balance WHERE account_id = ?", account).Scan(&got); err != nil {
+			return false, "", err
+		}
+		return got == want, fmt.Sprintf("account %d balance %s, want %s", account, got, want), nil
+	}
+}
+
+// netEffects is the downstream invariant: exactly want live effects.
+func netEffects(svc func(e *Env) interface{ Net(string) int }, what, bizID string, want int) func(ctx context.Context, e *Env) (bool, string, error) {
+	return func(ctx context.Context, e *Env) (bool, string, error) {
+		got := svc(e).Net(bizID)
+		return got == want, fmt.Sprintf("%s %s: %d, want %d", what, bizID, got, want), nil
+	}
+}
+
+func settle(bizID string, account int64, amount string) consumer.Message {
+	return consumer.Message{BizID: bizID, MsgID: "m-" + bizID, AccountID: account, Amount: amount}
+}
+
+func fulfil(bizID string) consumer.Message {
+	return consumer.Message{BizID: bizID, MsgID: "m-" + bizID, SKU: "SKU-42", Qty: 1}
+}
+
+func orderEvent(orderID, event string) consumer.Message {
+	return consumer.Message{BizID: orderID, MsgID: "m-" + orderID + "-" + event, Event: event, Points: 120}
+}
+
+// ---- scenarios ----
+
+func healthy(ctx context.Context, r *run) error {
+	for _, p := range []struct{ pipeline, client string }{
+		{"settlement", "settlement-c-1"}, {"settlement_anchored", "pay-a-1"},
+		{"fulfilment_anchored", "ful-a-1"}, {"orders_anchored", "ord-a-1"},
+	} {
+		if _, err := r.consumerFor(ctx, p.pipeline, p.client, nil, nil); err != nil {
+			return err
+		}
+	}
+	if err := r.account(ctx, 1001, "1000.00"); err != nil {
+		return err
+	}
+	if err := r.account(ctx, 1002, "1000.00"); err != nil {
+		return err
+	}
+	if err := r.order(ctx, "O-H-1", "PAID"); err != nil {
+		return err
+	}
+	msgs := []struct {
+		pipeline string
+		m        consumer.Message
+	}{
+		{"settlement", settle("PAY-H-1", 1001, "25.00")},
+		{"settlement_anchored", settle("PAY-H-2", 1002, "40.00")},
+		{"fulfilment_anchored", fulfil("F-H-1")},
+		{"orders_anchored", orderEvent("O-H-1", "PAID")},
+	}
+	for _, x := range msgs {
+		if err := r.produce(x.pipeline, x.m); err != nil {
+			return err
+		}
+		r.expect(x.pipeline, x.m.BizID, "COMPLETE", false)
+	}
+	for _, x := range msgs {
+		if err := r.rec.waitFor(ctx, x.m.BizID, "committed"); err != nil {
+			return err
+		}
+	}
+	r.invariant("balance 1001 = 1000.00 − 25.00", balanceIs(1001, "975.00"))
+	r.invariant("balance 1002 = 1000.00 − 40.00", balanceIs(1002, "960.00"))
+	return nil
+}
+
+func doubleDebit(ctx context.Context, r *run) error {
+	if err := r.account(ctx, 2001, "500.00"); err != nil {
+		return err
+	}
+	if err := r.account(ctx, 2002, "500.00"); err != nil {
+		return err
+	}
+	if _, err := r.consumerFor(ctx, "settlement", "settlement-c-1", nil, nil); err != nil {
+		return err
+	}
+	if err := r.produce("settlement", settle("PAY-D-2", 2002, "10.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-D-2", "committed"); err != nil {
+		return err
+	}
+	// The broker blip: every commit of the group fails until the consumer has
+	// seen it; it then reconnects and re-reads from the committed offset.
+	restore := r.e.Cluster.FailCommits("settlement-consumer")
+	defer restore()
+	if err := r.produce("settlement", settle("PAY-D-1", 2001, "30.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-D-1", "commit_failed"); err != nil {
+		return err
+	}
+	restore()
+	if err := r.rec.waitFor(ctx, "PAY-D-1", "committed"); err != nil {
+		return err
+	}
+	r.expect("settlement", "PAY-D-1", "DUPLICATE_EFFECT", true)
+	r.expect("settlement", "PAY-D-2", "COMPLETE", false)
+	r.invariant("balance 2001 = 500.00 − 30.00 (one debit)", balanceIs(2001, "470.00"))
+	r.invariant("one risk notification for PAY-D-1", netEffects(func(e *Env) interface{ Net(string) int } { return e.Naive.Notify }, "notify", "PAY-D-1", 1))
+	return nil
+}
+
+func wmsTimeout(ctx context.Context, r *run) error {
+	if _, err := r.consumerFor(ctx, "fulfilment", "fulfilment-c-1", nil, nil); err != nil {
+		return err
+	}
+	if err := r.produce("fulfilment", fulfil("F-W-2")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "F-W-2", "committed"); err != nil {
+		return err
+	}
+	// WMS locks, then answers after the consumer's 1 s timeout.
+	locked := make(chan struct{}, 1)
+	wms := r.e.Naive.WMS
+	wms.OnCall(func(c downstream.Call) {
+		if c.BizID == "F-W-1" {
+			select {
+			case locked <- struct{}{}:
+			default:
+			}
+		}
+	})
+	wms.SetFault("F-W-1", downstream.Fault{Delay: 2500 * time.Millisecond, Times: 1})
+	if err := r.produce("fulfilment", fulfil("F-W-1")); err != nil {
+		return err
+	}
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for WMS to lock F-W-1: %v (events: %s)", ctx.Err(), r.rec.summary())
+	}
+	// The rebalance of seed 001: a second member joins while the call hangs.
+	if _, err := r.consumerFor(ctx, "fulfilment", "fulfilment-c-2", nil, nil); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "F-W-1", "committed"); err != nil {
+		return err
+	}
+	r.expect("fulfilment", "F-W-1", "DUPLICATE_EFFECT", true)
+	r.expect("fulfilment", "F-W-2", "COMPLETE", false)
+	r.invariant("one WMS lock for F-W-1", netEffects(func(e *Env) interface{ Net(string) int } { return e.Naive.WMS }, "WMS locks", "F-W-1", 1))
+	return nil
+}
+
+func wronglySkipped(ctx context.Context, r *run) error {
+	for id, st := range map[string]string{"O-S-1": "PAID", "O-S-2": "REFUNDED", "O-S-3": "PAID"} {
+		if err := r.order(ctx, id, st); err != nil {
+			return err
+		}
+	}
+	if _, err := r.consumerFor(ctx, "orders", "order-c-1", nil, nil); err != nil {
+		return err
+	}
+	// Out of order: O-S-1's SHIPPED reaches the log before its PAID.
+	for _, m := range []consumer.Message{
+		orderEvent("O-S-1", "SHIPPED"), orderEvent("O-S-1", "PAID"),
+		orderEvent("O-S-2", "PAID"), orderEvent("O-S-3", "PAID"),
+	} {
+		if err := r.produce("orders", m); err != nil {
+			return err
+		}
+	}
+	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool { return ev.BizID == "O-S-1" && ev.What == "skipped" }, "O-S-1 skipped"); err != nil {
+		return err
+	}
+	for _, id := range []string{"O-S-2", "O-S-3"} {
+		if err := r.rec.waitFor(ctx, id, "committed"); err != nil {
+			return err
+		}
+	}
+	r.expect("orders", "O-S-1", "WRONGLY_SKIPPED", true)
+	r.expect("orders", "O-S-2", "SKIPPED_OK", false)
+	r.expect("orders", "O-S-3", "COMPLETE", false)
+	points := func(e *Env) interface{ Net(string) int } { return e.Naive.Points }
+	r.invariant("one points grant for PAID order O-S-1", netEffects(points, "points grants", "O-S-1", 1))
+	r.invariant("no points for refunded order O-S-2", netEffects(points, "points grants", "O-S-2", 0))
+	return nil
+}
+
+func strandedEarlyCommit(ctx context.Context, r *run) error {
+	if err := r.account(ctx, 3001, "300.00"); err != nil {
+		return err
+	}
+	f := consumer.NewFaults()
+	f.CommitEarly("PAY-E-1")
+	f.StepDelay("PAY-E-1", "ledger", 10*time.Minute)
+	c, err := r.consumerFor(ctx, "settlement", "settlement-c-1", f, nil)
+	if err != nil {
+		return err
+	}
+	if err := r.produce("settlement", settle("PAY-E-2", 3001, "5.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-E-2", "committed"); err != nil {
+		return err
+	}
+	if err := r.produce("settlement", settle("PAY-E-1", 3001, "50.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-E-1", "committed"); err != nil {
+		return err
+	}
+	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool {
+		return ev.BizID == "PAY-E-1" && ev.What == "step_done" && ev.Step == "debit"
+	}, "PAY-E-1 debit done"); err != nil {
+		return err
+	}
+	c.Kill() // the process dies while "working" on the ledger step
+	r.expect("settlement", "PAY-E-1", "STRANDED", true)
+	r.expect("settlement", "PAY-E-2", "COMPLETE", false)
+	r.invariant("balance 3001 = 300.00 − 5.00 − 50.00", balanceIs(3001, "245.00"))
+	return nil
+}
+
+func unknownOutcome(ctx context.Context, r *run) error {
+	if _, err := r.consumerFor(ctx, "fulfilment_anchored", "ful-a-1", nil, nil); err != nil {
+		return err
+	}
+	if err := r.produce("fulfilment_anchored", fulfil("F-U-2")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "F-U-2", "committed"); err != nil {
+		return err
+	}
+	r.e.Anchored.Logistics.SetFault("F-U-1", downstream.Fault{Delay: 2500 * time.Millisecond, Times: 1})
+	if err := r.produce("fulfilment_anchored", fulfil("F-U-1")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "F-U-1", "parked"); err != nil {
+		return err
+	}
+	r.expect("fulfilment_anchored", "F-U-1", "UNKNOWN_OUTCOME", true)
+	r.expect("fulfilment_anchored", "F-U-2", "COMPLETE", false)
+	r.invariant("one waybill for F-U-1", netEffects(func(e *Env) interface{ Net(string) int } { return e.Anchored.Logistics }, "waybills", "F-U-1", 1))
+	return nil
+}
+
+func completeUncommitted(ctx context.Context, r *run) error {
+	if err := r.account(ctx, 4001, "400.00"); err != nil {
+		return err
+	}
+	f := consumer.NewFaults()
+	f.DieBeforeCommit("PAY-C-1")
+	if _, err := r.consumerFor(ctx, "settlement_anchored", "pay-a-1", f, nil); err != nil {
+		return err
+	}
+	if err := r.produce("settlement_anchored", settle("PAY-C-2", 4001, "1.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-C-2", "committed"); err != nil {
+		return err
+	}
+	if err := r.produce("settlement_anchored", settle("PAY-C-1", 4001, "15.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-C-1", "died"); err != nil {
+		return err
+	}
+	r.expect("settlement_anchored", "PAY-C-1", "COMPLETE_UNCOMMITTED", true)
+	r.expect("settlement_anchored", "PAY-C-2", "COMPLETE", false)
+	r.invariant("balance 4001 = 400.00 − 1.00 − 15.00", balanceIs(4001, "384.00"))
+	return nil
+}
+
+func stateBehind(ctx context.Context, r *run) error {
+	if err := r.account(ctx, 5001, "600.00"); err != nil {
+		return err
+	}
+	f := consumer.NewFaults()
+	f.DieAfterStep("PAY-B-1", "debit")
+	if _, err := r.consumerFor(ctx, "settlement", "settlement-c-1", f, nil); err != nil {
+		return err
+	}
+	if err := r.produce("settlement", settle("PAY-B-2", 5001, "2.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-B-2", "committed"); err != nil {
+		return err
+	}
+	if err := r.produce("settlement", settle("PAY-B-1", 5001, "60.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-B-1", "died"); err != nil {
+		return err
+	}
+	r.expect("settlement", "PAY-B-1", "STATE_BEHIND", true)
+	r.expect("settlement", "PAY-B-2", "COMPLETE", false)
+	r.invariant("balance 5001 = 600.00 − 2.00 − 60.00", balanceIs(5001, "538.00"))
+	return nil
+}
+
+func inFlightLease(ctx context.Context, r *run) error {
+	f := consumer.NewFaults()
+	f.StepDelay("F-L-1", "logistics", 10*time.Minute)
+	if _, err := r.consumerFor(ctx, "fulfilment_anchored", "ful-a-1", f, nil); err != nil {
+		return err
+	}
+	if err := r.produce("fulfilment_anchored", fulfil("F-L-2")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "F-L-2", "committed"); err != nil {
+		return err
+	}
+	if err := r.produce("fulfilment_anchored", fulfil("F-L-1")); err != nil {
+		return err
+	}
+	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool {
+		return ev.BizID == "F-L-1" && ev.What == "step_done" && ev.Step == "wms_lock"
+	}, "F-L-1 WMS lock done"); err != nil {
+		return err
+	}
+	// A second member joins: the partition may move, the lease fences it.
+	if _, err := r.consumerFor(ctx, "fulfilment_anchored", "ful-a-2", nil, nil); err != nil {
+		return err
+	}
+	r.keepLive = true
+	r.expect("fulfilment_anchored", "F-L-1", "IN_FLIGHT", true)
+	r.expect("fulfilment_anchored", "F-L-2", "COMPLETE", false)
+	r.invariant("one WMS lock for F-L-1", netEffects(func(e *Env) interface{ Net(string) int } { return e.Anchored.WMS }, "WMS locks", "F-L-1", 1))
+	return nil
+}

@@ -1,0 +1,534 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+)
+
+// scan runs every check state in order, on the scanning goroutine.
+func (r *run) scan() {
+	tables := map[string]mysqlsrc.TableInfo{}
+	for _, cs := range r.states {
+		var err error
+		if r.stopped() {
+			err = errStop
+		} else {
+			cs.start = time.Now()
+			err = r.runCheck(cs, tables)
+		}
+		if !cs.start.IsZero() {
+			cs.dur = time.Since(cs.start)
+		}
+		switch {
+		case errors.Is(err, errStop):
+			if r.firstErr() == nil && r.interrupted == nil {
+				cs.status = StatusInterrupted
+				r.interrupted = &Interruption{Pipeline: cs.p.Name, Check: cs.check, Rows: cs.rows.Load(), LastKey: cs.last()}
+			}
+			return
+		case err != nil:
+			cs.status, cs.reason = StatusFailed, err.Error()
+			var ce *mysqlsrc.ConnError
+			if errors.As(err, &ce) {
+				r.fail(err)
+				return
+			}
+		}
+	}
+}
+
+// plan checks that the indexes a check needs exist. It returns the index
+// serving each requirement (by position; "" when the check runs on a full
+// scan), or ok=false after marking the check skipped, refused or failed.
+func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requirement, []string, bool) {
+	reqs, na := Requirements(cs.p, cs.check)
+	if na != "" {
+		cs.status, cs.reason = StatusSkipped, na
+		return nil, nil, false
+	}
+	idx := make([]string, len(reqs))
+	var missing []Requirement
+	var unboundedReqs []Requirement
+	for i, q := range reqs {
+		info, ok := tables[q.Table]
+		if !ok {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			var err error
+			info, err = r.d.DB.TableInfo(ctx, q.Table)
+			cancel()
+			if err != nil {
+				cs.status, cs.reason = StatusFailed, err.Error()
+				return nil, nil, false
+			}
+			tables[q.Table] = info
+		}
+		if !info.Exists {
+			cs.status, cs.reason = StatusFailed, fmt.Sprintf("table %s does not exist (run `opctl schema check`)", q.Table)
+			return nil, nil, false
+		}
+		for _, c := range q.Columns {
+			if !info.HasColumn(c) {
+				cs.status, cs.reason = StatusFailed, fmt.Sprintf("table %s has no column %s (run `opctl schema check`)", q.Table, c)
+				return nil, nil, false
+			}
+		}
+		if ix, ok := info.IndexFor(q.Columns...); ok {
+			idx[i] = ix.Name
+		} else {
+			missing = append(missing, q)
+		}
+		if unbounded(q) {
+			unboundedReqs = append(unboundedReqs, q)
+		}
+	}
+	if len(missing) == 0 && len(unboundedReqs) == 0 {
+		return reqs, idx, true
+	}
+	var why []string
+	for _, q := range missing {
+		why = append(why, fmt.Sprintf("no index on %s to %s", q, q.Purpose))
+		cs.ddl = append(cs.ddl, q.DDL())
+	}
+	for _, q := range unboundedReqs {
+		why = append(why, fmt.Sprintf("%s: %s", q.Table, q.Purpose))
+	}
+	if !r.o.AllowFullScan {
+		cs.status = StatusRefused
+		cs.reason = "would need a full scan: " + joinSemi(why) + " (add the index, or pass --allow-full-scan)"
+		return nil, nil, false
+	}
+	cs.notes = append(cs.notes, "full scan allowed (--allow-full-scan): "+joinSemi(why))
+	return reqs, idx, true
+}
+
+func joinSemi(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += "; "
+		}
+		out += x
+	}
+	return out
+}
+
+func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) error {
+	if cs.check == CheckUncommitted {
+		if r.d.Kafka == nil {
+			cs.status, cs.reason = StatusSkipped, "needs Kafka: "+r.col.KafkaMissing
+			cs.partial.Store(true)
+			return nil
+		}
+		if _, err := r.group(cs.p.Topic, cs.p.Group); err != nil {
+			cs.status, cs.reason = StatusSkipped, "needs Kafka: "+err.Error()
+			cs.partial.Store(true)
+			return nil
+		}
+	}
+	reqs, idx, ok := r.plan(cs, tables)
+	if !ok {
+		return nil
+	}
+	var err error
+	switch cs.check {
+	case CheckStuck:
+		err = r.stuck(cs, idx[0])
+	case CheckSkipped:
+		err = r.skipped(cs, reqs, idx)
+	case CheckDuplicates, CheckOrphans:
+		err = r.scanTables(cs, reqs, idx)
+	case CheckUncommitted:
+		err = r.uncommitted(cs, idx[0])
+	}
+	if err == nil {
+		cs.status = StatusOK
+	}
+	return err
+}
+
+func (r *run) shard(w *mysqlsrc.Walk) {
+	if r.o.Shards > 1 {
+		w.Shard, w.Shards = r.o.Shard, r.o.Shards
+	}
+}
+
+// walk pages through w, calling page with each page's rows. frac maps the
+// last row to the fraction of the range walked (nil: unknown).
+func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) float64, page func([]mysqlsrc.WalkRow) error) error {
+	var cur mysqlsrc.Cursor
+	for {
+		if r.stopped() {
+			return errStop
+		}
+		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+		rows, err := r.d.DB.WalkPage(ctx, w, cur, r.o.Chunk)
+		cancel()
+		if err != nil {
+			return err
+		}
+		r.count(cs, int64(len(rows)))
+		f := -1.0
+		if len(rows) > 0 {
+			last := rows[len(rows)-1]
+			cur = last.After()
+			cs.lastKey.Store(last.Key)
+			if frac != nil {
+				f = frac(last)
+			}
+		}
+		if err := page(rows); err != nil {
+			return err
+		}
+		r.progress(cs, f)
+		if len(rows) < r.o.Chunk {
+			return nil
+		}
+		if err := r.throttle(); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *run) count(cs *checkState, n int64) {
+	cs.rows.Add(n)
+	r.totalRows.Add(n)
+}
+
+func (r *run) progress(cs *checkState, f float64) {
+	if r.o.Progress == nil {
+		return
+	}
+	r.o.Progress(Progress{Pipeline: cs.p.Name, Check: cs.check, Rows: cs.rows.Load(),
+		TotalRows: r.totalRows.Load(), Fraction: f, Found: r.found.Load(), Elapsed: time.Since(r.start)})
+}
+
+// throttle sleeps until the rows read so far fit under --rate.
+func (r *run) throttle() error {
+	if r.o.Rate <= 0 {
+		return nil
+	}
+	want := time.Duration(float64(r.totalRows.Load()) / float64(r.o.Rate) * float64(time.Second))
+	wait := want - time.Since(r.start)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-r.stop.Done():
+		return errStop
+	}
+}
+
+// candidate queues key for triage, once per check.
+func (r *run) candidate(cs *checkState, key string) error {
+	if cs.seen[key] {
+		return nil
+	}
+	cs.seen[key] = true
+	cs.candidates.Add(1)
+	select {
+	case r.cands <- candidate{cs: cs, key: key}:
+		return nil
+	case <-r.stop.Done():
+		return errStop
+	}
+}
+
+// timeFrac maps a time row to the fraction of [from, to] walked.
+func timeFrac(from, to time.Time) func(mysqlsrc.WalkRow) float64 {
+	span := to.Sub(from)
+	return func(row mysqlsrc.WalkRow) float64 {
+		t, ok := row.Pos.(time.Time)
+		if !ok || span <= 0 {
+			return -1
+		}
+		return min(1, max(0, float64(t.Sub(from))/float64(span)))
+	}
+}
+
+// stuck walks, for every status that is neither terminal nor failed, the
+// (status, updated_at, key) range [now - since, now - older-than). The
+// statuses are found with a loose index scan (one index dive each), so a
+// status missing from the config is walked too.
+func (r *run) stuck(cs *checkState, index string) error {
+	st := cs.p.State
+	done := append(slices.Clone(st.Terminal), st.Failed...)
+	var statuses []string
+	if index != "" {
+		var after *string
+		for {
+			if r.stopped() {
+				return errStop
+			}
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			v, ok, err := r.d.DB.NextValue(ctx, st.Table, st.Status, after)
+			cancel()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			r.count(cs, 1)
+			if !slices.Contains(done, v) {
+				statuses = append(statuses, v)
+			}
+			after = &v
+		}
+	} else {
+		// Full scan allowed without the index: the configured statuses only.
+		statuses = append(statuses, st.Initial...)
+		for _, s := range cs.p.Steps {
+			if s.DoneStatus != "" && !slices.Contains(done, s.DoneStatus) && !slices.Contains(statuses, s.DoneStatus) {
+				statuses = append(statuses, s.DoneStatus)
+			}
+		}
+		cs.notes = append(cs.notes, "without the (status, updated_at) index only the configured non-terminal statuses are walked")
+	}
+	from, to := r.now.Add(-r.o.Since), r.now.Add(-r.o.OlderThan)
+	for _, status := range statuses {
+		w := mysqlsrc.Walk{Table: st.Table, Index: index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
+		var frac func(mysqlsrc.WalkRow) float64
+		if st.UpdatedAt != "" {
+			w.PosCol, w.From, w.To = st.UpdatedAt, from, to
+			frac = timeFrac(from, to)
+		}
+		r.shard(&w)
+		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+			for _, row := range rows {
+				if err := r.candidate(cs, row.Key); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipped walks the SKIPPED records of the (action, created_at, key) range
+// [now - since, ...). When the entity's effect step has a scan block, the
+// records whose operation has a row in that table are dropped with one
+// lookup per chunk (a skip whose effect exists cannot be WRONGLY_SKIPPED);
+// the others are triaged.
+func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
+	id := cs.p.Idempotency
+	w := mysqlsrc.Walk{Table: id.Table, Index: idx[0], EqCol: id.Action, EqVal: inspect.ActionSkipped,
+		KeyCol: id.Key, ExtraCol: id.BizID}
+	var frac func(mysqlsrc.WalkRow) float64
+	if id.CreatedAt != "" {
+		from := r.now.Add(-r.o.Since)
+		w.PosCol, w.From = id.CreatedAt, from
+		frac = timeFrac(from, r.now)
+	}
+	// The shard is on the operation (biz_id), not on the record key, so that
+	// every worker triages the operations of its own shard.
+	var effect *Requirement
+	if len(reqs) > 1 {
+		effect = &reqs[1]
+	}
+	return r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+		var keys []string
+		for _, row := range rows {
+			if row.Extra == "" || !r.inShard(row.Extra) || cs.seen[row.Extra] {
+				continue
+			}
+			keys = append(keys, row.Extra)
+		}
+		keys = dedupe(keys)
+		if effect != nil && len(keys) > 0 {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			has, err := r.d.DB.ExistingKeys(ctx, effect.Table, effect.Columns[0], keys)
+			cancel()
+			if err != nil {
+				return err
+			}
+			r.count(cs, int64(len(keys)))
+			keys = slices.DeleteFunc(keys, func(k string) bool { return has[k] })
+		}
+		for _, k := range keys {
+			if err := r.candidate(cs, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// scanTables walks the (time, key) range [now - since, ...) of every scan
+// table; per chunk of distinct keys, duplicates keeps the keys with more
+// than one row in that table (one GROUP BY on the key index), orphans the
+// keys with neither a state row nor an idempotency record (one lookup in
+// each).
+func (r *run) scanTables(cs *checkState, reqs []Requirement, idx []string) error {
+	p := cs.p
+	for _, s := range p.Steps {
+		if s.Scan == nil {
+			cs.notes = append(cs.notes, fmt.Sprintf("step %s has no scan block: not scanned", s.Name))
+		}
+	}
+	var lookups []Requirement // orphans: state and idempotency lookups
+	for _, q := range reqs {
+		if q.Step == "" {
+			lookups = append(lookups, q)
+		}
+	}
+	from := r.now.Add(-r.o.Since)
+	for i, q := range reqs {
+		if !q.Walk {
+			continue
+		}
+		sc := p.Steps[p.StepIndex(q.Step)].Scan
+		w := mysqlsrc.Walk{Table: sc.Table, Index: idx[i], KeyCol: sc.Key}
+		var frac func(mysqlsrc.WalkRow) float64
+		if sc.Time != "" {
+			w.PosCol, w.From = sc.Time, from
+			frac = timeFrac(from, r.now)
+		}
+		r.shard(&w)
+		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+			var keys []string
+			for _, row := range rows {
+				if !cs.seen[row.Key] {
+					keys = append(keys, row.Key)
+				}
+			}
+			keys = dedupe(keys)
+			if len(keys) == 0 {
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			defer cancel()
+			var keep []string
+			if cs.check == CheckDuplicates {
+				multi, err := r.d.DB.MultiRowKeys(ctx, sc.Table, sc.Key, keys)
+				if err != nil {
+					return err
+				}
+				r.count(cs, int64(len(keys)))
+				for _, k := range keys {
+					if multi[k] > 1 {
+						keep = append(keep, k)
+					}
+				}
+			} else {
+				known := map[string]bool{}
+				for _, l := range lookups {
+					has, err := r.d.DB.ExistingKeys(ctx, l.Table, l.Columns[0], keys)
+					if err != nil {
+						return err
+					}
+					r.count(cs, int64(len(keys)))
+					for k := range has {
+						known[k] = true
+					}
+				}
+				for _, k := range keys {
+					if !known[k] {
+						keep = append(keep, k)
+					}
+				}
+			}
+			for _, k := range keep {
+				if err := r.candidate(cs, k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uncommitted walks, per partition, the state rows whose stored offset lies
+// in [committed, log end) (where the group will read again, by
+// inspect.Redelivery's rules), and triages the terminal ones.
+func (r *run) uncommitted(cs *checkState, index string) error {
+	p := cs.p
+	st := p.State
+	view, err := r.group(p.Topic, p.Group)
+	if err != nil {
+		return err
+	}
+	parts := make([]int32, 0, len(view.Partitions))
+	for id := range view.Partitions {
+		parts = append(parts, id)
+	}
+	slices.Sort(parts)
+	done := append(slices.Clone(st.Terminal), st.Failed...)
+	for i, part := range parts {
+		pv := view.Partitions[part]
+		lo := pv.Committed
+		if lo < 0 || lo < pv.LogStart {
+			if p.EffectiveOffsetReset() != "earliest" {
+				continue // restarts at latest: nothing is read again
+			}
+			lo = pv.LogStart
+		}
+		lo = max(lo, pv.LogStart)
+		if lo >= pv.LogEnd {
+			continue
+		}
+		w := mysqlsrc.Walk{Table: st.Table, Index: index, EqCol: st.Partition, EqVal: int64(part),
+			PosCol: st.Offset, From: lo, To: pv.LogEnd, KeyCol: st.Key, ExtraCol: st.Status}
+		r.shard(&w)
+		n := float64(len(parts))
+		err := r.walk(cs, w, func(mysqlsrc.WalkRow) float64 { return float64(i) / n }, func(rows []mysqlsrc.WalkRow) error {
+			for _, row := range rows {
+				if slices.Contains(done, row.Extra) {
+					if err := r.candidate(cs, row.Key); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inShard reports whether key belongs to this worker's shard (the same
+// CRC32 the walks compute in SQL).
+func (r *run) inShard(key string) bool {
+	if r.o.Shards <= 1 {
+		return true
+	}
+	return ShardOf(key, r.o.Shards) == r.o.Shard
+}
+
+func dedupe(keys []string) []string {
+	seen := make(map[string]bool, len(keys))
+	out := keys[:0]
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ShardOf is the shard of key among n: CRC32 (IEEE, as MySQL's CRC32())
+// of its UTF-8 bytes, mod n.
+func ShardOf(key string, n int) int {
+	return int(crc32.ChecksumIEEE([]byte(key)) % uint32(n))
+}

@@ -1,0 +1,498 @@
+// Package reconcile finds half-completed operations across whole tables
+// (SPEC §8). Each check walks an index in keyset-paginated chunks (never
+// OFFSET, never a JOIN over a whole table), keeps only the candidates the
+// table-level facts point at, and triages every candidate with the same
+// sources.Collector and inspect.Diagnose as `opctl where`, under bounded
+// concurrency. The Kafka group view is read once per pipeline for the whole
+// run; a candidate's message position is the one its state row stores.
+//
+// A candidate becomes a target when its verdict's severity is "action":
+// a stuck operation that turns out IN_FLIGHT, WILL_REDELIVER or INCOMPLETE
+// is reported in the counts but is not a target.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+)
+
+// DB is what a run reads from MySQL: one operation at a time for triage
+// (sources.DB) and table-level walks and lookups. *mysql.Reader implements it.
+type DB interface {
+	sources.DB
+	Now(ctx context.Context) (time.Time, error)
+	WalkPage(ctx context.Context, w mysqlsrc.Walk, after mysqlsrc.Cursor, limit int) ([]mysqlsrc.WalkRow, error)
+	MultiRowKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]int64, error)
+	ExistingKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]bool, error)
+	NextValue(ctx context.Context, table, col string, after *string) (string, bool, error)
+	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
+}
+
+var _ DB = (*mysqlsrc.Reader)(nil)
+
+// Deps are the sources of a run.
+type Deps struct {
+	DB DB
+	// Kafka may be nil (not configured): KafkaMissing then says why, the
+	// uncommitted check cannot run and every verdict is partial.
+	Kafka        sources.Kafka
+	KafkaMissing string
+	// Prober may be nil: unacked intents are then not probed.
+	Prober sources.Prober
+}
+
+// Defaults of Options.
+const (
+	DefaultChunk       = 1000
+	DefaultConcurrency = 16
+	DefaultSince       = 7 * 24 * time.Hour
+	DefaultOlderThan   = 5 * time.Minute
+)
+
+// Options select and bound a run.
+type Options struct {
+	Pipelines []*config.Pipeline
+	// Checks to run, in any order; empty: all.
+	Checks []string
+	// Since bounds every check by the time column it walks (default 7d).
+	Since time.Duration
+	// OlderThan is the minimum age of a stuck operation's updated_at (default 5m).
+	OlderThan time.Duration
+	// Rate caps the rows read by the scans per second; 0: no cap.
+	Rate int
+	// Chunk is the rows per page of a walk (default 1000).
+	Chunk int
+	// Shard and Shards split the keys between workers: a worker keeps the
+	// keys with CRC32(key) mod Shards = Shard. Shards <= 1: no split.
+	Shard, Shards int
+	// AllowFullScan lets a check run without the index it needs.
+	AllowFullScan bool
+	// Concurrency bounds the operations triaged at once (default 16).
+	Concurrency int
+	// AuditTable is opctl's audit table, read for every candidate as `where` does.
+	AuditTable string
+	// Timeout bounds each read (default 10s).
+	Timeout time.Duration
+	// Progress, when set, is called after every page of a walk, from the
+	// scanning goroutine. It must return quickly.
+	Progress func(Progress)
+}
+
+// Progress is the state of a run after one page.
+type Progress struct {
+	Pipeline string
+	Check    string
+	// Rows read by the current check, and by the whole run.
+	Rows, TotalRows int64
+	// Fraction of the current check's range walked, -1 when unknown.
+	Fraction float64
+	// Found is the number of targets so far.
+	Found   int64
+	Elapsed time.Duration
+}
+
+// Target is one line of the targets file (`--out`, `-o jsonl`), the input
+// of `opctl repair plan --from-file`.
+type Target struct {
+	BizID    string `json:"biz_id"`
+	Pipeline string `json:"pipeline"`
+	Check    string `json:"check"`
+	Verdict  string `json:"verdict"`
+	// Step is set when exactly one step is at fault.
+	Step   string `json:"step,omitempty"`
+	Detail string `json:"detail"`
+	// Partial is true when a source (Kafka) could not be read: the verdict
+	// was computed without it.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Result is one triaged candidate.
+type Result struct {
+	Target
+	// Severity of the verdict: a Result is a target when it is "action".
+	Severity string `json:"severity"`
+}
+
+// IsTarget reports whether the candidate's verdict calls for action.
+func (r Result) IsTarget() bool { return r.Severity == inspect.SeverityAction }
+
+// Check statuses in a Summary.
+const (
+	StatusOK          = "ok"
+	StatusSkipped     = "skipped"
+	StatusRefused     = "refused"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+	StatusNotRun      = "not run"
+)
+
+// CheckStats is what one check did on one pipeline.
+type CheckStats struct {
+	Pipeline string `json:"pipeline"`
+	Check    string `json:"check"`
+	// Status is ok, skipped (does not apply, or needs Kafka), refused (would
+	// need a full scan), failed, interrupted or "not run".
+	Status string `json:"status"`
+	// Reason says why a check was skipped, refused or failed.
+	Reason string `json:"reason,omitempty"`
+	// DDL adds the indexes a refused check needs.
+	DDL []string `json:"ddl,omitempty"`
+	// Notes are facts about the scan (steps without a scan block, full scans allowed).
+	Notes []string `json:"notes,omitempty"`
+	// Rows read by the scan (walked index entries and looked-up keys).
+	Rows int64 `json:"rows"`
+	// Candidates triaged, and how many were targets.
+	Candidates int64 `json:"candidates"`
+	Targets    int64 `json:"targets"`
+	// Verdicts counts the candidates' verdicts.
+	Verdicts map[string]int64 `json:"verdicts"`
+	// Partial is true when some verdict was computed without a source.
+	Partial bool    `json:"partial"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Interruption says how far an interrupted run got.
+type Interruption struct {
+	Pipeline string `json:"pipeline"`
+	Check    string `json:"check"`
+	// Rows read by that check before the interruption.
+	Rows int64 `json:"rows"`
+	// LastKey is the key of the last row read ("" before the first page).
+	LastKey string `json:"last_key"`
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Checks      []CheckStats  `json:"checks"`
+	Rows        int64         `json:"rows"`
+	Candidates  int64         `json:"candidates"`
+	Targets     int64         `json:"targets"`
+	Partial     bool          `json:"partial"`
+	PartialWhy  []string      `json:"partial_why,omitempty"`
+	Refused     bool          `json:"refused"`
+	Interrupted *Interruption `json:"interrupted,omitempty"`
+	// DBNow is the database clock the bounds were computed from.
+	DBNow   time.Time `json:"db_now"`
+	Seconds float64   `json:"seconds"`
+}
+
+// errStop ends a walk when the run is interrupted.
+var errStop = errors.New("reconcile: stopped")
+
+// checkState is the live state of one (pipeline, check).
+type checkState struct {
+	p     *config.Pipeline
+	check string
+
+	rows       atomic.Int64
+	candidates atomic.Int64
+	targets    atomic.Int64
+	partial    atomic.Bool
+	lastKey    atomic.Value // string
+
+	// Written by the scanner only.
+	status string
+	reason string
+	ddl    []string
+	notes  []string
+	start  time.Time
+	dur    time.Duration
+	// seen dedupes candidate keys (bounded by the candidates, not the rows).
+	seen map[string]bool
+
+	mu       sync.Mutex
+	verdicts map[string]int64
+}
+
+func (cs *checkState) last() string {
+	s, _ := cs.lastKey.Load().(string)
+	return s
+}
+
+type candidate struct {
+	cs  *checkState
+	key string
+}
+
+// run is one reconcile run.
+type run struct {
+	d    Deps
+	o    Options
+	qctx context.Context // queries: not cancelled by an interrupt, bounded per call
+	stop context.Context // cancelled by an interrupt or a fatal error
+	halt context.CancelFunc
+
+	now   time.Time
+	start time.Time
+	col   *sources.Collector
+	kafka *cachedKafka
+
+	totalRows atomic.Int64
+	found     atomic.Int64
+	states    []*checkState
+	cands     chan candidate
+
+	errMu sync.Mutex
+	err   error
+
+	interrupted *Interruption
+}
+
+func (r *run) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+	r.halt()
+}
+
+func (r *run) firstErr() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+// Run performs the selected checks on the selected pipelines, calling emit
+// for every triaged candidate (targets and the others, see Result.IsTarget)
+// from one goroutine, as soon as it is triaged. Memory is bounded by the
+// chunk size, the concurrency and the number of candidates (kept to dedupe
+// them), never by the size of the tables.
+//
+// When ctx is cancelled (Ctrl-C) the run stops issuing statements, lets the
+// ones in flight finish (each bounded by the timeout; every statement is an
+// autocommit read, so no transaction stays open), and returns the Summary
+// with Interrupted set, and ctx's error. An error from emit, or MySQL
+// becoming unreachable, ends the run with that error.
+func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summary, error) {
+	if d.DB == nil {
+		return nil, errors.New("reconcile: no database")
+	}
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	r := &run{d: d, o: o, start: time.Now()}
+	r.qctx = context.WithoutCancel(ctx)
+	r.stop, r.halt = context.WithCancel(ctx)
+	defer r.halt()
+
+	tctx, cancel := context.WithTimeout(r.qctx, o.Timeout)
+	now, err := d.DB.Now(tctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	r.now = now
+	r.kafka = &cachedKafka{views: map[string]groupResult{}}
+	r.col = &sources.Collector{DB: d.DB, Prober: d.Prober, AuditTable: o.AuditTable, Timeout: o.Timeout}
+	if d.Kafka != nil {
+		r.col.Kafka = r.kafka
+		r.readGroups()
+	} else {
+		r.col.KafkaMissing = d.KafkaMissing
+		if r.col.KafkaMissing == "" {
+			r.col.KafkaMissing = "not configured"
+		}
+	}
+
+	for _, p := range o.Pipelines {
+		for _, c := range Checks() {
+			if o.wants(c) {
+				r.states = append(r.states, &checkState{p: p, check: c, status: StatusNotRun,
+					seen: map[string]bool{}, verdicts: map[string]int64{}})
+			}
+		}
+	}
+
+	r.cands = make(chan candidate, 2*o.Concurrency)
+	results := make(chan Result, 2*o.Concurrency)
+	var workers sync.WaitGroup
+	for range o.Concurrency {
+		workers.Go(func() { r.triage(results) })
+	}
+	go func() {
+		r.scan()
+		close(r.cands)
+		workers.Wait()
+		close(results)
+	}()
+
+	var emitErr error
+	for res := range results {
+		if emitErr != nil {
+			continue
+		}
+		if err := emit(res); err != nil {
+			emitErr = err
+			r.fail(fmt.Errorf("reconcile: writing results: %w", err))
+		}
+	}
+
+	sum := r.summary()
+	if err := r.firstErr(); err != nil {
+		return sum, err
+	}
+	if sum.Interrupted != nil {
+		if ctx.Err() != nil {
+			return sum, ctx.Err()
+		}
+		return sum, context.Canceled
+	}
+	return sum, nil
+}
+
+func (o *Options) normalize() error {
+	if len(o.Pipelines) == 0 {
+		return errors.New("reconcile: no pipeline selected")
+	}
+	for _, c := range o.Checks {
+		if !IsCheck(c) {
+			return fmt.Errorf("reconcile: unknown check %q (checks: %s)", c, strings.Join(Checks(), ", "))
+		}
+	}
+	if o.Since <= 0 {
+		o.Since = DefaultSince
+	}
+	if o.OlderThan < 0 {
+		return errors.New("reconcile: negative older-than")
+	}
+	if o.OlderThan == 0 {
+		o.OlderThan = DefaultOlderThan
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = DefaultChunk
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Rate < 0 {
+		return errors.New("reconcile: negative rate")
+	}
+	if o.Shards > 1 && (o.Shard < 0 || o.Shard >= o.Shards) {
+		return fmt.Errorf("reconcile: shard %d/%d: want 0 <= shard < %d", o.Shard, o.Shards, o.Shards)
+	}
+	return nil
+}
+
+func (o *Options) wants(check string) bool {
+	if len(o.Checks) == 0 {
+		return true
+	}
+	for _, c := range o.Checks {
+		if c == check {
+			return true
+		}
+	}
+	return false
+}
+
+// stopped reports whether the run must stop issuing statements.
+func (r *run) stopped() bool { return r.stop.Err() != nil }
+
+// triage reads and diagnoses candidates until the channel closes.
+func (r *run) triage(out chan<- Result) {
+	for c := range r.cands {
+		if r.stopped() {
+			continue // drain: nothing new starts after an interrupt
+		}
+		ev, err := r.col.Collect(r.qctx, c.cs.p, c.key)
+		if err != nil {
+			r.fail(fmt.Errorf("reconcile: triage %q in pipeline %s: %w", c.key, c.cs.p.Name, err))
+			continue
+		}
+		rep := inspect.Diagnose(ev)
+		res := resultOf(c.cs, rep)
+		c.cs.mu.Lock()
+		c.cs.verdicts[res.Verdict]++
+		c.cs.mu.Unlock()
+		if res.Partial {
+			c.cs.partial.Store(true)
+		}
+		if res.IsTarget() {
+			c.cs.targets.Add(1)
+			r.found.Add(1)
+		}
+		out <- res
+	}
+}
+
+// resultOf turns a report into a result: the step is set when the verdict's
+// findings name exactly one step; the detail is the verdict's summary, with
+// a note when the Kafka position is unknown because the state row stores
+// none.
+func resultOf(cs *checkState, rep inspect.Report) Result {
+	res := Result{Target: Target{BizID: rep.BizID, Pipeline: rep.Pipeline, Check: cs.check,
+		Verdict: rep.Verdict.Code, Detail: rep.Verdict.Summary, Partial: rep.Partial},
+		Severity: rep.Verdict.Severity}
+	steps := map[string]bool{}
+	for _, f := range rep.Findings {
+		if f.Code == rep.Verdict.Code && f.Step != "" {
+			steps[f.Step] = true
+		}
+	}
+	if len(steps) == 1 {
+		for s := range steps {
+			res.Step = s
+		}
+	}
+	if rep.State.Found && rep.Kafka.Located == sources.LocatedUnknown && rep.Sources["kafka"] == sources.StatusOK {
+		res.Detail += "; Kafka position unknown: the state row stores no partition/offset and reconcile does not search the log (opctl where does)"
+	}
+	return res
+}
+
+// summary assembles the Summary from the check states.
+func (r *run) summary() *Summary {
+	s := &Summary{DBNow: r.now, Interrupted: r.interrupted, Seconds: time.Since(r.start).Seconds()}
+	for _, cs := range r.states {
+		st := CheckStats{Pipeline: cs.p.Name, Check: cs.check, Status: cs.status, Reason: cs.reason,
+			DDL: cs.ddl, Notes: cs.notes, Rows: cs.rows.Load(), Candidates: cs.candidates.Load(),
+			Targets: cs.targets.Load(), Partial: cs.partial.Load(), Seconds: cs.dur.Seconds(),
+			Verdicts: map[string]int64{}}
+		cs.mu.Lock()
+		for k, v := range cs.verdicts {
+			st.Verdicts[k] = v
+		}
+		cs.mu.Unlock()
+		s.Rows += st.Rows
+		s.Candidates += st.Candidates
+		s.Targets += st.Targets
+		if st.Partial {
+			s.Partial = true
+		}
+		if st.Status == StatusRefused {
+			s.Refused = true
+		}
+		s.Checks = append(s.Checks, st)
+	}
+	why := map[string]bool{}
+	for _, g := range r.kafka.views {
+		if g.err != nil {
+			why["kafka: "+g.err.Error()] = true
+			s.Partial = true
+		}
+	}
+	if r.d.Kafka == nil {
+		why["kafka: "+r.col.KafkaMissing] = true
+		s.Partial = true
+	}
+	for w := range why {
+		s.PartialWhy = append(s.PartialWhy, w)
+	}
+	sort.Strings(s.PartialWhy)
+	return s
+}

@@ -1,0 +1,438 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab/gen"
+	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/sources"
+	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+)
+
+// env is one generated data set on a fresh database.
+type env struct {
+	db        *testenv.DB
+	r         *mysqlsrc.Reader
+	cfg       *config.Config
+	pipelines []*config.Pipeline
+	m         *gen.Manifest
+}
+
+// setup loads the settlement and skip schemas, adds the indexes `schema
+// check` reports missing (unless bare), and generates o.
+func setup(t *testing.T, o gen.Options, bare bool) *env {
+	t.Helper()
+	db := testenv.MySQL(t)
+	db.ExecFile(t, filepath.Join("..", "testdata", "schema", "settlement.sql"))
+	db.ExecFile(t, filepath.Join("..", "testdata", "schema", "skip.sql"))
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "config", "reconcile.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.ParseWithEnv("reconcile.yaml", raw, func(k string) (string, bool) {
+		if k == "OPCTL_MYSQL_DSN" {
+			return db.DSN, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := mysqlsrc.Open(db.DSN, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	var pipelines []*config.Pipeline
+	for i := range cfg.Pipelines {
+		pipelines = append(pipelines, &cfg.Pipelines[i])
+	}
+	ctx := context.Background()
+	if !bare {
+		rep, err := schema.Check(ctx, r, pipelines, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Exec(ctx, rep.DDL()); err != nil {
+			t.Fatal(err)
+		}
+		if rep2, _ := schema.Check(ctx, r, pipelines, ""); len(rep2.Missing()) != 0 {
+			t.Fatalf("still missing after applying the DDL: %+v", rep2.Missing())
+		}
+	}
+	if o.End.IsZero() {
+		o.End = time.Now().UTC().Add(-time.Hour)
+	}
+	m, err := gen.Generate(ctx, db.SQL, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{db: db, r: r, cfg: cfg, pipelines: pipelines, m: m}
+}
+
+// key identifies a finding for set comparison.
+func key(pipeline, check, biz, verdict, step string) string {
+	return strings.Join([]string{pipeline, check, biz, verdict, step}, " | ")
+}
+
+// expected is the manifest's anomalies of the given severity, optionally
+// without those that need Kafka.
+func expected(m *gen.Manifest, severity string, withKafka bool) []string {
+	var out []string
+	for _, a := range m.Anomalies {
+		if a.Severity == severity && (withKafka || !a.NeedsKafka) {
+			out = append(out, key(a.Pipeline, a.Check, a.BizID, a.Verdict, a.Step))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+type collected struct {
+	mu      sync.Mutex
+	results []reconcile.Result
+}
+
+func (c *collected) emit(r reconcile.Result) error {
+	c.mu.Lock()
+	c.results = append(c.results, r)
+	c.mu.Unlock()
+	return nil
+}
+
+// keys returns the sorted keys of the results of the given severity, and
+// fails the test on a result reported twice.
+func (c *collected) keys(t *testing.T, severity string) []string {
+	t.Helper()
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range c.results {
+		k := key(r.Pipeline, r.Check, r.BizID, r.Verdict, r.Step)
+		if seen[r.Pipeline+r.Check+r.BizID] {
+			t.Errorf("reported twice: %s", k)
+		}
+		seen[r.Pipeline+r.Check+r.BizID] = true
+		if r.Severity == severity {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func diff(t *testing.T, what string, want, got []string) {
+	t.Helper()
+	missing, extra := setDiff(want, got), setDiff(got, want)
+	if len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("%s: %d expected, %d found\nmissed: %v\nfalse positives: %v", what, len(want), len(got), head(missing), head(extra))
+	}
+}
+
+func setDiff(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func head(s []string) []string {
+	if len(s) > 10 {
+		return append(s[:10:10], fmt.Sprintf("... %d more", len(s)-10))
+	}
+	return s
+}
+
+func baseOptions(e *env) reconcile.Options {
+	return reconcile.Options{Pipelines: e.pipelines, Since: 7 * 24 * time.Hour, Timeout: 10 * time.Second,
+		AuditTable: e.cfg.Audit.AuditTable()}
+}
+
+// TestChecksFindTheSeededAnomalies: every check, on generated data, finds
+// exactly the manifest's anomalies (no miss, no false positive), the
+// look-alikes (in-flight leases, reversed duplicates, correct skips) are
+// triaged but are not targets, and without Kafka the run is partial.
+func TestChecksFindTheSeededAnomalies(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 4000, AnomalyRate: 0.02, Seed: 7}, false)
+	var c collected
+	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r, KafkaMissing: "not configured"}, baseOptions(e), c.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := expected(e.m, "action", false)
+	if len(want) < 60 {
+		t.Fatalf("the generator seeded only %d anomalies", len(want))
+	}
+	diff(t, "targets", want, c.keys(t, "action"))
+	for _, r := range c.results {
+		if r.IsTarget() && !r.Partial {
+			t.Errorf("%s: without Kafka a target must be partial", r.BizID)
+		}
+	}
+	if !sum.Partial || sum.Targets != int64(len(want)) {
+		t.Errorf("summary: partial %v targets %d, want partial and %d", sum.Partial, sum.Targets, len(want))
+	}
+	status := map[string]string{}
+	for _, cs := range sum.Checks {
+		status[cs.Pipeline+"/"+cs.Check] = cs.Status
+		if cs.Check == reconcile.CheckStuck && cs.Pipeline == gen.Settlement && cs.Verdicts[inspect.InFlight] != int64(e.m.Noise["in_flight"]) {
+			t.Errorf("stuck: %d IN_FLIGHT candidates, want the %d live leases", cs.Verdicts[inspect.InFlight], e.m.Noise["in_flight"])
+		}
+		if cs.Check == reconcile.CheckSkipped && cs.Pipeline == gen.Orders && cs.Verdicts[inspect.SkippedOK] != int64(e.m.Noise["cancelled_skip"]) {
+			t.Errorf("skipped: %d SKIPPED_OK, want %d (the stale skips must be dropped by the effect lookup)", cs.Verdicts[inspect.SkippedOK], e.m.Noise["cancelled_skip"])
+		}
+	}
+	for k, want := range map[string]string{
+		"settlement/stuck": reconcile.StatusOK, "settlement/duplicates": reconcile.StatusOK, "settlement/orphans": reconcile.StatusOK,
+		"settlement/skipped": reconcile.StatusSkipped, "settlement/uncommitted": reconcile.StatusSkipped,
+		"orders/skipped": reconcile.StatusOK, "orders/duplicates": reconcile.StatusOK, "orders/stuck": reconcile.StatusSkipped,
+	} {
+		if status[k] != want {
+			t.Errorf("%s: status %q, want %q", k, status[k], want)
+		}
+	}
+}
+
+// TestChunkBoundaries: anomalies on every chunk edge (chunk 1), many rows
+// sharing one timestamp (ties across pages) and keys with multibyte
+// characters: the findings stay exact.
+func TestChunkBoundaries(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 800, AnomalyRate: 0.05, Seed: 3, OpsPerTick: 40,
+		SettlementPrefix: "支付-€", OrderPrefix: "订单-ü"}, false)
+	want := expected(e.m, "action", false)
+	for _, chunk := range []int{1, 3, 7, 1000} {
+		t.Run(fmt.Sprintf("chunk%d", chunk), func(t *testing.T) {
+			var c collected
+			o := baseOptions(e)
+			o.Chunk = chunk
+			if _, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit); err != nil {
+				t.Fatal(err)
+			}
+			diff(t, "targets", want, c.keys(t, "action"))
+		})
+	}
+}
+
+// TestShardsSplitTheWork: n workers with --shard i/n together find each
+// anomaly exactly once.
+func TestShardsSplitTheWork(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 3000, AnomalyRate: 0.02, Seed: 11}, false)
+	const n = 3
+	var all collected
+	perShard := make([]int, n)
+	for i := range n {
+		var c collected
+		o := baseOptions(e)
+		o.Shard, o.Shards, o.Chunk = i, n, 50
+		if _, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range c.results {
+			if reconcile.ShardOf(r.BizID, n) != i {
+				t.Errorf("shard %d reported %s, which belongs to shard %d", i, r.BizID, reconcile.ShardOf(r.BizID, n))
+			}
+			if r.IsTarget() {
+				perShard[i]++
+			}
+		}
+		all.results = append(all.results, c.results...)
+	}
+	diff(t, "targets of all shards", expected(e.m, "action", false), all.keys(t, "action"))
+	for i, k := range perShard {
+		if k == 0 {
+			t.Errorf("shard %d found nothing: the split is not doing anything", i)
+		}
+	}
+}
+
+// TestRefusesAFullScan: on the testdata schema as is, balance_journal has
+// no (created_at, biz_id) index: duplicates is refused with the DDL that
+// fixes it, and runs with AllowFullScan.
+func TestRefusesAFullScan(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 600, AnomalyRate: 0.05, Seed: 5, Pipelines: []string{gen.Settlement}}, true)
+	o := baseOptions(e)
+	o.Pipelines = e.pipelines[:1]
+	o.Checks = []string{reconcile.CheckDuplicates}
+	var c collected
+	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := sum.Checks[0]
+	if cs.Status != reconcile.StatusRefused || !sum.Refused || cs.Rows != 0 || len(c.results) != 0 {
+		t.Fatalf("want a refusal before any row is read, got %+v", cs)
+	}
+	if !strings.Contains(cs.Reason, "balance_journal (created_at, biz_id)") || !strings.Contains(cs.Reason, "--allow-full-scan") {
+		t.Errorf("reason does not say what is missing and how to proceed: %s", cs.Reason)
+	}
+	wantDDL := "ALTER TABLE `balance_journal` ADD INDEX `ix_opctl_created_at_biz_id` (`created_at`, `biz_id`);"
+	if !slices.Contains(cs.DDL, wantDDL) {
+		t.Errorf("DDL %q, want it to contain %q", cs.DDL, wantDDL)
+	}
+
+	o.AllowFullScan = true
+	c = collected{}
+	sum, err = reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Checks[0].Status != reconcile.StatusOK || len(sum.Checks[0].Notes) == 0 {
+		t.Errorf("with AllowFullScan: %+v", sum.Checks[0])
+	}
+	var want []string
+	for _, a := range e.m.Expected(gen.Settlement, reconcile.CheckDuplicates) {
+		want = append(want, key(a.Pipeline, a.Check, a.BizID, a.Verdict, a.Step))
+	}
+	sort.Strings(want)
+	diff(t, "duplicates on a full scan", want, c.keys(t, "action"))
+}
+
+// TestInterrupt: cancelling the context (Ctrl-C) stops the scan between
+// statements: Run returns context.Canceled with how far it got, every
+// pooled connection is back, and the server has no open transaction for
+// this database.
+func TestInterrupt(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 2000, Seed: 9, Pipelines: []string{gen.Settlement}}, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := baseOptions(e)
+	o.Pipelines = e.pipelines[:1]
+	o.Checks = []string{reconcile.CheckDuplicates}
+	o.Chunk = 10
+	pages := 0
+	o.Progress = func(p reconcile.Progress) {
+		pages++
+		if pages == 3 {
+			cancel()
+		}
+	}
+	var c collected
+	sum, err := reconcile.Run(ctx, reconcile.Deps{DB: e.r}, o, c.emit)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	in := sum.Interrupted
+	if in == nil || in.Check != reconcile.CheckDuplicates || in.Pipeline != gen.Settlement || in.Rows < 30 || !strings.HasPrefix(in.LastKey, "PAY-") {
+		t.Fatalf("interruption = %+v, want duplicates on settlement after >= 30 rows with the last key", in)
+	}
+	if sum.Checks[0].Status != reconcile.StatusInterrupted {
+		t.Errorf("status %q", sum.Checks[0].Status)
+	}
+	if n := e.r.PoolInUse(); n != 0 {
+		t.Errorf("%d connections still in use after Run returned", n)
+	}
+	var open int
+	if err := e.db.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+		JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = ?`, e.db.Name).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != 0 {
+		t.Errorf("%d open transactions on %s after the interrupt", open, e.db.Name)
+	}
+}
+
+// TestKafka: with the Kafka layout of the manifest in place (records in
+// every partition, the group committed below the tail), stuck finds the
+// STRANDED operations, uncommitted reports the terminal ones past the
+// committed offset (COMPLETE_UNCOMMITTED, watch), and every target's
+// verdict is the one `where` computes (sources.Collector with the real
+// Kafka reader, then inspect.Diagnose).
+func TestKafka(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 800, AnomalyRate: 0.03, Seed: 13, Kafka: true, Pipelines: []string{gen.Settlement}}, false)
+	kl := e.m.Kafka
+	k := testenv.NewKafka(t, map[string]int32{kl.Topic: int32(kl.Partitions), "order-event": 1})
+	for p := range kl.Partitions {
+		keys := make([]string, kl.LogEnd[p])
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k-%d-%d", p, i)
+		}
+		k.ProduceBatch(t, kl.Topic, int32(p), keys, time.Time{})
+		k.Commit(t, kl.Group, kl.Topic, int32(p), kl.Committed[p])
+	}
+	kr := kafkasrc.New(config.Kafka{Brokers: k.Brokers, Version: "3.5.0"}, 10*time.Second)
+	defer kr.Close()
+
+	o := baseOptions(e)
+	o.Pipelines = e.pipelines[:1]
+	var c collected
+	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r, Kafka: kr}, o, c.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Partial {
+		t.Fatalf("partial with Kafka up: %v", sum.PartialWhy)
+	}
+	want := expected(e.m, "action", true)
+	if !slices.ContainsFunc(want, func(s string) bool { return strings.Contains(s, "STRANDED") }) {
+		t.Fatal("the manifest has no STRANDED anomaly")
+	}
+	diff(t, "targets", want, c.keys(t, "action"))
+	var uncommitted []string
+	for _, r := range c.results {
+		if r.Check == reconcile.CheckUncommitted {
+			uncommitted = append(uncommitted, key(r.Pipeline, r.Check, r.BizID, r.Verdict, r.Step))
+		}
+	}
+	sort.Strings(uncommitted)
+	diff(t, "uncommitted", expected(e.m, "watch", true), uncommitted)
+
+	// Same verdict as `where`.
+	col := &sources.Collector{DB: e.r, Kafka: kr, AuditTable: e.cfg.Audit.AuditTable(), Timeout: 10 * time.Second}
+	for _, r := range c.results {
+		ev, err := col.Collect(context.Background(), e.pipelines[0], r.BizID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := inspect.Diagnose(ev)
+		if rep.Verdict.Code != r.Verdict || rep.Partial != r.Partial {
+			t.Errorf("%s: reconcile says %s (partial %v), where says %s (partial %v)", r.BizID, r.Verdict, r.Partial, rep.Verdict.Code, rep.Partial)
+		}
+	}
+
+	// Kafka unreachable: the same targets, computed without it, partial.
+	dead := kafkasrc.New(config.Kafka{Brokers: []string{"127.0.0.1:1"}, Version: "3.5.0"}, 2*time.Second)
+	defer dead.Close()
+	c = collected{}
+	o.Checks = []string{reconcile.CheckStuck, reconcile.CheckUncommitted}
+	sum, err = reconcile.Run(context.Background(), reconcile.Deps{DB: e.r, Kafka: dead}, o, c.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Partial || len(sum.PartialWhy) == 0 {
+		t.Fatalf("want partial, got %+v", sum)
+	}
+	for _, cs := range sum.Checks {
+		if cs.Check == reconcile.CheckUncommitted && cs.Status != reconcile.StatusSkipped {
+			t.Errorf("uncommitted without Kafka: %s", cs.Status)
+		}
+	}
+	for _, r := range c.results {
+		if !r.Partial {
+			t.Errorf("%s: not marked partial", r.BizID)
+		}
+		if r.Verdict == inspect.Stranded {
+			t.Errorf("%s: STRANDED without Kafka", r.BizID)
+		}
+	}
+}
