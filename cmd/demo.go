@@ -117,7 +117,7 @@ func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
 	human := f.Globals.Output == "table"
 	progress := func(format string, args ...any) { fmt.Fprintf(ios.ErrOut, format, args...) }
 
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, Keep: opts.Keep, SerialWrites: opts.Embedded})
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, SerialWrites: opts.Embedded})
 	if err != nil {
 		if strings.Contains(err.Error(), "not reachable") {
 			host := dsn

@@ -48,8 +48,6 @@ type Options struct {
 	// MySQLDSN reaches the server the lab creates its database on. Its
 	// database name, if any, is ignored: the lab makes its own and drops it.
 	MySQLDSN string
-	// Keep leaves the database in place on Close (for `opctl demo --keep`).
-	Keep bool
 	// SerialWrites sends every statement of the lab's consumers through one
 	// connection. The embedded go-mysql-server (lab/demo) loses rows when
 	// two connections commit to one in-memory table at the same time.
@@ -73,7 +71,6 @@ type Env struct {
 	Config     *config.Config
 
 	root   *sql.DB
-	keep   bool
 	tmpDir string
 	closer []func()
 }
@@ -82,7 +79,7 @@ type Env struct {
 // downstream services and writes the config. On error everything started so
 // far is stopped again.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
-	e := &Env{keep: opts.Keep}
+	e := &Env{}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -180,8 +177,8 @@ func URLs(s *downstream.Set) consumer.URLs {
 // onClose registers cleanup run by Close in reverse order.
 func (e *Env) onClose(f func()) { e.closer = append(e.closer, f) }
 
-// Close stops everything the lab started and drops its database (unless
-// Keep), removing the temporary config directory.
+// Close stops everything the lab started, drops its database and removes
+// the temporary config directory.
 func (e *Env) Close() {
 	for i := len(e.closer) - 1; i >= 0; i-- {
 		e.closer[i]()
@@ -200,14 +197,14 @@ func (e *Env) Close() {
 		e.DB.Close()
 	}
 	if e.root != nil {
-		if !e.keep && e.DBName != "" {
+		if e.DBName != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, _ = e.root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+config.QuoteIdent(e.DBName))
 			cancel()
 		}
 		e.root.Close()
 	}
-	if e.tmpDir != "" && !e.keep {
+	if e.tmpDir != "" {
 		os.RemoveAll(e.tmpDir)
 	}
 }
