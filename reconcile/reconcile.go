@@ -67,7 +67,8 @@ type Options struct {
 	Checks []string
 	// Since bounds every check by the time column it walks (default 7d).
 	Since time.Duration
-	// OlderThan is the minimum age of a stuck operation's updated_at (default 5m).
+	// OlderThan is the minimum age of a stuck operation's updated_at; zero
+	// means no minimum (the CLI's --older-than defaults to DefaultOlderThan).
 	OlderThan time.Duration
 	// Rate caps the rows read by the scans per second; 0: no cap.
 	Rate int
@@ -366,9 +367,6 @@ func (o *Options) normalize() error {
 	}
 	if o.OlderThan < 0 {
 		return errors.New("reconcile: negative older-than")
-	}
-	if o.OlderThan == 0 {
-		o.OlderThan = DefaultOlderThan
 	}
 	if o.Chunk <= 0 {
 		o.Chunk = DefaultChunk
