@@ -105,6 +105,14 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Faults may be nil.
 	Faults *Faults
+	// ResumeFromState turns a naive consumer into its post-incident fix:
+	// before each step it reads its state row (settlement, fulfilment) and
+	// skips the steps the status already claims, and it honours opctl's
+	// replay headers (opctl-from-step, opctl-force-effect; a PENDING
+	// idempotency record is processed again). The demo runs it after the
+	// repairs, as a team would deploy the fix before redriving. Anchored
+	// consumers always behave this way.
+	ResumeFromState bool
 	// Events, when set, receives what the consumer does. Sends never block:
 	// an event that does not fit is dropped. Do not close it while the
 	// consumer runs.

@@ -64,8 +64,11 @@ func (p *ordersNaive) process(ctx context.Context, d *delivery) result {
 		return invalid(err.Error())
 	}
 	var action string
+	pending := false
 	err := db.QueryRowContext(ctx, "SELECT action FROM idempotent WHERE msg_id = ?", m.MsgID).Scan(&action)
 	switch {
+	case err == nil && c.cfg.ResumeFromState && action == actionPending:
+		pending = true // flipped by opctl: decide again
 	case err == nil:
 		c.emitD(d, "already_done", "", "idempotent: "+action)
 		return done()
@@ -77,13 +80,21 @@ func (p *ordersNaive) process(ctx context.Context, d *delivery) result {
 		return c.failed(ctx, err)
 	}
 	record := func(action string) error {
+		if pending {
+			_, err := db.ExecContext(ctx, "UPDATE idempotent SET action = ? WHERE msg_id = ? AND action = ?", action, m.MsgID, actionPending)
+			return err
+		}
 		_, err := db.ExecContext(ctx, "INSERT INTO idempotent (msg_id, biz_id, action, created_at) VALUES (?, ?, ?, NOW(3))", m.MsgID, m.BizID, action)
 		if isDup(err) {
 			return nil
 		}
 		return err
 	}
-	if status != "PAID" {
+	forced := c.cfg.ResumeFromState && m.Event == EventPaid && d.forceEffect == stepPoints
+	if forced {
+		c.emitD(d, "forced", stepPoints, "opctl-force-effect: the order is "+status)
+	}
+	if status != "PAID" && !forced {
 		if err := record(actionSkipped); err != nil {
 			return c.failed(ctx, err)
 		}

@@ -151,7 +151,7 @@ func (c *Consumer) handle(d *delivery) (keep bool) {
 	}
 
 	replayKey := ""
-	if c.cfg.Design == Anchored && d.plan != "" {
+	if (c.cfg.Design == Anchored || c.cfg.ResumeFromState) && d.plan != "" {
 		replayKey = d.plan + "\x00" + m.MsgID
 		if c.replays.has(replayKey) {
 			c.emitD(d, "replay_duplicate", "", d.plan)
@@ -281,6 +281,16 @@ func (c *Consumer) afterStep(d *delivery, step string) bool {
 func (c *Consumer) naiveStep(ctx context.Context, d *delivery, name string, effect func() (note string, skipped bool, err error), update func() error) result {
 	if !c.beforeStep(d, name) {
 		return stopped()
+	}
+	if c.cfg.ResumeFromState {
+		done, why, err := c.naiveDone(ctx, d, name)
+		if err != nil {
+			return c.failed(ctx, fmt.Errorf("%s: state read: %w", name, err))
+		}
+		if done {
+			c.emitD(d, "step_skipped", name, why)
+			return next()
+		}
 	}
 	note, skipped, err := effect()
 	if err != nil {
@@ -441,4 +451,44 @@ func freshRequestID(bizID, step string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return bizID + ":" + step + ":" + hex.EncodeToString(b)
+}
+
+// naiveStatuses are the state statuses a naive pipeline writes, in order:
+// the initial one, then each step's done status (opctl.yaml.tmpl).
+var naiveStatuses = map[Kind]struct {
+	table    string
+	statuses []string
+}{
+	Settlement: {"biz_operation", []string{"INIT", "DEBIT_DONE", "LEDGER_DONE", "DONE"}},
+	Fulfilment: {"fulfil_state", []string{"RECEIVED", "DB_WRITTEN", "WMS_CONFIRMED", "LOGISTICS_CONFIRMED", "DONE"}},
+}
+
+// naiveDone reports whether a patched naive consumer must skip step name:
+// an opctl replay starts at a later step, or the state row already claims
+// the step done.
+func (c *Consumer) naiveDone(ctx context.Context, d *delivery, name string) (bool, string, error) {
+	steps := c.pipe.steps()
+	i := slices.Index(steps, name)
+	if d.fromStep != "" {
+		if j := slices.Index(steps, d.fromStep); j >= 0 && i < j {
+			return true, "opctl-from-step " + d.fromStep, nil
+		}
+		return false, "", nil
+	}
+	ns, ok := naiveStatuses[c.cfg.Kind]
+	if !ok || i < 0 {
+		return false, "", nil
+	}
+	var status string
+	err := c.cfg.DB.QueryRowContext(ctx, "SELECT status FROM "+ns.table+" WHERE biz_id = ?", d.m.BizID).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	if k := slices.Index(ns.statuses, status); k > i {
+		return true, "state " + status + " claims it done", nil
+	}
+	return false, "", nil
 }
