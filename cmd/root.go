@@ -99,6 +99,8 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdReconcile(f, nil),
 		NewCmdSchema(f, nil),
 		NewCmdDemo(f, nil),
+		NewCmdRepair(f, nil),
+		NewCmdAudit(f, nil),
 	)
 	addExitStatus(root)
 	return root
@@ -106,7 +108,9 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 
 // addExitStatus appends the EXIT STATUS section to every command's help.
 func addExitStatus(c *cobra.Command) {
-	c.SetHelpTemplate(c.HelpTemplate() + exitStatusHelp)
+	if t := c.HelpTemplate(); !strings.HasSuffix(t, exitStatusHelp) {
+		c.SetHelpTemplate(t + exitStatusHelp)
+	}
 	for _, sub := range c.Commands() {
 		addExitStatus(sub)
 	}

@@ -51,12 +51,14 @@ func Diagnose(ev sources.Evidence) Report {
 	}
 
 	reversed := reversedIDs(ev.DB.Audit)
+	att := AuditAttestations(ev.DB.Audit)
+	att.markReversed(reversed)
 	for i, s := range p.Steps {
 		var se sources.StepEvidence
 		if i < len(ev.DB.Steps) {
 			se = ev.DB.Steps[i]
 		}
-		r.Steps = append(r.Steps, stepView(i, s, se, reached, reversed))
+		r.Steps = append(r.Steps, stepView(i, s, se, reached, reversed, att))
 	}
 	for _, row := range ev.DB.Idempotency {
 		r.Idempotency = append(r.Idempotency, IdempotencyView{Key: row.Key, Action: row.Action, CreatedAt: row.CreatedAt})
@@ -292,7 +294,7 @@ func truthy(v sources.Value) bool {
 }
 
 // stepView computes one step's status (SPEC §6 "Counting a step's effects").
-func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, reversed map[string]bool) StepView {
+func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, reversed map[string]bool, att Attestations) StepView {
 	v := StepView{Index: i + 1, Name: s.Name, Kind: s.Kind, Evidence: []EvidenceRow{}, Error: se.Err}
 	if reached.n >= 0 {
 		b := i < reached.n
@@ -313,7 +315,10 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 	}
 	for _, in := range se.Intents {
 		iv := IntentView{RequestID: in.RequestID, SentAt: in.SentAt, AckedAt: in.AckedAt, Result: in.Result}
+		attested := false
 		switch {
+		case att.is(s.Name, in.RequestID, AttestCompensated):
+			iv.Outcome, attested = AttestCompensated, true
 		case in.AckedAt != nil:
 			iv.Outcome = "acked"
 			count++
@@ -322,12 +327,20 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 			count++
 		case in.Probe != nil && in.Probe.Outcome == sources.ProbeAbsent:
 			iv.Outcome = "absent"
+		case att.is(s.Name, in.RequestID, AttestApplied):
+			iv.Outcome, attested = "applied", true
+			count++
+		case att.is(s.Name, in.RequestID, AttestAbsent):
+			iv.Outcome, attested = "absent", true
 		default:
 			iv.Outcome = "unknown"
 			unknown++
 		}
 		if in.Probe != nil {
 			iv.Probe = probeText(*in.Probe)
+		}
+		if attested {
+			iv.Probe = joinNote(iv.Probe, att.note(s.Name, in.RequestID))
 		}
 		v.Intents = append(v.Intents, iv)
 	}
@@ -343,7 +356,15 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 				count = 1
 			}
 		case bp.Outcome == sources.ProbeInconclusive && count == 0 && len(se.Intents) == 0:
-			unknown++
+			switch {
+			case att.is(s.Name, AttestAll, AttestApplied):
+				count = 1
+				v.Probe.Detail = joinNote(v.Probe.Detail, att.note(s.Name, AttestAll))
+			case att.is(s.Name, AttestAll, AttestAbsent):
+				v.Probe.Detail = joinNote(v.Probe.Detail, att.note(s.Name, AttestAll))
+			default:
+				unknown++
+			}
 		}
 	}
 	v.EvidenceCount = count

@@ -130,8 +130,13 @@ type AuditAction struct {
 	// Partition and Offset locate a published republish.
 	Partition *int32
 	Offset    *int64
-	At        time.Time
-	Detail    string
+	// Attested is what an applied repair action (manual, advance_state,
+	// compensate_remote) attested about Step's effects: a request id, an
+	// evidence identity, or "*" for the step as a whole, mapped to applied,
+	// absent, compensated or reversed (after_image "attested").
+	Attested map[string]string
+	At       time.Time
+	Detail   string
 }
 
 // DBEvidence is everything read from MySQL for one operation. All of it is

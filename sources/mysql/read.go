@@ -485,6 +485,7 @@ func readAudit(res result) ([]sources.AuditAction, error) {
 					a.Offset = &n
 				}
 				a.Detail = jsonScalar(ai.Detail)
+				a.Attested = attestedOf([]byte(img))
 			}
 		}
 		out = append(out, a)

@@ -1,0 +1,179 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/internal/ui"
+	"github.com/opctl-dev/opctl/repair"
+)
+
+// AuditOptions are the parsed flags of `opctl audit`.
+type AuditOptions struct {
+	BizID    string
+	PlanID   string
+	Pipeline string
+	Limit    int
+}
+
+// NewCmdAudit builds `opctl audit`. runF replaces the run function in tests.
+func NewCmdAudit(f *Factory, runF func(context.Context, *AuditOptions) error) *cobra.Command {
+	opts := &AuditOptions{}
+	c := &cobra.Command{
+		Use:   "audit [--biz-id X] [--plan ID]",
+		Short: "Read opctl's audit log: what repairs did, and attempts that changed nothing",
+		Long: `Read both audit tables (audit.table and its _attempt table) on the read
+path (a SELECT-only user is enough): every action a repair applied, with its
+before and after images, and every attempt that changed nothing (dry_run,
+guard_failed, stale, error). --plan accepts a prefix of the plan id. -o json
+prints {"actions": [...], "attempts": [...]} with the full images.`,
+		Example: `  opctl audit --biz-id PAY-1
+  opctl audit --plan 3f2a9c1e7b2d
+  opctl audit --biz-id PAY-1 -o json | jq '.actions[].after_image'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Limit <= 0 {
+				return usageErrorf("--limit must be positive")
+			}
+			if opts.BizID != "" {
+				if err := ValidateBizID(opts.BizID); err != nil {
+					return err
+				}
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runAudit(c.Context(), f, opts)
+		},
+	}
+	c.Flags().StringVar(&opts.BizID, "biz-id", "", "only this operation")
+	c.Flags().StringVar(&opts.PlanID, "plan", "", "only this plan (id or prefix)")
+	c.Flags().StringVar(&opts.Pipeline, "pipeline", "", "only this pipeline (actions)")
+	c.Flags().IntVar(&opts.Limit, "limit", 100, "at most this many rows of each table (the newest)")
+	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
+	return c
+}
+
+func runAudit(ctx context.Context, f *Factory, opts *AuditOptions) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	db, err := f.MySQL(cfg)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.Globals.Timeout)
+	defer cancel()
+	log, err := repair.ReadAudit(cctx, db.DB(), cfg.Audit, repair.AuditFilter{BizID: opts.BizID, PlanID: opts.PlanID, Pipeline: opts.Pipeline, Limit: opts.Limit})
+	if err != nil {
+		return err
+	}
+	out := f.IOStreams.Out
+	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
+		enc := json.NewEncoder(out)
+		if f.Globals.Output == "json" {
+			enc.SetIndent("", "  ")
+		}
+		return enc.Encode(log)
+	}
+	return renderAudit(out, f.IOStreams.IsStdoutTTY(), ui.NewStyles(out, f.IOStreams.ColorEnabled()), log)
+}
+
+// auditLine is one row of the human audit view: an action or an attempt.
+type auditLine struct {
+	at   time.Time
+	cols []string
+}
+
+func renderAudit(w io.Writer, tty bool, st ui.Styles, log *repair.AuditLog) error {
+	var lines []auditLine
+	for _, a := range log.Actions {
+		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
+			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), fmt.Sprint(a.ActionIndex), a.Action,
+			styleOutcome(st, a.Outcome), a.Pipeline + "/" + a.BizID, a.Operator, imageSummary(a.AfterImage) + reasonSuffix(a.Reason)}})
+	}
+	for _, a := range log.Attempts {
+		idx := fmt.Sprint(a.ActionIndex)
+		if a.ActionIndex == 0 {
+			idx = "-"
+		}
+		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
+			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), idx, "(attempt)",
+			styleOutcome(st, a.Outcome), a.BizID, a.Operator, detailSummary(a.Detail)}})
+	}
+	if len(lines) == 0 {
+		_, err := fmt.Fprintln(w, "no audit rows")
+		return err
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
+	rows := make([][]string, len(lines))
+	for i, l := range lines {
+		rows[i] = l.cols
+	}
+	return ui.Table(w, tty, []string{"AT", "PLAN", "#", "ACTION", "OUTCOME", "OPERATION", "OPERATOR", "DETAIL"}, rows)
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func styleOutcome(st ui.Styles, o string) string {
+	switch o {
+	case "applied", "published":
+		return st.OK.Render(o)
+	case "publishing", "compensating", "dry_run":
+		return st.Watch.Render(o)
+	}
+	return st.Action.Render(o)
+}
+
+func reasonSuffix(r string) string {
+	if r == "" {
+		return ""
+	}
+	return " · reason: " + r
+}
+
+// imageSummary shows the interesting fields of an after_image on one line.
+func imageSummary(raw json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return ""
+	}
+	var parts []string
+	for _, k := range []string{"step", "reversed_id", "request_id", "topic", "partition", "offset", "attested", "attest", "state", "idempotency"} {
+		if v, ok := m[k]; ok {
+			b, _ := json.Marshal(v)
+			parts = append(parts, k+"="+strings.Trim(string(b), `"`))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func detailSummary(raw json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return ""
+	}
+	for _, k := range []string{"error", "result"} {
+		if v, ok := m[k].(string); ok && v != "" {
+			s := strings.Join(strings.Fields(v), " ")
+			if len(s) > 160 {
+				s = s[:160] + "…"
+			}
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,287 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/sources"
+	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+)
+
+var (
+	opctlBinOnce sync.Once
+	opctlBin     string
+	opctlBinErr  error
+)
+
+// buildOpctl builds the opctl binary once per test run, for tests that
+// need a real process to kill.
+func buildOpctl(t *testing.T) string {
+	t.Helper()
+	opctlBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "opctl-bin-")
+		if err != nil {
+			opctlBinErr = err
+			return
+		}
+		opctlBin = filepath.Join(dir, "opctl")
+		cmd := exec.Command("go", "build", "-o", opctlBin, "github.com/opctl-dev/opctl")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			opctlBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if opctlBinErr != nil {
+		t.Fatal(opctlBinErr)
+	}
+	return opctlBin
+}
+
+// execOpctl runs the built binary with extra environment; it returns the
+// exit code (-1 when killed by a signal), stdout and stderr.
+func execOpctl(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	c := exec.Command(bin, args...)
+	c.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	err := c.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errOut.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errOut.String()
+	}
+	t.Fatalf("run %s: %v", bin, err)
+	return 0, "", ""
+}
+
+// crashCase is one plan and how to check its end state.
+type crashCase struct {
+	name  string
+	biz   string
+	kill  []string
+	setup func(t *testing.T, f *fixture, wms *crashWMS)
+	// snapshot is compared between an uninterrupted apply and every
+	// killed-then-reapplied one.
+	snapshot func(t *testing.T, f *fixture, wms *crashWMS) string
+	config   string
+	topic    string
+}
+
+// crashWMS is a fake WMS lock journal with a compensation endpoint.
+type crashWMS struct {
+	mu    sync.Mutex
+	locks int
+	posts int
+	srv   *httptest.Server
+}
+
+func newCrashWMS(t *testing.T) *crashWMS {
+	w := &crashWMS{locks: 2}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch r.URL.Path {
+		case "/wms/locks":
+			n := w.locks
+			if r.URL.Query().Get("biz_id") != "F-1" {
+				n = 1
+			}
+			fmt.Fprintf(rw, `{"count":%d}`, n)
+		case "/wms/compensate":
+			w.posts++
+			w.locks--
+			fmt.Fprint(rw, `{"status":"COMPENSATED"}`)
+		}
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+func settlementSnapshot(biz string) func(*testing.T, *fixture, *crashWMS) string {
+	return func(t *testing.T, f *fixture, _ *crashWMS) string {
+		q := func(query string) string {
+			rows, err := f.db.SQL.Query(query, biz)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var b strings.Builder
+			cols, _ := rows.Columns()
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			for rows.Next() {
+				if err := rows.Scan(ptrs...); err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range vals {
+					if bb, ok := v.([]byte); ok {
+						v = string(bb)
+					}
+					fmt.Fprintf(&b, "%v|", v)
+				}
+				b.WriteString("\n")
+			}
+			return b.String()
+		}
+		return q("SELECT status, version, IFNULL(owner,'') FROM biz_operation WHERE biz_id = ?") +
+			q("SELECT account_id, delta, kind, reverses_id FROM balance_journal WHERE biz_id = ? ORDER BY kind, reverses_id, id") +
+			q("SELECT b.balance FROM account_balance b JOIN balance_journal j ON j.account_id = b.account_id WHERE j.biz_id = ? LIMIT 1") +
+			q("SELECT direction, amount FROM ledger_entry WHERE biz_order_id = ?") +
+			q("SELECT action_index, action, outcome FROM opctl_audit WHERE biz_id = ? ORDER BY action_index")
+	}
+}
+
+func TestRepairApplyCrashSafety(t *testing.T) {
+	t.Parallel()
+	bin := buildOpctl(t)
+	cases := []crashCase{
+		{
+			name: "two reversals", biz: "PAY-6", config: "settlement", topic: "settlement-event",
+			kill:     []string{"before-commit:1", "after-commit:1", "before-commit:2", "after-commit:2"},
+			snapshot: settlementSnapshot("PAY-6"),
+		},
+		{
+			name: "advance and republish", biz: "PAY-4", config: "settlement", topic: "settlement-event",
+			kill: []string{"before-commit:1", "after-commit:1", "before-commit:2", "after-commit:2", "before-publish:2", "after-publish:2"},
+			setup: func(t *testing.T, f *fixture, _ *crashWMS) {
+				ts := f.createdAt("SELECT created_at FROM biz_operation WHERE biz_id = 'PAY-4'")
+				p, off := f.produce("PAY-4", "m-4", ts)
+				f.db.Exec(t, "UPDATE biz_operation SET src_partition = ?, src_offset = ? WHERE biz_id = 'PAY-4'", p, off)
+				f.k.Commit(t, "settlement-consumer", "settlement-event", p, off+1)
+			},
+			snapshot: settlementSnapshot("PAY-4"),
+		},
+		{
+			name: "compensate", biz: "F-1", config: "fulfilment", topic: "order-fulfilment",
+			kill: []string{"before-commit:1", "after-commit:1", "before-call:1", "after-call:1"},
+			snapshot: func(t *testing.T, f *fixture, w *crashWMS) string {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				var audit string
+				_ = f.db.SQL.QueryRow("SELECT IFNULL(GROUP_CONCAT(CONCAT(action_index, action, outcome)), '') FROM opctl_audit").Scan(&audit)
+				return fmt.Sprintf("locks %d posts %d audit %s", w.locks, w.posts, audit)
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// The uninterrupted apply is the reference.
+			ref, refEnd := runCrashCase(t, bin, c, "")
+			for _, kill := range c.kill {
+				got, end := runCrashCase(t, bin, c, kill)
+				if got != ref {
+					t.Errorf("%s: killed at %s then re-applied:\n%s\nuninterrupted:\n%s", c.name, kill, got, ref)
+				}
+				// At most one duplicate publish, and only when the kill
+				// fell between the 'publishing' record and 'published'.
+				extra := end - refEnd
+				if extra < 0 || extra > 1 || (extra == 1 && kill != "after-publish:2") {
+					t.Errorf("%s: killed at %s: %d more record(s) published than without the kill", c.name, kill, extra)
+				}
+				t.Logf("killed at %-16s → same end state; %d duplicate record(s)", kill, extra)
+			}
+		})
+	}
+}
+
+// runCrashCase builds the fixture, plans, applies with the failpoint (the
+// process must die), applies again without it, and returns the snapshot and
+// the log end of the redrive partition. An empty kill applies once.
+func runCrashCase(t *testing.T, bin string, c crashCase, kill string) (string, int64) {
+	t.Helper()
+	var w *crashWMS
+	var f *fixture
+	switch c.config {
+	case "fulfilment":
+		w = newCrashWMS(t)
+		f = newFixture(t, "fulfilment", c.topic, "${OPCTL_WMS_URL:-http://127.0.0.1:8082}", w.srv.URL,
+			"/wms/locks?biz_id={biz_id}\"", "/wms/locks?biz_id={biz_id}\"\n        compensate: \""+w.srv.URL+"/wms/compensate?biz_id={biz_id}\"")
+		for _, s := range schema.AuditDDL("") {
+			f.db.Exec(t, s)
+		}
+	default:
+		f = repairFixture(t)
+	}
+	if c.setup != nil {
+		c.setup(t, f, w)
+	}
+	args := []string{"--config", f.cfg, "--mysql-dsn", f.db.DSN, "--brokers", strings.Join(f.k.Brokers, ","), "--timeout", "5s"}
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	if code, _, errOut := execOpctl(t, bin, nil, append(args, "repair", "plan", c.biz, "--reason", "crash test", "--out", plan)...); code != 0 {
+		t.Fatalf("plan: exit %d %s", code, errOut)
+	}
+	if kill != "" {
+		code, _, errOut := execOpctl(t, bin, []string{repair.FailpointEnv + "=" + kill}, append(args, "repair", "apply", plan, "--yes")...)
+		if code != -1 || !strings.Contains(errOut, "TEST FAILPOINT "+kill) {
+			t.Fatalf("%s: the apply was not killed: exit %d %s", kill, code, errOut)
+		}
+	}
+	code, out, errOut := execOpctl(t, bin, nil, append(args, "repair", "apply", plan, "--yes")...)
+	if code != 0 || !strings.Contains(out, "applied") {
+		t.Fatalf("%s: re-apply: exit %d\n%s\n%s", kill, code, out, errOut)
+	}
+	// Once more: nothing left to do.
+	if code, out, _ := execOpctl(t, bin, nil, append(args, "repair", "apply", plan, "--yes")...); code != 0 || !strings.Contains(out, "already applied") {
+		t.Fatalf("%s: third apply: exit %d %s", kill, code, out)
+	}
+	end := redriveEnd(t, f, c.topic, c.biz)
+	if kill == "after-publish:2" {
+		// The record was sent twice: both copies carry the same opctl-plan
+		// and msg_id, the key a consumer dedupes replays by.
+		a, b := readRecord(t, f, c.topic, c.biz, end-2), readRecord(t, f, c.topic, c.biz, end-1)
+		if a.Headers[repair.HeaderPlan] == "" || a.Headers[repair.HeaderPlan] != b.Headers[repair.HeaderPlan] || a.Headers["msg_id"] != b.Headers["msg_id"] {
+			t.Errorf("the two copies differ in their dedupe key: %v / %v", a.Headers, b.Headers)
+		}
+	}
+	return c.snapshot(t, f, w), end
+}
+
+func readRecord(t *testing.T, f *fixture, topic, biz string, off int64) *sources.Message {
+	t.Helper()
+	p, _ := kafkasrc.PartitionFor("murmur2", []byte(biz), f.parts)
+	kr := kafkasrc.New(config.Kafka{Brokers: f.k.Brokers, Version: "3.5.0"}, 5*time.Second)
+	defer kr.Close()
+	loc, err := kr.Locate(context.Background(), sources.LocateRequest{Topic: topic, Partition: p, Offset: off})
+	if err != nil || loc.Message == nil {
+		t.Fatalf("read %s/%d@%d: %v %+v", topic, p, off, err, loc)
+	}
+	return loc.Message
+}
+
+// redriveEnd is the log end offset of the partition a biz id's records go
+// to.
+func redriveEnd(t *testing.T, f *fixture, topic, biz string) int64 {
+	t.Helper()
+	p, err := kafkasrc.PartitionFor("murmur2", []byte(biz), f.parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr := kafkasrc.New(config.Kafka{Brokers: f.k.Brokers, Version: "3.5.0"}, 5*time.Second)
+	defer kr.Close()
+	g, err := kr.Group(context.Background(), topic, "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Partitions[p].LogEnd
+}

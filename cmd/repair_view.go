@@ -1,0 +1,269 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/internal/ui"
+	"github.com/opctl-dev/opctl/repair"
+)
+
+// repairPlanView renders `repair plan` and `repair show`; one human and one
+// JSON implementation, chosen once.
+type repairPlanView interface {
+	Plan(p *repair.Plan, saved string) error
+	Nothing(rep inspect.Report) error
+	Show(p *repair.Plan, verifyErr error) error
+	Batch(plans []*repair.Plan, skipped []planSkip, out string) error
+}
+
+// repairApplyView renders `repair apply`.
+type repairApplyView interface {
+	Plan(p *repair.Plan) error
+	Progress(ar repair.ActionResult)
+	Result(res *repair.Result, err error) error
+}
+
+func newRepairPlanView(f *Factory) repairPlanView {
+	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
+		return &repairPlanJSON{w: f.IOStreams.Out, lines: f.Globals.Output == "jsonl"}
+	}
+	return &repairPlanHuman{w: f.IOStreams.Out, st: ui.NewStyles(f.IOStreams.Out, f.IOStreams.ColorEnabled())}
+}
+
+func newRepairApplyView(f *Factory, dry bool) repairApplyView {
+	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
+		return &repairApplyJSON{w: f.IOStreams.Out}
+	}
+	return &repairApplyHuman{w: f.IOStreams.Out, st: ui.NewStyles(f.IOStreams.Out, f.IOStreams.ColorEnabled()), dry: dry}
+}
+
+// renderOptions colours a plan's diff with the command's styles (plain when
+// piped or with NO_COLOR).
+func renderOptions(st ui.Styles) repair.RenderOptions {
+	return repair.RenderOptions{Colorize: func(class, text string) string {
+		switch class {
+		case repair.ClassTitle:
+			return st.Bold.Render(text)
+		case repair.ClassAdd:
+			return st.OK.Render(text)
+		case repair.ClassRemove, repair.ClassManual:
+			return st.Action.Render(text)
+		case repair.ClassChange:
+			return st.Watch.Render(text)
+		case repair.ClassGuard, repair.ClassDim:
+			return st.Dim.Render(text)
+		}
+		return text
+	}}
+}
+
+// --- human ---------------------------------------------------------------
+
+type repairPlanHuman struct {
+	w  io.Writer
+	st ui.Styles
+}
+
+func (v *repairPlanHuman) Plan(p *repair.Plan, saved string) error {
+	var b strings.Builder
+	if err := repair.Render(&b, p, renderOptions(v.st)); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	if saved != "" {
+		fmt.Fprintf(&b, "Saved the plan to %s (id %s). Review it, then:\n", saved, p.Short())
+		fmt.Fprintf(&b, "  opctl repair apply %s --dry-run\n  opctl repair apply %s\n", inspect.ShellQuote(saved), inspect.ShellQuote(saved))
+	} else {
+		b.WriteString("Not saved: add --out plan.json to apply it (apply only takes a saved, reviewed plan).\n")
+	}
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+func (v *repairPlanHuman) Nothing(rep inspect.Report) error {
+	_, err := fmt.Fprintf(v.w, "nothing to repair: %s\n  %s\n", rep.Verdict.Code, rep.Verdict.Summary)
+	return err
+}
+
+func (v *repairPlanHuman) Show(p *repair.Plan, verr error) error {
+	var b strings.Builder
+	if verr != nil {
+		b.WriteString(v.st.Action.Render("TAMPERED: "+verr.Error()) + "\n\n")
+	}
+	if err := repair.Render(&b, p, renderOptions(v.st)); err != nil {
+		return err
+	}
+	if verr == nil {
+		fmt.Fprintf(&b, "\nid %s matches the plan's body.\n", p.ID)
+	}
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+func (v *repairPlanHuman) Batch(plans []*repair.Plan, skipped []planSkip, out string) error {
+	var b strings.Builder
+	for _, p := range plans {
+		acts := make([]string, len(p.Actions))
+		for i, a := range p.Actions {
+			acts[i] = a.Type
+		}
+		fmt.Fprintf(&b, "planned  %s  %s  %s  %s  (%s)\n", p.Short(), p.Pipeline, p.BizID, p.Verdict, strings.Join(acts, ", "))
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(&b, "skipped  %s  %s  %s\n", s.Pipeline, s.BizID, s.Why)
+	}
+	fmt.Fprintf(&b, "\n%d plan(s) written to %s, %d target(s) skipped.\n", len(plans), out, len(skipped))
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+type repairApplyHuman struct {
+	w   io.Writer
+	st  ui.Styles
+	dry bool
+}
+
+func (v *repairApplyHuman) Plan(p *repair.Plan) error {
+	var b strings.Builder
+	if err := repair.Render(&b, p, renderOptions(v.st)); err != nil {
+		return err
+	}
+	if v.dry {
+		b.WriteString("\n" + v.st.Watch.Render("DRY RUN: each SQL action runs in a transaction that is rolled back; nothing is sent.") + "\n")
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
+	out := ar.Outcome
+	switch ar.Outcome {
+	case repair.OutcomeApplied, repair.OutcomePublished:
+		out = v.st.OK.Render(out)
+	case repair.OutcomeWouldApply:
+		out = v.st.Watch.Render("would apply")
+	case repair.OutcomeRefused, repair.OutcomeFailed:
+		out = v.st.Action.Render(out)
+	}
+	line := fmt.Sprintf("  %d. [%s] %s", ar.Index, ar.Type, out)
+	var parts []string
+	for _, s := range ar.Statements {
+		parts = append(parts, fmt.Sprintf("%d row(s): %s", s.Rows, clipSQL(s.SQL)))
+	}
+	if p := ar.Published; p != nil {
+		if p.Offset >= 0 {
+			parts = append(parts, fmt.Sprintf("written to %s partition %d offset %d", p.Topic, p.Partition, p.Offset))
+		} else {
+			parts = append(parts, fmt.Sprintf("would be written to %s partition %d", p.Topic, p.Partition))
+		}
+	}
+	line += fmt.Sprintf("  (%s)", ar.Elapsed.Round(100*time.Microsecond))
+	fmt.Fprintln(v.w, line)
+	for _, p := range parts {
+		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(p))
+	}
+	if ar.Detail != "" && ar.Outcome != repair.OutcomeRefused && ar.Outcome != repair.OutcomeFailed {
+		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(ar.Detail))
+	}
+}
+
+func clipSQL(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 110 {
+		return s[:110] + "…"
+	}
+	return s
+}
+
+func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
+	if res == nil {
+		return nil
+	}
+	var msg string
+	switch res.Outcome {
+	case "applied":
+		msg = v.st.OK.Render(fmt.Sprintf("applied %d/%d", res.Applied+res.Previously, res.Total))
+		if res.Previously > 0 {
+			msg += fmt.Sprintf(" (%d by an earlier apply, %d now)", res.Previously, res.Applied)
+		}
+		msg += fmt.Sprintf(". Check it: opctl where %s --pipeline %s", inspect.ShellQuote(res.BizID), inspect.ShellQuote(res.Pipeline))
+	case "already_applied":
+		msg = v.st.OK.Render(fmt.Sprintf("already applied: all %d action(s) took effect earlier; nothing changed", res.Total))
+	case "would_apply":
+		msg = v.st.Watch.Render(fmt.Sprintf("would apply %d/%d (dry run: rolled back, nothing sent)", res.Applied+res.Previously, res.Total))
+	case "refused", "failed":
+		done := res.Previously
+		if !res.DryRun {
+			done += res.Applied
+		}
+		msg = v.st.Action.Render(fmt.Sprintf("%s: %d/%d action(s) applied", res.Outcome, done, res.Total))
+		if done > 0 && !res.DryRun {
+			msg += "; apply the same plan again to continue once the cause is fixed"
+		}
+	}
+	if msg != "" {
+		_, werr := fmt.Fprintln(v.w, msg)
+		return werr
+	}
+	return nil
+}
+
+// --- JSON ----------------------------------------------------------------
+
+type repairPlanJSON struct {
+	w     io.Writer
+	lines bool
+}
+
+func (v *repairPlanJSON) enc() *json.Encoder {
+	e := json.NewEncoder(v.w)
+	if !v.lines {
+		e.SetIndent("", "  ")
+	}
+	return e
+}
+
+func (v *repairPlanJSON) Plan(p *repair.Plan, _ string) error { return v.enc().Encode(p) }
+
+func (v *repairPlanJSON) Nothing(rep inspect.Report) error {
+	return v.enc().Encode(map[string]any{"biz_id": rep.BizID, "pipeline": rep.Pipeline, "verdict": rep.Verdict.Code,
+		"nothing_to_repair": true, "summary": rep.Verdict.Summary})
+}
+
+func (v *repairPlanJSON) Show(p *repair.Plan, verr error) error {
+	out := map[string]any{"plan": p, "verified": verr == nil}
+	if verr != nil {
+		out["error"] = verr.Error()
+	}
+	return v.enc().Encode(out)
+}
+
+func (v *repairPlanJSON) Batch(plans []*repair.Plan, skipped []planSkip, out string) error {
+	ids := make([]map[string]string, len(plans))
+	for i, p := range plans {
+		ids[i] = map[string]string{"id": p.ID, "biz_id": p.BizID, "pipeline": p.Pipeline, "verdict": p.Verdict}
+	}
+	if skipped == nil {
+		skipped = []planSkip{}
+	}
+	return v.enc().Encode(map[string]any{"out": out, "plans": ids, "skipped": skipped})
+}
+
+type repairApplyJSON struct{ w io.Writer }
+
+func (v *repairApplyJSON) Plan(*repair.Plan) error      { return nil }
+func (v *repairApplyJSON) Progress(repair.ActionResult) {}
+func (v *repairApplyJSON) Result(res *repair.Result, _ error) error {
+	if res == nil {
+		return nil
+	}
+	e := json.NewEncoder(v.w)
+	e.SetIndent("", "  ")
+	return e.Encode(res)
+}

@@ -1,0 +1,301 @@
+package repair
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/sources"
+	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+	"github.com/opctl-dev/opctl/sources/probe"
+)
+
+// tenv is one seed fixture on a fresh MariaDB database and a kfake cluster,
+// with the read path (Collector) and the write path (*sql.DB) opctl uses.
+type tenv struct {
+	t      *testing.T
+	db     *testenv.DB
+	k      *testenv.Kafka
+	cfg    *config.Config
+	reader *mysqlsrc.Reader
+	kr     *kafkasrc.Reader
+	col    *sources.Collector
+	parts  int32
+}
+
+func td(parts ...string) string {
+	return filepath.Join(append([]string{"..", "testdata"}, parts...)...)
+}
+
+// newTenv loads the SQL files, creates the audit tables, starts kfake with
+// topics (8 partitions each) and parses cfgPath with the database and
+// brokers (and vars) as its environment.
+func newTenv(t *testing.T, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
+	t.Helper()
+	db := testenv.MySQL(t)
+	for _, f := range sqlFiles {
+		db.ExecFile(t, f)
+	}
+	for _, s := range schema.AuditDDL("") {
+		db.Exec(t, s)
+	}
+	tm := map[string]int32{}
+	for _, tp := range topics {
+		tm[tp] = 8
+	}
+	k := testenv.NewKafka(t, tm)
+	env := map[string]string{"OPCTL_MYSQL_DSN": db.DSN, "OPCTL_BROKERS": k.Brokers[0]}
+	for k, v := range vars {
+		env[k] = v
+	}
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.ParseWithEnv(cfgPath, data, func(n string) (string, bool) { v, ok := env[n]; return v, ok })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	reader, err := mysqlsrc.Open(db.DSN, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	kr := kafkasrc.New(cfg.Kafka, 5*time.Second)
+	t.Cleanup(func() { kr.Close() })
+	col := &sources.Collector{DB: reader, Kafka: kr, Prober: probe.New(2 * time.Second), AuditTable: cfg.Audit.AuditTable(), Timeout: 5 * time.Second}
+	return &tenv{t: t, db: db, k: k, cfg: cfg, reader: reader, kr: kr, col: col, parts: 8}
+}
+
+func settlementEnv(t *testing.T) *tenv {
+	return newTenv(t, td("config", "settlement.yaml"),
+		[]string{td("schema", "settlement.sql"), td("incidents", "settlement.sql"), td("repair", "settlement_ops.sql")},
+		[]string{"settlement-event"}, nil)
+}
+
+func (e *tenv) pipeline(name string) *config.Pipeline {
+	p := e.cfg.Pipeline(name)
+	if p == nil {
+		e.t.Fatalf("no pipeline %s", name)
+	}
+	return p
+}
+
+// where triages like `opctl where`.
+func (e *tenv) where(pipeline, biz string) inspect.Report {
+	e.t.Helper()
+	ev, err := e.col.Collect(context.Background(), e.pipeline(pipeline), biz)
+	if err != nil {
+		e.t.Fatalf("collect %s: %v", biz, err)
+	}
+	return inspect.Diagnose(ev)
+}
+
+func (e *tenv) plan(pipeline, biz string, o Options) (*Plan, inspect.Report, error) {
+	e.t.Helper()
+	if o.Reason == "" {
+		o.Reason = "test repair"
+	}
+	if o.Operator == "" {
+		o.Operator = "tester"
+	}
+	return Prepare(context.Background(), e.cfg, e.col, e.kr, e.pipeline(pipeline), biz, o)
+}
+
+func (e *tenv) mustPlan(pipeline, biz string, o Options) *Plan {
+	e.t.Helper()
+	p, rep, err := e.plan(pipeline, biz, o)
+	if err != nil {
+		e.t.Fatalf("plan %s (verdict %s: %s): %v", biz, rep.Verdict.Code, rep.Verdict.Summary, err)
+	}
+	return p
+}
+
+func (e *tenv) applier(dry bool) *Applier {
+	return &Applier{Config: e.cfg, DB: e.db.SQL, Collector: e.col, Kafka: e.kr, Group: e.kr,
+		Prober: probe.New(2 * time.Second), Poster: probe.New(2 * time.Second), Operator: "tester", DryRun: dry}
+}
+
+func (e *tenv) apply(p *Plan) (*Result, error) {
+	return e.applier(false).Apply(context.Background(), p)
+}
+
+func (e *tenv) mustApply(p *Plan) *Result {
+	e.t.Helper()
+	res, err := e.apply(p)
+	if err != nil {
+		e.t.Fatalf("apply: %v\n%+v", err, res)
+	}
+	return res
+}
+
+// produce writes an operation's message (key = biz id, msg_id header) at
+// ts and returns its position.
+func (e *tenv) produce(topic, key, msgID string, ts time.Time) (int32, int64) {
+	e.t.Helper()
+	p, err := kafkasrc.PartitionFor("murmur2", []byte(key), e.parts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.k.Produce(e.t, topic, p, "noise-"+key, "{}", nil, ts.Add(-time.Second))
+	off := e.k.Produce(e.t, topic, p, key, fmt.Sprintf(`{"biz_id":%q,"msg_id":%q}`, key, msgID), map[string]string{"msg_id": msgID}, ts)
+	return p, off
+}
+
+// anchor produces a settlement operation's message, stores its position in
+// the state row and commits the group's offset past it when committed.
+func (e *tenv) anchor(biz string, committed bool) (int32, int64) {
+	e.t.Helper()
+	var ts time.Time
+	var msgID string
+	if err := e.db.SQL.QueryRow("SELECT created_at, msg_id FROM biz_operation WHERE biz_id = ?", biz).Scan(&ts, &msgID); err != nil {
+		e.t.Fatal(err)
+	}
+	p, off := e.produce("settlement-event", biz, msgID, ts)
+	e.db.Exec(e.t, "UPDATE biz_operation SET src_partition = ?, src_offset = ? WHERE biz_id = ?", p, off, biz)
+	if committed {
+		e.k.Commit(e.t, "settlement-consumer", "settlement-event", p, off+1)
+	}
+	return p, off
+}
+
+// published reads back the record a plan's republish wrote.
+func (e *tenv) published(res *Result) *sources.Message {
+	e.t.Helper()
+	for _, a := range res.Actions {
+		if a.Published != nil && a.Published.Offset >= 0 {
+			loc, err := e.kr.Locate(context.Background(), sources.LocateRequest{Topic: a.Published.Topic, Partition: a.Published.Partition, Offset: a.Published.Offset})
+			if err != nil || loc.Message == nil {
+				e.t.Fatalf("read back %+v: %v %+v", a.Published, err, loc)
+			}
+			return loc.Message
+		}
+	}
+	e.t.Fatalf("no published record in %+v", res.Actions)
+	return nil
+}
+
+// consumeSettlement plays the anchored settlement consumer on a republished
+// record: it resumes at opctl-from-step, runs the remaining steps and
+// commits the offset.
+func (e *tenv) consumeSettlement(m *sources.Message) {
+	e.t.Helper()
+	biz := string(m.Key)
+	from := m.Headers[HeaderFromStep]
+	steps := []string{"debit", "ledger", "notify"}
+	run := false
+	for _, s := range steps {
+		if s == from {
+			run = true
+		}
+		if !run {
+			continue
+		}
+		switch s {
+		case "debit":
+			e.db.Exec(e.t, "INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) SELECT biz_id, 1000, -10.00, 'DEBIT', NOW(3) FROM biz_operation WHERE biz_id = ?", biz)
+			e.db.Exec(e.t, "UPDATE biz_operation SET status = 'DEBIT_DONE', version = version + 1 WHERE biz_id = ?", biz)
+		case "ledger":
+			e.db.Exec(e.t, "INSERT INTO ledger_entry (biz_order_id, direction, amount, created_at) VALUES (?, 'OUT', 10.00, NOW(3))", biz)
+			e.db.Exec(e.t, "UPDATE biz_operation SET status = 'LEDGER_DONE', version = version + 1 WHERE biz_id = ?", biz)
+		case "notify":
+			e.db.Exec(e.t, "INSERT INTO step_intent (request_id, biz_id, step, attempt, sent_at, acked_at, result) VALUES (?, ?, 'notify', 9, NOW(3), NOW(3), 'OK')", biz+":notify:replay", biz)
+			e.db.Exec(e.t, "UPDATE biz_operation SET status = 'DONE', version = version + 1, updated_at = NOW(3) WHERE biz_id = ?", biz)
+		}
+	}
+	e.k.Commit(e.t, "settlement-consumer", "settlement-event", m.Partition, m.Offset+1)
+}
+
+func (e *tenv) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.SQL.QueryRow(q, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (e *tenv) str(q string, args ...any) string {
+	e.t.Helper()
+	var s string
+	if err := e.db.SQL.QueryRow(q, args...).Scan(&s); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
+func wantVerdict(t *testing.T, r inspect.Report, codes ...string) {
+	t.Helper()
+	for _, c := range codes {
+		if r.Verdict.Code == c {
+			return
+		}
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	t.Fatalf("%s: verdict %s, want %v\n%s", r.BizID, r.Verdict.Code, codes, b)
+}
+
+// wms is a fake WMS: a lock journal per order, a probe keyed by {biz_id}
+// ({"count": live locks}) and a compensation endpoint that releases the
+// newest lock.
+type wms struct {
+	mu      sync.Mutex
+	locks   map[string]int
+	posts   int
+	keys    []string
+	srv     *httptest.Server
+	failing bool
+}
+
+func newWMS(t *testing.T, locks map[string]int) *wms {
+	w := &wms{locks: locks}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/wms/locks", func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(rw, `{"count":%d}`, w.locks[r.URL.Query().Get("biz_id")])
+	})
+	mux.HandleFunc("/wms/compensate", func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if r.Method != http.MethodPost {
+			rw.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.posts++
+		w.keys = append(w.keys, r.Header.Get("Idempotency-Key"))
+		id := r.URL.Query().Get("biz_id")
+		if w.failing || w.locks[id] == 0 {
+			rw.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(rw, `{"status":"NOT_FOUND"}`)
+			return
+		}
+		w.locks[id]--
+		fmt.Fprint(rw, `{"status":"COMPENSATED"}`)
+	})
+	w.srv = httptest.NewServer(mux)
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+func (w *wms) count(id string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.locks[id]
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

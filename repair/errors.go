@@ -1,0 +1,116 @@
+package repair
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Refusal codes of a *RefusedError.
+const (
+	// CodeInFlight: a live owner holds the lease; no plan, --force or not.
+	CodeInFlight = "in_flight"
+	// CodeNoSafePlan: the verdict calls for a repair opctl cannot make safely
+	// (an inconclusive probe, nothing contiguous to advance over, ...).
+	CodeNoSafePlan = "no_safe_plan"
+	// CodeNotCalledFor: --action names an action the verdict does not call
+	// for, without --force.
+	CodeNotCalledFor = "not_called_for"
+	// CodeTampered: the plan's id does not match its body.
+	CodeTampered = "tampered"
+	// CodeConfigChanged: the plan's pipeline is missing from the config, or
+	// its configuration changed since the plan was made.
+	CodeConfigChanged = "config_changed"
+	// CodeStale: what the plan observed no longer matches what is read.
+	CodeStale = "stale"
+	// CodeGuardFailed: an action's guard no longer holds.
+	CodeGuardFailed = "guard_failed"
+	// CodeLiveLease: a guard found a live lease.
+	CodeLiveLease = "live_lease"
+	// CodeUnknownOutcome: a crash left a compensation whose outcome cannot
+	// be told.
+	CodeUnknownOutcome = "unknown_outcome"
+)
+
+// RefusedError is a refusal (exit 5): a plan that cannot be made, or a plan
+// that must not be applied. Nothing after the refused action was changed.
+type RefusedError struct {
+	Code   string
+	Detail string
+	// Action is the 1-based index of the refused action (0: the whole plan).
+	Action int
+	// Guard is the guard that failed (guard_failed, live_lease).
+	Guard *Guard
+	// Got is what the guard read instead.
+	Got string
+	// Diff lists what changed (stale).
+	Diff []Change
+}
+
+// Error says what was refused and why; a stale refusal lists the diff.
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	switch e.Code {
+	case CodeStale:
+		b.WriteString("stale plan: what it observed changed")
+		if e.Detail != "" {
+			b.WriteString(": " + e.Detail)
+		}
+		for _, c := range e.Diff {
+			b.WriteString("\n  " + c.String())
+		}
+		b.WriteString("\nmake a new plan (opctl repair plan)")
+		return b.String()
+	case CodeGuardFailed, CodeLiveLease:
+		fmt.Fprintf(&b, "refused at action %d: guard %s failed", e.Action, e.Guard)
+		if e.Got != "" {
+			fmt.Fprintf(&b, " (read %s)", e.Got)
+		}
+		if e.Detail != "" {
+			b.WriteString(": " + e.Detail)
+		}
+		return b.String()
+	case CodeTampered:
+		return "refused: tampered plan: " + e.Detail
+	}
+	b.WriteString("refused")
+	if e.Action > 0 {
+		fmt.Fprintf(&b, " at action %d", e.Action)
+	}
+	b.WriteString(": " + e.Detail)
+	return b.String()
+}
+
+// InputError is a bad invocation of the planner: a missing --reason, an
+// unknown --action, --from-step that names no step, a manual action without
+// --attest (exit 2).
+type InputError struct{ Msg string }
+
+// Error returns the message.
+func (e *InputError) Error() string { return e.Msg }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// NothingToRepairError says the verdict needs no repair (exit 0, no plan).
+type NothingToRepairError struct {
+	Verdict string
+	Summary string
+}
+
+// Error reads "nothing to repair: VERDICT".
+func (e *NothingToRepairError) Error() string { return "nothing to repair: " + e.Verdict }
+
+// NotFoundError says the operation is not known (exit 4).
+type NotFoundError struct {
+	BizID    string
+	Pipeline string
+}
+
+// Error says which pipeline does not know the id.
+func (e *NotFoundError) Error() string {
+	if e.Pipeline == "" {
+		return fmt.Sprintf("%s is not known to any pipeline", e.BizID)
+	}
+	return fmt.Sprintf("%s is not known to pipeline %s", e.BizID, e.Pipeline)
+}

@@ -1,0 +1,293 @@
+package repair
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Classes of rendered text, for a Colorize function.
+const (
+	ClassTitle  = "title"  // the plan header
+	ClassAdd    = "add"    // + lines: rows or records created
+	ClassRemove = "remove" // - lines: effects that stop counting
+	ClassChange = "change" // ~ lines: rows changed
+	ClassManual = "manual" // ! lines: what the operator does by hand
+	ClassGuard  = "guard"  // guards
+	ClassDim    = "dim"    // details
+)
+
+// RenderOptions style a rendering. The zero value renders plain text.
+type RenderOptions struct {
+	// Colorize styles one piece of text of a class; nil leaves it plain.
+	Colorize func(class, text string) string
+}
+
+func (o RenderOptions) c(class, text string) string {
+	if o.Colorize == nil {
+		return text
+	}
+	return o.Colorize(class, text)
+}
+
+// Render writes the plan as a readable diff, like `terraform plan`: a
+// header (pipeline, biz_id, verdict, reason), then each numbered action with
+// its guards and what it changes: "~" rows changed from → to, "+" rows and
+// records created (with the bound values, the topic, partition and
+// headers), "-" effects that stop counting, "!" what the operator does by
+// hand.
+func Render(w io.Writer, p *Plan, o RenderOptions) error {
+	var b strings.Builder
+	b.WriteString(o.c(ClassTitle, fmt.Sprintf("Plan %s for %s in pipeline %s", p.Short(), p.BizID, p.Pipeline)) + "\n")
+	row := func(k, v string) { fmt.Fprintf(&b, "  %-9s %s\n", k, v) }
+	v := p.Verdict
+	if p.Forced {
+		v += " (forced with --force)"
+	}
+	row("verdict", v)
+	row("reason", p.Reason)
+	who := p.Operator
+	if who == "" {
+		who = "-"
+	}
+	row("operator", fmt.Sprintf("%s · created %s", who, p.CreatedAt.UTC().Format("2006-01-02 15:04:05.000 UTC")))
+	row("observed", observedLine(p.Observed))
+	if p.Attest != "" {
+		row("attest", fmt.Sprintf("%q", p.Attest))
+	}
+	n := len(p.Actions)
+	fmt.Fprintf(&b, "\nopctl will perform %d action%s; apply re-checks each one's guards first:\n", n, plural(n))
+	for _, a := range p.Actions {
+		b.WriteString("\n")
+		renderAction(&b, p, a, o)
+	}
+	if len(p.Notes) > 0 {
+		b.WriteString("\nNotes:\n")
+		for _, x := range p.Notes {
+			b.WriteString("  - " + x + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func observedLine(ob Observed) string {
+	var parts []string
+	if ob.State.Found {
+		s := "state " + ob.State.Status
+		if ob.State.Version != nil {
+			s += fmt.Sprintf(" v%d", *ob.State.Version)
+		}
+		if ob.State.Owner != "" {
+			s += " owner " + ob.State.Owner
+		}
+		parts = append(parts, s)
+	} else {
+		parts = append(parts, "no state row")
+	}
+	for _, x := range ob.Idempotency {
+		parts = append(parts, x.Key+" "+x.Action)
+	}
+	if ob.Entity != nil && ob.Entity.Found {
+		parts = append(parts, "entity "+ob.Entity.Status)
+	}
+	for _, s := range ob.Steps {
+		parts = append(parts, s.Name+" "+s.Status)
+	}
+	parts = append(parts, "redelivery "+ob.Redelivery)
+	return strings.Join(parts, " · ")
+}
+
+func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
+	fmt.Fprintf(b, "%s %s\n", o.c(ClassTitle, fmt.Sprintf("%d. [%s]", a.Index, a.Type)), a.Summary)
+	if len(a.Guards) > 0 {
+		gs := make([]string, len(a.Guards))
+		for i, g := range a.Guards {
+			gs[i] = g.String()
+		}
+		b.WriteString("     " + o.c(ClassGuard, "guards: "+strings.Join(gs, " · ")) + "\n")
+	}
+	line := func(class, sign, text string) {
+		b.WriteString("     " + o.c(class, sign+" "+text) + "\n")
+	}
+	detail := func(text string) { b.WriteString("         " + o.c(ClassDim, text) + "\n") }
+	switch {
+	case a.State != nil && a.State.Insert:
+		sc := a.State
+		line(ClassAdd, "+", fmt.Sprintf("%s[%s]", sc.Table, p.BizID))
+		detail("status:     " + quote(sc.ToStatus))
+		if sc.ToVersion != nil {
+			detail(fmt.Sprintf("version:    %d", *sc.ToVersion))
+		}
+		if sc.MsgID != "" {
+			detail("msg_id:     " + quote(sc.MsgID))
+		}
+		if sc.Partition != nil && sc.Offset != nil {
+			detail(fmt.Sprintf("partition:  %d, offset %d", *sc.Partition, *sc.Offset))
+		}
+		detail("created_at: NOW(3), updated_at: NOW(3)")
+	case a.State != nil:
+		sc := a.State
+		line(ClassChange, "~", fmt.Sprintf("%s[%s]", sc.Table, p.BizID))
+		if sc.ReleaseOwner != "" {
+			detail("owner:       " + quote(sc.ReleaseOwner) + " → NULL")
+			detail("lease_until: → NULL")
+		} else {
+			detail("status:     " + quote(sc.FromStatus) + " → " + quote(sc.ToStatus))
+		}
+		if sc.FromVersion != nil && sc.ToVersion != nil {
+			detail(fmt.Sprintf("version:    %d → %d (CAS on %d)", *sc.FromVersion, *sc.ToVersion, *sc.FromVersion))
+		}
+		detail("updated_at: → NOW(3)")
+	case a.Reverse != nil:
+		rs := a.Reverse
+		line(ClassRemove, "-", fmt.Sprintf("%s row %s stops counting as an effect: %s", a.Step, rs.Identity, imageText(rs.Row)))
+		for _, st := range rs.Statements {
+			sign, class := "~", ClassChange
+			if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(st)), "INSERT") {
+				sign, class = "+", ClassAdd
+			}
+			line(class, sign, oneLine(st))
+			if _, names, err := namedParams(st); err == nil && len(names) > 0 {
+				detail(bindingsText(names, p.BizID, rs.Row))
+			}
+		}
+	case a.Flip != nil:
+		f := a.Flip
+		line(ClassChange, "~", fmt.Sprintf("%s[%s]", f.Table, f.Key))
+		detail("action: " + quote(f.From) + " → " + quote(f.To) + " (CAS on " + quote(f.From) + ")")
+	case a.Publish != nil:
+		ps := a.Publish
+		line(ClassAdd, "+", fmt.Sprintf("message → %s partition %d (%s)", ps.Topic, ps.Partition, ps.PartitionRule))
+		detail("key:     " + bytesText(ps.Key))
+		val := bytesText(ps.Value)
+		if ps.Copy && ps.Source != nil {
+			val += fmt.Sprintf("   (copy of %s partition %d offset %d)", ps.Source.Topic, ps.Source.Partition, ps.Source.Offset)
+		} else if !ps.Copy {
+			val += "   (replay record: the original could not be read)"
+		}
+		detail("value:   " + val)
+		detail("headers: " + headersText(ps.Headers) + ", " + HeaderPlan + "=" + p.ID)
+	case a.Compensate != nil:
+		cs := a.Compensate
+		line(ClassAdd, "+", fmt.Sprintf("POST %s   (Idempotency-Key %s:%d)", cs.URL, p.Short(), a.Index))
+		if cs.RequestID != "" {
+			line(ClassRemove, "-", fmt.Sprintf("%s call %s stops counting as an effect (compensated)", a.Step, cs.RequestID))
+		}
+		if cs.ProbeCount != nil {
+			detail(fmt.Sprintf("%s effects at the downstream: %d → %d", a.Step, *cs.ProbeCount, *cs.ProbeCount-1))
+		}
+	case a.Manual != nil:
+		line(ClassManual, "!", "by hand: "+a.Manual.Instructions)
+		line(ClassManual, "!", fmt.Sprintf("attested: %q", a.Manual.Attest))
+	}
+	if len(a.Attested) > 0 && a.Reverse == nil && a.Compensate == nil {
+		ids := make([]string, 0, len(a.Attested))
+		for id := range a.Attested {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			what := id
+			if id == "*" {
+				what = "its effect"
+			}
+			switch out := a.Attested[id]; out {
+			case "compensated", "reversed":
+				line(ClassRemove, "-", fmt.Sprintf("%s %s stops counting as an effect (%s)", a.Step, what, out))
+			default:
+				line(ClassChange, "~", fmt.Sprintf("%s %s: unknown → %s", a.Step, what, out))
+			}
+		}
+	}
+}
+
+// oneLine collapses a statement's whitespace.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func imageText(im Image) string {
+	parts := make([]string, len(im))
+	for i, f := range im {
+		v := "NULL"
+		if f.Value != nil {
+			v = *f.Value
+		}
+		parts[i] = f.Name + " " + v
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func bindingsText(names []string, bizID string, row Image) string {
+	seen := map[string]bool{}
+	var parts []string
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		v := "?"
+		if n == "biz_id" {
+			v = quote(bizID)
+		} else if x, ok := row.Get(n); ok {
+			if x == nil {
+				v = "NULL"
+			} else {
+				v = *x
+			}
+		}
+		parts = append(parts, ":"+n+" = "+v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// bytesText shows a key or value as text when it is printable UTF-8, else
+// as base64.
+func bytesText(b []byte) string {
+	if b == nil {
+		return "(null)"
+	}
+	if utf8.Valid(b) {
+		printable := true
+		for _, r := range string(b) {
+			if !unicode.IsPrint(r) && r != ' ' {
+				printable = false
+				break
+			}
+		}
+		if printable {
+			s := string(b)
+			if len(s) > 300 {
+				s = s[:300] + fmt.Sprintf("…(%d bytes)", len(b))
+			}
+			return s
+		}
+	}
+	return "base64:" + base64.StdEncoding.EncodeToString(b)
+}
+
+func headersText(h map[string]string) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + h[k]
+	}
+	if len(parts) == 0 {
+		return "(none)"
+	}
+	return strings.Join(parts, ", ")
+}
