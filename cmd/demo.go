@@ -27,6 +27,8 @@ type DemoOptions struct {
 	MySQLDSN  string
 	Keep      bool
 	Scenarios []string
+	// NoRepair stops after the triage.
+	NoRepair bool
 	// Embedded is set by lab/demo: the server is its in-memory
 	// go-mysql-server, which needs the lab's writes serialized.
 	Embedded bool
@@ -67,6 +69,7 @@ at all, run 'go run ./lab/demo' (an embedded MySQL-protocol server).`,
 	}
 	c.Flags().BoolVar(&opts.Keep, "keep", false, "leave the lab running after the demo (until Ctrl-C) and print how to reach it")
 	c.Flags().StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios (default: all)")
+	c.Flags().BoolVar(&opts.NoRepair, "no-repair", false, "stop after the triage: no plans, no apply")
 	c.Flags().Bool("tui", false, "open the incident console (not available yet)")
 	c.Flags().BoolVar(&opts.Embedded, "embedded", false, "the server is lab/demo's embedded go-mysql-server (set by go run ./lab/demo)")
 	_ = c.Flags().MarkHidden("embedded")
@@ -88,6 +91,7 @@ func demoDSN(flag string) string {
 type demoReport struct {
 	Scenarios  []demoScenario       `json:"scenarios"`
 	Checks     []lab.Check          `json:"checks"`
+	Repairs    []lab.Repair         `json:"repairs"`
 	Invariants []lab.InvariantCheck `json:"invariants"`
 	Reports    []inspect.Report     `json:"reports"`
 	Keep       *demoKeep            `json:"keep,omitempty"`
@@ -153,12 +157,27 @@ func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
 	if err != nil {
 		return err
 	}
+	rep := demoReport{Checks: checks, Repairs: []lab.Repair{}, Reports: []inspect.Report{}, OK: true}
+	if !opts.NoRepair {
+		progress("repairing: opctl repair plan + opctl repair apply --yes for each incident...\n")
+		rep.Repairs, err = env.Repair(ctx, checks, func(s string) { progress("  %s\n", s) })
+		if err != nil {
+			return err
+		}
+		for _, r := range rep.Repairs {
+			rep.OK = rep.OK && r.OK
+		}
+	}
 	invs, err := env.Invariants(ctx, results)
 	if err != nil {
 		return err
 	}
-
-	rep := demoReport{Checks: checks, Invariants: invs, Reports: []inspect.Report{}, OK: true}
+	rep.Invariants = invs
+	for _, inv := range invs {
+		if !opts.NoRepair {
+			rep.OK = rep.OK && inv.Holds
+		}
+	}
 	for _, r := range results {
 		s := demoScenario{Name: r.Scenario.Name, Seed: r.Scenario.Seed, Title: r.Scenario.Title, Story: r.Story, Elapsed: r.Elapsed.Round(time.Millisecond).String()}
 		if r.Story == nil {
@@ -204,7 +223,7 @@ func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
 		return nil
 	}
 	if !rep.OK {
-		return &CodeError{Code: ExitError, Err: fmt.Errorf("demo: some verdicts differ from the lab's expectations (see the table)")}
+		return &CodeError{Code: ExitError, Err: fmt.Errorf("demo: some verdicts, repairs or invariants differ from the lab's expectations (see the tables)")}
 	}
 	return nil
 }
@@ -258,7 +277,46 @@ func renderDemo(w io.Writer, f *Factory, rep demoReport, env *lab.Env) {
 		_ = view.Render([]inspect.Report{r})
 	}
 
-	fmt.Fprintln(w, "\n"+st.Title.Render("INVARIANTS")+" (must hold after a correct repair; before it, the incidents break them)")
+	if len(rep.Repairs) > 0 {
+		fmt.Fprintf(w, "\n%s\n%s\n", strings.Repeat("═", 72), st.Title.Render("REPAIRS")+" (opctl repair plan, then opctl repair apply --yes; then the fixed consumers are deployed)")
+		for _, r := range rep.Repairs {
+			fmt.Fprintf(w, "\n%s %s: %s\n", st.Bold.Render(r.BizID), r.Pipeline, r.Before)
+			if r.PlanID == "" {
+				fmt.Fprintf(w, "  no plan: %s\n", r.Why)
+				continue
+			}
+			if r.Attest != "" {
+				fmt.Fprintf(w, "  attested: %s\n", r.Attest)
+			}
+			for _, line := range strings.Split(strings.TrimRight(r.PlanText, "\n"), "\n") {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+			fmt.Fprintf(w, "  apply: %s\n", r.Applied)
+		}
+		fmt.Fprintln(w, "\n"+st.Title.Render("AFTER THE REPAIR"))
+		rows = rows[:0]
+		for _, r := range rep.Repairs {
+			mark := "ok"
+			if !r.OK {
+				mark = "NOT REPAIRED"
+			}
+			plan := r.PlanID
+			if len(plan) > 12 {
+				plan = plan[:12]
+			}
+			if plan == "" {
+				plan = "-"
+			}
+			rows = append(rows, []string{r.Scenario, r.BizID, r.Before, plan, r.After, mark})
+		}
+		_ = ui.Table(w, ios.IsStdoutTTY(), []string{"SCENARIO", "BIZ_ID", "BEFORE", "PLAN", "AFTER", "CHECK"}, rows)
+	}
+
+	when := "now, after the repair"
+	if len(rep.Repairs) == 0 {
+		when = "must hold after a correct repair; before it, the incidents break them"
+	}
+	fmt.Fprintln(w, "\n"+st.Title.Render("INVARIANTS")+" ("+when+")")
 	rows = rows[:0]
 	for _, inv := range rep.Invariants {
 		h := "holds"
@@ -274,8 +332,11 @@ func renderDemo(w io.Writer, f *Factory, rep demoReport, env *lab.Env) {
 			st.Title.Render("THE LAB STAYS UP"), config.RedactDSN(rep.Keep.DSN), strings.Join(rep.Keep.Brokers, ","), rep.Keep.Config, env.RenderConfig())
 	}
 	ok := "every verdict matches the lab's expectation"
+	if len(rep.Repairs) > 0 {
+		ok += ", every incident was repaired and every invariant holds"
+	}
 	if !rep.OK {
-		ok = "some verdicts DO NOT match the lab's expectation"
+		ok = "some verdicts, repairs or invariants DO NOT match the lab's expectation"
 	}
 	fmt.Fprintf(w, "\n%s in %s\n", ok, rep.Elapsed)
 }

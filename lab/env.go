@@ -70,9 +70,11 @@ type Env struct {
 	ConfigPath string
 	Config     *config.Config
 
-	root   *sql.DB
-	tmpDir string
-	closer []func()
+	root *sql.DB
+	// inflight are consumers a scenario left running (in-flight-lease).
+	inflight []*consumer.Consumer
+	tmpDir   string
+	closer   []func()
 }
 
 // Start creates the lab database, loads the schema, starts the cluster and the
@@ -180,6 +182,10 @@ func (e *Env) onClose(f func()) { e.closer = append(e.closer, f) }
 // Close stops everything the lab started, drops its database and removes
 // the temporary config directory.
 func (e *Env) Close() {
+	for _, c := range e.inflight {
+		c.Kill()
+	}
+	e.inflight = nil
 	for i := len(e.closer) - 1; i >= 0; i-- {
 		e.closer[i]()
 	}

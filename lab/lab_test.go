@@ -162,3 +162,64 @@ func TestReconcileFindsTheLabIncidents(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairEveryIncident plans and applies a repair for every affected
+// operation (as repair plan + repair apply --yes do), redrives them through
+// the fixed consumers, and requires COMPLETE or SKIPPED_OK for each and
+// every scenario invariant to hold afterwards.
+func TestRepairEveryIncident(t *testing.T) {
+	testenv.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	results, err := env.Run(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := env.Check(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repairs, err := env.Repair(ctx, checks, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := 0
+	for _, r := range repairs {
+		if r.PlanID != "" {
+			planned++
+			if !strings.HasPrefix(r.Applied, "applied") {
+				t.Errorf("%s %s: apply %s", r.Scenario, r.BizID, r.Applied)
+			}
+		}
+		if !r.OK {
+			t.Errorf("%s %s: %s → %s after the repair (plan %q, %s %s)", r.Scenario, r.BizID, r.Before, r.After, r.PlanID, r.Applied, r.Why)
+		}
+	}
+	if planned < 6 {
+		t.Errorf("only %d plans for %d affected operations", planned, len(repairs))
+	}
+	invs, err := env.Invariants(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range invs {
+		if !inv.Holds {
+			t.Errorf("invariant of %s broken after the repair: %s: %s", inv.Scenario, inv.Name, inv.Detail)
+		}
+	}
+	// Untouched operations stay healthy.
+	after, err := env.Check(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range after {
+		if !c.Affected && !c.OK {
+			t.Errorf("untouched %s became %s", c.BizID, c.Verdict)
+		}
+	}
+}

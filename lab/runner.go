@@ -65,10 +65,7 @@ func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) 
 			}
 		}
 		if r.keepLive {
-			for _, c := range r.live {
-				c := c
-				e.onClose(c.Kill)
-			}
+			e.inflight = append(e.inflight, r.live...)
 		} else {
 			for _, c := range r.live {
 				c.Kill()

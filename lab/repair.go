@@ -1,0 +1,199 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/lab/consumer"
+	"github.com/opctl-dev/opctl/lab/downstream"
+	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/schema"
+	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	"github.com/opctl-dev/opctl/sources/probe"
+)
+
+// Repair is what the demo did about one affected operation.
+type Repair struct {
+	Scenario string `json:"scenario"`
+	BizID    string `json:"biz_id"`
+	Pipeline string `json:"pipeline"`
+	Before   string `json:"before"`
+	// PlanID is empty when there was no plan; Why then says why.
+	PlanID string `json:"plan_id,omitempty"`
+	Why    string `json:"why,omitempty"`
+	// Attest is what the operator attested for a manual action.
+	Attest string `json:"attest,omitempty"`
+	// PlanText is the plan as `opctl repair show` renders it.
+	PlanText string `json:"-"`
+	Applied  string `json:"applied,omitempty"`
+	After    string `json:"after"`
+	OK       bool   `json:"ok"`
+}
+
+// RepairTimeout bounds the wait for the redriven operations to settle.
+const RepairTimeout = 40 * time.Second
+
+// Repair plans and applies a repair for every affected operation of checks,
+// exactly as `opctl repair plan` + `opctl repair apply --yes` do, then
+// deploys the fixed consumers (naive ones with ResumeFromState) so that
+// republished and redelivered messages are processed, and triages again
+// until each operation is COMPLETE or SKIPPED_OK (or RepairTimeout).
+func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string)) ([]Repair, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	for _, stmt := range schema.AuditDDL(e.Config.Audit.AuditTable()) {
+		if _, err := e.DB.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("lab: audit tables: %v", err)
+		}
+	}
+	col, closeFn, err := e.Collector(5 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	kr := col.Kafka.(*kafkasrc.Reader)
+	pr := probe.New(5 * time.Second)
+
+	var out []Repair
+	for _, c := range checks {
+		if !c.Affected {
+			continue
+		}
+		rp := Repair{Scenario: c.Scenario, BizID: c.BizID, Pipeline: c.Pipeline, Before: c.Verdict}
+		opts := repair.Options{Reason: "opctl demo: " + c.Scenario, Operator: "opctl demo"}
+		if c.Verdict == inspect.UnknownOutcome {
+			// The operator asks the downstream team; the lab's journal answers.
+			step, svc := e.unknownStep(c.Report)
+			if svc == nil {
+				rp.Why = "no downstream to ask for the unknown step"
+				out = append(out, rp)
+				continue
+			}
+			n := svc.Net(c.BizID)
+			opts.Action, opts.FromStep, opts.Outcome = "manual", step, "applied"
+			if n == 0 {
+				opts.Outcome = "absent"
+			}
+			opts.Attest = fmt.Sprintf("%s team checked their journal: %d effect(s) for %s", step, n, c.BizID)
+			rp.Attest = opts.Attest
+		}
+		p := e.Config.Pipeline(c.Pipeline)
+		plan, _, err := repair.Prepare(ctx, e.Config, col, kr, p, c.BizID, opts)
+		var nothing *repair.NothingToRepairError
+		var refused *repair.RefusedError
+		switch {
+		case errors.As(err, &nothing):
+			rp.Why = err.Error()
+			progress(fmt.Sprintf("%s: %s", c.BizID, rp.Why))
+			out = append(out, rp)
+			continue
+		case errors.As(err, &refused):
+			rp.Why = err.Error()
+			progress(fmt.Sprintf("%s: %s", c.BizID, rp.Why))
+			out = append(out, rp)
+			continue
+		case err != nil:
+			return out, fmt.Errorf("lab: plan for %s: %v", c.BizID, err)
+		}
+		var sb strings.Builder
+		_ = repair.Render(&sb, plan, repair.RenderOptions{})
+		rp.PlanID, rp.PlanText = plan.ID, sb.String()
+		ap := &repair.Applier{Config: e.Config, DB: e.DB, Collector: col, Kafka: kr, Group: kr,
+			Prober: pr, Poster: pr, Operator: "opctl demo"}
+		res, err := ap.Apply(ctx, plan)
+		if err != nil {
+			rp.Applied = "refused: " + err.Error()
+		} else {
+			rp.Applied = fmt.Sprintf("%s %d/%d", res.Outcome, res.Applied+res.Previously, res.Total)
+		}
+		progress(fmt.Sprintf("%s: plan %.12s %s", c.BizID, plan.ID, rp.Applied))
+		out = append(out, rp)
+	}
+
+	// The operations still held or waiting need consumers: the in-flight
+	// owner finishes (its delay is cut short and its lease given back), and
+	// the fixed consumers are deployed on every pipeline.
+	for _, c := range e.inflight {
+		_ = c.Stop()
+	}
+	e.inflight = nil
+	for _, name := range []string{"settlement", "settlement_anchored", "fulfilment", "fulfilment_anchored", "orders", "orders_anchored"} {
+		c, err := e.startFixed(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		e.onClose(c.Kill)
+	}
+	progress("fixed consumers deployed; waiting for redriven operations")
+
+	deadline := time.Now().Add(RepairTimeout)
+	for {
+		pending := 0
+		for i := range out {
+			r, err := e.Triage(ctx, col, out[i].Pipeline, out[i].BizID)
+			if err != nil {
+				return out, err
+			}
+			out[i].After = r.Verdict.Code
+			out[i].OK = r.Verdict.Code == inspect.Complete || r.Verdict.Code == inspect.SkippedOK
+			if !out[i].OK {
+				pending++
+			}
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// startFixed starts the post-incident consumer of a pipeline.
+func (e *Env) startFixed(ctx context.Context, pipeline string) (*consumer.Consumer, error) {
+	p := e.Config.Pipeline(pipeline)
+	kind, design := kindOf(pipeline)
+	services := URLs(e.Naive)
+	if design == consumer.Anchored {
+		services = URLs(e.Anchored)
+	}
+	c, err := consumer.Start(ctx, consumer.Config{Kind: kind, Design: design, Topic: p.Topic, Group: p.Group,
+		ClientID: pipeline + "-fixed", Brokers: e.Cluster.Brokers, DB: e.DB, Services: services,
+		RPCTimeout: time.Second, LeaseTTL: time.Minute, ResumeFromState: true})
+	if err != nil {
+		return nil, fmt.Errorf("lab: start the fixed %s consumer: %v", pipeline, err)
+	}
+	return c, nil
+}
+
+// unknownStep returns the step of an UNKNOWN_OUTCOME and the downstream
+// service that can answer for it.
+func (e *Env) unknownStep(r inspect.Report) (string, *downstream.Service) {
+	for _, f := range r.Findings {
+		if f.Code != inspect.UnknownOutcome {
+			continue
+		}
+		set := e.Naive
+		if strings.HasSuffix(r.Pipeline, "_anchored") {
+			set = e.Anchored
+		}
+		switch f.Step {
+		case "notify":
+			return f.Step, set.Notify
+		case "wms_lock":
+			return f.Step, set.WMS
+		case "logistics":
+			return f.Step, set.Logistics
+		case "points":
+			return f.Step, set.Points
+		}
+	}
+	return "", nil
+}
