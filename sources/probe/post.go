@@ -1,13 +1,10 @@
 package probe
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"time"
 )
 
 // PostResult is a downstream's answer to a POST (a compensation call).
@@ -35,37 +32,10 @@ func (r PostResult) OK() bool { return r.Answered && r.Status >= 200 && r.Status
 // Status, and a Detail. Credentials in the URL never appear in the result.
 func (c *Client) Post(ctx context.Context, rawURL string, body []byte, headers map[string]string) PostResult {
 	res := PostResult{URL: Redact(rawURL)}
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		res.Detail = "invalid URL (want http:// or https://)"
-		return res
-	}
-	budget := c.Timeout
-	if dl, ok := ctx.Deadline(); ok && (budget <= 0 || time.Until(dl) < budget) {
-		budget = time.Until(dl).Round(time.Millisecond)
-	}
-	if c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
-	if err != nil {
-		res.Detail = "invalid URL"
-		return res
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		res.Detail = describe(err, budget)
+	resp, _, cancel, detail := c.do(ctx, http.MethodPost, rawURL, body, headers)
+	defer cancel()
+	if detail != "" {
+		res.Detail = detail
 		return res
 	}
 	defer resp.Body.Close()

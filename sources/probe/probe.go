@@ -19,6 +19,7 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,33 +68,10 @@ var _ sources.Prober = (*Client)(nil)
 // Client's Timeout (or the context's deadline, whichever is first).
 func (c *Client) Probe(ctx context.Context, rawURL string, applied, absent []string) sources.ProbeResult {
 	res := sources.ProbeResult{Outcome: sources.ProbeInconclusive, URL: Redact(rawURL)}
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		res.Detail = "invalid probe URL (want http:// or https://)"
-		return res
-	}
-	budget := c.Timeout
-	if dl, ok := ctx.Deadline(); ok && (budget <= 0 || time.Until(dl) < budget) {
-		budget = time.Until(dl).Round(time.Millisecond)
-	}
-	if c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		res.Detail = "invalid probe URL"
-		return res
-	}
-	req.Header.Set("Accept", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		res.Detail = describe(err, budget)
+	resp, budget, cancel, detail := c.do(ctx, http.MethodGet, rawURL, nil, nil)
+	defer cancel()
+	if detail != "" {
+		res.Detail = strings.Replace(detail, "invalid URL", "invalid probe URL", 1)
 		return res
 	}
 	defer resp.Body.Close()
@@ -226,4 +204,47 @@ func clip(s string) string {
 		return s
 	}
 	return s[:max] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// do sends one request within the client's timeout and the caller's
+// deadline. detail is set (and resp nil) when the URL is not http(s) or the
+// request got no answer; budget is the time the request was allowed, for
+// messages. The caller must call cancel after reading the body.
+func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, headers map[string]string) (resp *http.Response, budget time.Duration, cancel context.CancelFunc, detail string) {
+	cancel = func() {}
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, 0, cancel, "invalid URL (want http:// or https://)"
+	}
+	budget = c.Timeout
+	if dl, ok := ctx.Deadline(); ok && (budget <= 0 || time.Until(dl) < budget) {
+		budget = time.Until(dl).Round(time.Millisecond)
+	}
+	if c.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
+	if err != nil {
+		return nil, budget, cancel, "invalid URL"
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err = hc.Do(req)
+	if err != nil {
+		return nil, budget, cancel, describe(err, budget)
+	}
+	return resp, budget, cancel, ""
 }
