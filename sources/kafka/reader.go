@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -146,8 +147,24 @@ func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error 
 	if ctx.Err() == nil && opCtx.Err() != nil && errors.Is(err, opCtx.Err()) {
 		err = fmt.Errorf("no answer within %s: %w", r.timeout, err)
 	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		// Nothing was reached: say so plainly instead of sarama's chain.
+		return &dialError{msg: fmt.Sprintf("kafka (brokers %s): cannot connect (%v); check kafka.brokers / --brokers",
+			strings.Join(r.cfg.Brokers, ","), op.Err), err: err}
+	}
 	return fmt.Errorf("kafka (brokers %s): %s: %w", strings.Join(r.cfg.Brokers, ","), what, err)
 }
+
+// dialError is a reader that reached no broker: a short message instead of
+// sarama's chain, which stays available to errors.Is and errors.As.
+type dialError struct {
+	msg string
+	err error
+}
+
+func (e *dialError) Error() string { return e.msg }
+func (e *dialError) Unwrap() error { return e.err }
 
 // call runs fn on its own goroutine and waits for it or for ctx. sarama's
 // calls take no context; an abandoned call ends on its own within the
