@@ -99,6 +99,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdReconcile(f, nil),
 		NewCmdSchema(f, nil),
 		NewCmdDemo(f, nil),
+		NewCmdInit(f, nil),
 		NewCmdRepair(f, nil),
 		NewCmdAudit(f, nil),
 	)

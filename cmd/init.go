@@ -1,0 +1,81 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/config"
+)
+
+// InitOptions are the parsed flags of `opctl init`.
+type InitOptions struct {
+	Preset string
+	Out    string
+	Force  bool
+}
+
+// NewCmdInit builds `opctl init`.
+func NewCmdInit(f *Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
+	opts := &InitOptions{}
+	c := &cobra.Command{
+		Use:   "init --preset settlement|fulfilment|skip",
+		Short: "Write an opctl.yaml for one of the seed pipelines on the recommended schema",
+		Long: `Write a starting opctl.yaml: one pipeline of a seed incident (settlement,
+fulfilment or skip) on the tables 'opctl schema print' recommends. Edit the
+topic, group, URLs and your own tables, then compare with 'opctl schema check'.`,
+		Example: `  opctl init --preset settlement
+  opctl init --preset skip --out /etc/opctl/config.yaml
+  opctl init --preset fulfilment --force      # overwrite ./opctl.yaml`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Preset == "" {
+				return usageErrorf("--preset is required: one of %s", strings.Join(config.PresetNames(), ", "))
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runInit(f, opts)
+		},
+	}
+	c.Flags().StringVar(&opts.Preset, "preset", "", "settlement | fulfilment | skip")
+	c.Flags().StringVar(&opts.Out, "out", config.LocalFile, "where to write the config")
+	c.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing file")
+	_ = c.RegisterFlagCompletionFunc("preset", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return config.PresetNames(), cobra.ShellCompDirectiveNoFileComp
+	})
+	return c
+}
+
+func runInit(f *Factory, opts *InitOptions) error {
+	b, err := config.Preset(opts.Preset)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	flag := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if opts.Force {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	fh, err := os.OpenFile(opts.Out, flag, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists; nothing written (pass --force to overwrite it, or --out another file)", opts.Out)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %v", opts.Out, err)
+	}
+	if _, err := fh.Write(b); err != nil {
+		fh.Close()
+		return fmt.Errorf("write %s: %v", opts.Out, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("write %s: %v", opts.Out, err)
+	}
+	_, err = fmt.Fprintf(f.IOStreams.Out, "wrote %s (preset %s). Next:\n  export OPCTL_MYSQL_DSN='user:pass@tcp(host:3306)/db'\n  opctl --config %s schema check\n  opctl --config %s where <biz_id>\n",
+		opts.Out, opts.Preset, opts.Out, opts.Out)
+	return err
+}
