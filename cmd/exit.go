@@ -40,6 +40,7 @@ type CodeError struct {
 	Err  error
 }
 
+// Error is the wrapped error's message, or "exit N".
 func (e *CodeError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("exit %d", e.Code)
@@ -47,12 +48,15 @@ func (e *CodeError) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap returns the wrapped error.
 func (e *CodeError) Unwrap() error { return e.Err }
 
 // UsageError is a bad invocation: exit 2.
 type UsageError struct{ Err error }
 
+// Error is the usage problem.
 func (e *UsageError) Error() string { return e.Err.Error() }
+// Unwrap returns the usage problem.
 func (e *UsageError) Unwrap() error { return e.Err }
 
 func usageErrorf(format string, args ...any) error {

@@ -33,7 +33,9 @@ type Collector struct {
 // read from (MySQL down): the command fails with exit 1.
 type ConnError struct{ Err error }
 
+// Error is the reader's message (it names the server, never a password).
 func (e *ConnError) Error() string { return e.Err.Error() }
+// Unwrap returns the reader's error.
 func (e *ConnError) Unwrap() error { return e.Err }
 
 // Collect reads the operation bizID of pipeline p. It returns a *ConnError
