@@ -56,6 +56,7 @@ type UsageError struct{ Err error }
 
 // Error is the usage problem.
 func (e *UsageError) Error() string { return e.Err.Error() }
+
 // Unwrap returns the usage problem.
 func (e *UsageError) Unwrap() error { return e.Err }
 

@@ -35,6 +35,7 @@ type ConnError struct{ Err error }
 
 // Error is the reader's message (it names the server, never a password).
 func (e *ConnError) Error() string { return e.Err.Error() }
+
 // Unwrap returns the reader's error.
 func (e *ConnError) Unwrap() error { return e.Err }
 
