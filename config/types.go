@@ -152,7 +152,15 @@ type Idempotency struct {
 type Entity struct {
 	// Query is a SELECT with one `?` (the biz_id) whose first column is the
 	// entity's status.
-	Query      string   `yaml:"query"`
+	Query string `yaml:"query"`
+	// Table, Key and Status (all or none) name the entity table, the column
+	// holding the biz_id and the status column: the same row Query reads.
+	// When set, reconcile's skipped check reads the status of a whole chunk
+	// of candidates in one statement and triages only those whose status
+	// does not cancel the effect.
+	Table      string   `yaml:"table"`
+	Key        string   `yaml:"key"`
+	Status     string   `yaml:"status"`
 	Lifecycle  []string `yaml:"lifecycle"`
 	Cancels    []string `yaml:"cancels"`
 	EffectStep string   `yaml:"effect_step"`

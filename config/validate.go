@@ -473,6 +473,18 @@ func (v *validator) entity(p *Pipeline, ep, label string) {
 	if v.required(ep+".query", label, "entity.query", e.Query) {
 		v.query(ep+".query", label, "entity.query", e.Query)
 	}
+	if e.Table != "" || e.Key != "" || e.Status != "" {
+		// The batch lookup: table, key and status go together.
+		for _, f := range []struct{ key, val string }{{"table", e.Table}, {"key", e.Key}, {"status", e.Status}} {
+			if f.val == "" {
+				v.at(ep+"."+f.key, "%sentity.%s is required when entity.table, entity.key or entity.status is set (the batch lookup needs all three: the entity table, its biz_id column and its status column)%s",
+					label, f.key, v.c.unsetHint(ep+"."+f.key))
+			}
+		}
+		v.ident(ep+".table", label, "entity.table", e.Table, false, false)
+		v.ident(ep+".key", label, "entity.key", e.Key, false, true)
+		v.ident(ep+".status", label, "entity.status", e.Status, false, true)
+	}
 	switch {
 	case e.EffectStep == "":
 		v.at(ep+".effect_step", "%sentity.effect_step is required: the step whose effect a skip may have swallowed%s", label, v.c.unsetHint(ep+".effect_step"))

@@ -169,6 +169,14 @@ func TestValidationRules(t *testing.T) {
 			[]wantErr{{46, `entity.cancels is empty`}}},
 		{"entity lifecycle and cancels overlap", map[int]string{46: `      cancels: [REFUNDED, PAID]`},
 			[]wantErr{{46, `status "PAID" is in both entity.lifecycle and entity.cancels`}}},
+		{"entity batch lookup: status missing", map[int]string{44: "      query: \"SELECT status FROM orders WHERE order_id = ?\"\n      table: orders\n      key: order_id"},
+			[]wantErr{{43, `pipeline "settlement": entity.status is required when entity.table, entity.key or entity.status is set`}}},
+		{"entity batch lookup: table and key missing", map[int]string{44: "      query: \"SELECT status FROM orders WHERE order_id = ?\"\n      status: status"},
+			[]wantErr{{43, `entity.table is required when`}, {43, `entity.key is required when`}}},
+		{"entity batch lookup: key not an identifier", map[int]string{44: "      query: \"SELECT status FROM orders WHERE order_id = ?\"\n      table: orders\n      key: \"order id\"\n      status: status"},
+			[]wantErr{{46, `entity.key "order id" is not a valid identifier`}}},
+		{"entity batch lookup: status qualified", map[int]string{44: "      query: \"SELECT status FROM orders WHERE order_id = ?\"\n      table: shop.orders\n      key: order_id\n      status: o.status"},
+			[]wantErr{{47, `entity.status "o.status" must be a plain column name`}}},
 
 		// kafka
 		{"kafka version", map[int]string{5: `  version: "3.5"`},
@@ -279,5 +287,26 @@ func TestValidateInCode(t *testing.T) {
 	err := c.Validate()
 	if err == nil || err.Error() != `config: pipeline "p": step "s": kind "rpc" is not one of local, remote, outbox` {
 		t.Errorf("in-code error = %v", err)
+	}
+}
+
+// TestEntityBatchLookup: entity.table, key and status are decoded, and are
+// optional (the base config has none).
+func TestEntityBatchLookup(t *testing.T) {
+	src := edit(t, baseYAML, map[int]string{44: "      query: \"SELECT status FROM orders WHERE order_id = ?\"\n      table: shop.orders\n      key: order_id\n      status: status"})
+	c, err := ParseWithEnv("t.yaml", []byte(src), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Pipeline("settlement").Entity
+	if e.Table != "shop.orders" || e.Key != "order_id" || e.Status != "status" {
+		t.Errorf("entity = %+v", e)
+	}
+	base, err := ParseWithEnv("t.yaml", []byte(baseYAML), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := base.Pipeline("settlement").Entity; e.Table != "" || e.Key != "" || e.Status != "" {
+		t.Errorf("base entity = %+v, want no batch lookup", e)
 	}
 }

@@ -73,7 +73,7 @@ func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requ
 			cs.status, cs.reason = StatusFailed, fmt.Sprintf("table %s does not exist (run `opctl schema check`)", q.Table)
 			return nil, nil, false
 		}
-		for _, c := range q.Columns {
+		for _, c := range append(slices.Clone(q.Columns), q.Reads...) {
 			if !info.HasColumn(c) {
 				cs.status, cs.reason = StatusFailed, fmt.Sprintf("table %s has no column %s (run `opctl schema check`)", q.Table, c)
 				return nil, nil, false
@@ -322,8 +322,13 @@ func (r *run) stuck(cs *checkState, index string) error {
 // skipped walks the SKIPPED records of the (action, created_at, key) range
 // [now - since, ...). When the entity's effect step has a scan block, the
 // records whose operation has a row in that table are dropped with one
-// lookup per chunk (a skip whose effect exists cannot be WRONGLY_SKIPPED);
-// the others are triaged.
+// lookup per chunk (a skip whose effect exists cannot be WRONGLY_SKIPPED).
+// When the entity block names its table, key and status, the entities of
+// the remaining operations are read with one lookup per chunk, and those
+// whose status cancels the effect are counted as SKIPPED_OK without being
+// triaged (SPEC §8: the check is about entities that do not cancel the
+// effect); an operation without an entity row is triaged. The others are
+// triaged.
 func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
 	id := cs.p.Idempotency
 	w := mysqlsrc.Walk{Table: id.Table, Index: idx[0], EqCol: id.Action, EqVal: inspect.ActionSkipped,
@@ -336,11 +341,19 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
 	}
 	// The shard is on the operation (biz_id), not on the record key, so that
 	// every worker triages the operations of its own shard.
-	var effect *Requirement
-	if len(reqs) > 1 {
-		effect = &reqs[1]
+	var effect, entity *Requirement
+	for i := range reqs[1:] {
+		q := &reqs[1+i]
+		switch {
+		case q.Entity:
+			entity = q
+		case q.Step != "":
+			effect = q
+		}
 	}
-	return r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+	cancels := cs.p.Entity.Cancels
+	var cancelled int64
+	err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
 		var keys []string
 		for _, row := range rows {
 			if row.Extra == "" || !r.inShard(row.Extra) || cs.seen[row.Extra] {
@@ -359,6 +372,28 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
 			r.count(cs, int64(len(keys)))
 			keys = slices.DeleteFunc(keys, func(k string) bool { return has[k] })
 		}
+		if entity != nil && len(keys) > 0 {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			statuses, err := r.d.DB.KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
+			cancel()
+			if err != nil {
+				return err
+			}
+			r.count(cs, int64(len(keys)))
+			keys = slices.DeleteFunc(keys, func(k string) bool {
+				if !cancelling(statuses[k], cancels) {
+					return false
+				}
+				// Decided here as the triage would: SKIPPED_OK.
+				cs.seen[k] = true
+				cs.candidates.Add(1)
+				cs.mu.Lock()
+				cs.verdicts[inspect.SkippedOK]++
+				cs.mu.Unlock()
+				cancelled++
+				return true
+			})
+		}
 		for _, k := range keys {
 			if err := r.candidate(cs, k); err != nil {
 				return err
@@ -366,6 +401,25 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
 		}
 		return nil
 	})
+	if entity != nil {
+		cs.notes = append(cs.notes, fmt.Sprintf("%d SKIPPED record(s) on an entity whose %s cancels the effect counted SKIPPED_OK from one %s lookup per chunk, not triaged",
+			cancelled, entity.Reads[0], entity.Table))
+	}
+	return err
+}
+
+// cancelling reports whether an entity's rows all have a status in cancels
+// (false without a row: such a candidate is triaged).
+func cancelling(statuses, cancels []string) bool {
+	if len(statuses) == 0 {
+		return false
+	}
+	for _, s := range statuses {
+		if !slices.Contains(cancels, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // scanTables walks the (time, key) range [now - since, ...) of every scan

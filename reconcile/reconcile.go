@@ -35,6 +35,7 @@ type DB interface {
 	WalkPage(ctx context.Context, w mysqlsrc.Walk, after mysqlsrc.Cursor, limit int) ([]mysqlsrc.WalkRow, error)
 	MultiRowKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]int64, error)
 	ExistingKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]bool, error)
+	KeyStatuses(ctx context.Context, table, keyCol, statusCol string, keys []string) (map[string][]string, error)
 	NextValue(ctx context.Context, table, col string, after *string) (string, bool, error)
 	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
 }

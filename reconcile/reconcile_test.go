@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -434,5 +435,114 @@ func TestKafka(t *testing.T) {
 		if r.Verdict == inspect.Stranded {
 			t.Errorf("%s: STRANDED without Kafka", r.BizID)
 		}
+	}
+}
+
+// TestSkippedEntityLookup: with entity.table/key/status the skipped check
+// reads the entities of each chunk in one lookup and does not triage the
+// SKIPPED records on a cancelling entity (they are counted SKIPPED_OK, not
+// emitted); the targets and the verdict counts are those of the same
+// pipeline without the block, which triages every record. An operation
+// whose entity row is missing is not dropped: it is triaged as before.
+func TestSkippedEntityLookup(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 2000, AnomalyRate: 0.02, Seed: 13, Pipelines: []string{gen.Orders}}, false)
+	var orders *config.Pipeline
+	for _, p := range e.pipelines {
+		if p.Name == gen.Orders {
+			orders = p
+		}
+	}
+	if orders == nil || orders.Entity.Table == "" {
+		t.Fatal("testdata/config/reconcile.yaml: the orders pipeline has no entity batch lookup")
+	}
+	plain := *orders
+	ent := *orders.Entity
+	ent.Table, ent.Key, ent.Status = "", "", ""
+	plain.Entity = &ent
+
+	// A refunded order whose SKIPPED record would be dropped by the lookup
+	// loses its entity row: it must be triaged (finding ENTITY_NOT_FOUND),
+	// with and without the block, to the same verdict.
+	var gone string
+	if err := e.db.SQL.QueryRow(`SELECT o.order_id FROM orders o JOIN consumer_idempotency i ON i.biz_id = o.order_id
+		WHERE i.action = 'SKIPPED' AND o.status = 'REFUNDED' ORDER BY o.order_id LIMIT 1`).Scan(&gone); err != nil {
+		t.Fatal(err)
+	}
+	e.db.Exec(t, "DELETE FROM orders WHERE order_id = ?", gone)
+
+	run := func(p *config.Pipeline, chunk int) (*reconcile.CheckStats, *collected) {
+		t.Helper()
+		o := baseOptions(e)
+		o.Pipelines, o.Checks, o.Chunk = []*config.Pipeline{p}, []string{reconcile.CheckSkipped}, chunk
+		var c collected
+		sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sum.Checks) != 1 || sum.Checks[0].Status != reconcile.StatusOK {
+			t.Fatalf("skipped check: %+v", sum.Checks)
+		}
+		return &sum.Checks[0], &c
+	}
+	var want []string
+	for _, a := range e.m.Expected(gen.Orders, reconcile.CheckSkipped) {
+		want = append(want, key(a.Pipeline, a.Check, a.BizID, a.Verdict, a.Step))
+	}
+	sort.Strings(want)
+	cancelled := int64(e.m.Noise["cancelled_skip"]) - 1 // one lost its entity row
+	if cancelled < 5 {
+		t.Fatalf("the generator seeded only %d cancelled skips", cancelled)
+	}
+	verdicts := func(c *collected) map[string]int64 {
+		out := map[string]int64{}
+		for _, r := range c.results {
+			out[r.Verdict]++
+		}
+		return out
+	}
+	isGone := func(c *collected) string {
+		for _, r := range c.results {
+			if r.BizID == gone {
+				return r.Verdict
+			}
+		}
+		return ""
+	}
+
+	base, bc := run(&plain, 1000)
+	if got := verdicts(bc)[inspect.SkippedOK]; got != cancelled {
+		t.Fatalf("without the block: %d SKIPPED_OK triaged, want %d", got, cancelled)
+	}
+	goneVerdict := isGone(bc)
+	if goneVerdict == "" {
+		t.Fatalf("without the block: %s (no entity row) was not triaged", gone)
+	}
+	for _, chunk := range []int{1, 7, 1000} {
+		t.Run(fmt.Sprintf("chunk%d", chunk), func(t *testing.T) {
+			cs, c := run(orders, chunk)
+			diff(t, "targets with the batch lookup", want, c.keys(t, "action"))
+			if got := verdicts(c)[inspect.SkippedOK]; got != 0 {
+				t.Errorf("%d SKIPPED_OK candidates were triaged: the batch lookup did not drop them", got)
+			}
+			if int64(len(c.results)) != base.Candidates-cancelled {
+				t.Errorf("%d candidates triaged, want %d (%d without the lookup, minus %d cancelled)",
+					len(c.results), base.Candidates-cancelled, base.Candidates, cancelled)
+			}
+			if v := isGone(c); v != goneVerdict {
+				t.Errorf("%s (no entity row) triaged as %q, want %q as without the block", gone, v, goneVerdict)
+			}
+			if cs.Candidates != base.Candidates || cs.Targets != base.Targets || !maps.Equal(cs.Verdicts, base.Verdicts) {
+				t.Errorf("counts with the lookup: candidates %d targets %d verdicts %v; without: %d %d %v",
+					cs.Candidates, cs.Targets, cs.Verdicts, base.Candidates, base.Targets, base.Verdicts)
+			}
+			if cs.Rows <= base.Rows {
+				t.Errorf("rows read %d with the lookup, %d without: the lookup's keys are not counted", cs.Rows, base.Rows)
+			}
+			if !slices.ContainsFunc(cs.Notes, func(n string) bool {
+				return strings.Contains(n, fmt.Sprintf("%d SKIPPED record(s)", cancelled))
+			}) {
+				t.Errorf("notes %q do not say how many records the lookup decided", cs.Notes)
+			}
+		})
 	}
 }

@@ -48,6 +48,10 @@ type Requirement struct {
 	Step string
 	// Walk is true for the index a check walks (the others serve lookups).
 	Walk bool
+	// Reads are further columns of Table the check reads (not indexed).
+	Reads []string
+	// Entity is true for the entity lookup of the skipped check.
+	Entity bool
 }
 
 // IndexName is the name opctl proposes for the index: ix_opctl_ + the
@@ -84,7 +88,9 @@ func (r Requirement) String() string {
 //     range per non-terminal status;
 //   - skipped walks the idempotency table's (action, created_at, key) index
 //     for action = 'SKIPPED' (and looks the effect step's scan key up, when
-//     it has a scan block, through an index starting with that key);
+//     it has a scan block, through an index starting with that key, and
+//     the entity's status, when the entity block names its table, key and
+//     status, through an index starting with entity.key);
 //   - duplicates walks each scan table's (time, key) index and counts the
 //     keys of each chunk through an index starting with key;
 //   - orphans walks each scan table's (time, key) index and looks each chunk's
@@ -133,6 +139,11 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 			sc := p.Steps[i].Scan
 			r := req(sc.Table, "look up the effect of each SKIPPED record", sc.Key)
 			r.Step = p.Steps[i].Name
+			out = append(out, r)
+		}
+		if e := p.Entity; e.Table != "" && e.Key != "" && e.Status != "" {
+			r := req(e.Table, "look up the entity status of each SKIPPED record", e.Key)
+			r.Reads, r.Entity = []string{e.Status}, true
 			out = append(out, r)
 		}
 		return out, ""

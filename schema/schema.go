@@ -346,5 +346,8 @@ func configuredColumns(p *config.Pipeline) []tableCols {
 			out = append(out, tableCols{s.Scan.Table, nonEmpty(s.Scan.Key, s.Scan.Time), "scan table of step " + s.Name})
 		}
 	}
+	if e := p.Entity; e != nil && e.Table != "" {
+		out = append(out, tableCols{e.Table, nonEmpty(e.Key, e.Status), "entity table"})
+	}
 	return out
 }

@@ -286,6 +286,48 @@ func (r *Reader) ExistingKeys(ctx context.Context, table, keyCol string, keys []
 	return out, nil
 }
 
+// KeyStatuses returns, for each of keys that has rows in table (matched on
+// keyCol), the values of statusCol in those rows (a NULL status reads as
+// ""). Keys without a row are absent from the map. One statement, served by
+// an index that starts with keyCol.
+func (r *Reader) KeyStatuses(ctx context.Context, table, keyCol, statusCol string, keys []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	t, err := qident(table)
+	if err != nil {
+		return nil, err
+	}
+	k, err := qident(keyCol)
+	if err != nil {
+		return nil, err
+	}
+	st, err := qident(statusCol)
+	if err != nil {
+		return nil, err
+	}
+	list, args := inList(keys)
+	text := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", k, st, t, k, list)
+	what := "look up " + statusCol + " by " + keyCol + " in " + table
+	rows, err := r.db.QueryContext(ctx, text, args...)
+	if err != nil {
+		return nil, r.queryError(what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key, status []byte
+		if err := rows.Scan(&key, &status); err != nil {
+			return nil, r.queryError(what, err)
+		}
+		out[string(key)] = append(out[string(key)], string(status))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, r.queryError(what, err)
+	}
+	return out, nil
+}
+
 // NextValue returns the smallest value of col in table greater than after
 // (the first value when after is nil), and false when there is none: one
 // index dive per call, a loose scan of the distinct values of an index's
