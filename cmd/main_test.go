@@ -1,0 +1,17 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMain removes the opctl binary the crash tests build (buildOpctl), so
+// that test runs leave no temp dirs behind.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if opctlBin != "" {
+		os.RemoveAll(filepath.Dir(opctlBin))
+	}
+	os.Exit(code)
+}
