@@ -37,38 +37,47 @@ type Attestation struct {
 // attestation. The newest action wins.
 type Attestations map[string]map[string]Attestation
 
-// AuditAttestations collects the attestations of the applied manual,
-// advance_state and compensate_remote actions of an operation's audit (SPEC
-// §7: what opctl did must not come back as a finding). It is the hook
-// Diagnose uses:
+// AuditAttestations collects what the applied repair actions of an
+// operation's audit established (SPEC §7: what opctl did must not come back
+// as a finding): the rows applied reverse actions reversed, and the
+// attestations of manual, advance_state and compensate_remote actions. It
+// is the hook Diagnose uses:
 //
+//   - an evidence row reversed by an applied reverse, or attested reversed,
+//     no longer counts;
 //   - an unknown intent attested applied counts as an effect, attested
 //     absent as none (so UNKNOWN_OUTCOME repaired with `--action manual
 //     --attest` does not come back);
 //   - an intent attested compensated no longer counts, acked or not (a
 //     duplicate the downstream reversed);
-//   - an evidence row attested reversed no longer counts;
 //   - "*" applies to a step without intents whose probe is inconclusive.
 //
 // Actions with another outcome (publishing, compensating) attest nothing.
 func AuditAttestations(audit []sources.AuditAction) Attestations {
 	out := Attestations{}
+	set := func(step, id, outcome, plan string) {
+		m := out[step]
+		if m == nil {
+			m = map[string]Attestation{}
+			out[step] = m
+		}
+		m[id] = Attestation{Outcome: outcome, PlanID: plan}
+	}
 	for _, a := range audit {
-		if a.Outcome != "applied" || a.Step == "" || len(a.Attested) == 0 {
+		if a.Outcome != "applied" || a.Step == "" {
 			continue
 		}
 		switch a.Action {
+		case "reverse":
+			// The evidence row an applied reverse names stops counting
+			// (SPEC §7): two reversals of one row are impossible.
+			if a.ReversedID != "" {
+				set(a.Step, a.ReversedID, AttestReversed, a.PlanID)
+			}
 		case "manual", "advance_state", "compensate_remote":
-		default:
-			continue
-		}
-		m := out[a.Step]
-		if m == nil {
-			m = map[string]Attestation{}
-			out[a.Step] = m
-		}
-		for id, o := range a.Attested {
-			m[id] = Attestation{Outcome: o, PlanID: a.PlanID}
+			for id, o := range a.Attested {
+				set(a.Step, id, o, a.PlanID)
+			}
 		}
 	}
 	return out
@@ -84,18 +93,6 @@ func (a Attestations) Of(step, id string) (Attestation, bool) {
 func (a Attestations) is(step, id, outcome string) bool {
 	x, ok := a.Of(step, id)
 	return ok && x.Outcome == outcome
-}
-
-// markReversed adds the evidence rows attested reversed to the reversed set
-// (keyed like reversedIDs).
-func (a Attestations) markReversed(reversed map[string]bool) {
-	for step, m := range a {
-		for id, x := range m {
-			if x.Outcome == AttestReversed && id != AttestAll {
-				reversed[step+"\x00"+id] = true
-			}
-		}
-	}
 }
 
 // note is the text shown with an intent whose outcome comes from an

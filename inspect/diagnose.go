@@ -50,15 +50,13 @@ func Diagnose(ev sources.Evidence) Report {
 		r.add(UnknownStatus, "", fmt.Sprintf("state status %q is in no list of the config (initial, a step's done_status, terminal, failed)", ev.DB.State.Status))
 	}
 
-	reversed := reversedIDs(ev.DB.Audit)
 	att := AuditAttestations(ev.DB.Audit)
-	att.markReversed(reversed)
 	for i, s := range p.Steps {
 		var se sources.StepEvidence
 		if i < len(ev.DB.Steps) {
 			se = ev.DB.Steps[i]
 		}
-		r.Steps = append(r.Steps, stepView(i, s, se, reached, reversed, att))
+		r.Steps = append(r.Steps, stepView(i, s, se, reached, att))
 	}
 	for _, row := range ev.DB.Idempotency {
 		r.Idempotency = append(r.Idempotency, IdempotencyView{Key: row.Key, Action: row.Action, CreatedAt: row.CreatedAt})
@@ -256,16 +254,6 @@ func skippedRecord(rows []sources.IdempotencyRow) *sources.IdempotencyRow {
 	return out
 }
 
-func reversedIDs(audit []sources.AuditAction) map[string]bool {
-	out := map[string]bool{}
-	for _, a := range audit {
-		if a.Action == "reverse" && a.Outcome == "applied" && a.ReversedID != "" {
-			out[a.Step+"\x00"+a.ReversedID] = true
-		}
-	}
-	return out
-}
-
 // IdentityString renders an evidence row identity for comparisons and plans.
 func IdentityString(v sources.Value) string {
 	switch x := v.(type) {
@@ -294,7 +282,7 @@ func truthy(v sources.Value) bool {
 }
 
 // stepView computes one step's status (SPEC §6 "Counting a step's effects").
-func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, reversed map[string]bool, att Attestations) StepView {
+func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, att Attestations) StepView {
 	v := StepView{Index: i + 1, Name: s.Name, Kind: s.Kind, Evidence: []EvidenceRow{}, Error: se.Err}
 	if reached.n >= 0 {
 		b := i < reached.n
@@ -303,7 +291,7 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 	count, unknown := 0, 0
 	for _, row := range se.Rows {
 		er := EvidenceRow{Row: row}
-		if reversed[s.Name+"\x00"+IdentityString(row.Identity())] {
+		if att.is(s.Name, IdentityString(row.Identity()), AttestReversed) {
 			er.Reversed = true
 		} else if rv, ok := row.Get("reversed"); ok && truthy(rv) {
 			er.Reversed = true
