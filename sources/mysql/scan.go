@@ -218,36 +218,18 @@ func inList(keys []string) (string, []any) {
 // by an index that starts with keyCol.
 func (r *Reader) MultiRowKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]int64, error) {
 	out := map[string]int64{}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	t, err := qident(table)
-	if err != nil {
-		return nil, err
-	}
-	k, err := qident(keyCol)
-	if err != nil {
-		return nil, err
-	}
-	list, args := inList(keys)
-	text := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s HAVING COUNT(*) > 1", k, t, k, list, k)
-	rows, err := r.db.QueryContext(ctx, text, args...)
-	if err != nil {
-		return nil, r.queryError("count keys of "+table, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key []byte
-		var n int64
-		if err := rows.Scan(&key, &n); err != nil {
-			return nil, r.queryError("count keys of "+table, err)
-		}
-		out[string(key)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, r.queryError("count keys of "+table, err)
-	}
-	return out, nil
+	err := r.byKeys(ctx, "count keys of "+table, table, keyCol, nil, keys,
+		"SELECT {k}, COUNT(*) FROM {t} WHERE {k} IN ({list}) GROUP BY {k} HAVING COUNT(*) > 1",
+		func(rows *sql.Rows) error {
+			var key []byte
+			var n int64
+			if err := rows.Scan(&key, &n); err != nil {
+				return err
+			}
+			out[string(key)] = n
+			return nil
+		})
+	return out, err
 }
 
 // ExistingKeys returns which of keys have at least one row in table
@@ -255,35 +237,17 @@ func (r *Reader) MultiRowKeys(ctx context.Context, table, keyCol string, keys []
 // keyCol.
 func (r *Reader) ExistingKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]bool, error) {
 	out := map[string]bool{}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	t, err := qident(table)
-	if err != nil {
-		return nil, err
-	}
-	k, err := qident(keyCol)
-	if err != nil {
-		return nil, err
-	}
-	list, args := inList(keys)
-	text := fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE %s IN (%s)", k, t, k, list)
-	rows, err := r.db.QueryContext(ctx, text, args...)
-	if err != nil {
-		return nil, r.queryError("look up keys in "+table, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key []byte
-		if err := rows.Scan(&key); err != nil {
-			return nil, r.queryError("look up keys in "+table, err)
-		}
-		out[string(key)] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, r.queryError("look up keys in "+table, err)
-	}
-	return out, nil
+	err := r.byKeys(ctx, "look up keys in "+table, table, keyCol, nil, keys,
+		"SELECT DISTINCT {k} FROM {t} WHERE {k} IN ({list})",
+		func(rows *sql.Rows) error {
+			var key []byte
+			if err := rows.Scan(&key); err != nil {
+				return err
+			}
+			out[string(key)] = true
+			return nil
+		})
+	return out, err
 }
 
 // KeyStatuses returns, for each of keys that has rows in table (matched on
@@ -292,40 +256,57 @@ func (r *Reader) ExistingKeys(ctx context.Context, table, keyCol string, keys []
 // an index that starts with keyCol.
 func (r *Reader) KeyStatuses(ctx context.Context, table, keyCol, statusCol string, keys []string) (map[string][]string, error) {
 	out := map[string][]string{}
+	err := r.byKeys(ctx, "look up "+statusCol+" by "+keyCol+" in "+table, table, keyCol, []string{statusCol}, keys,
+		"SELECT {k}, {c0} FROM {t} WHERE {k} IN ({list})",
+		func(rows *sql.Rows) error {
+			var key, status []byte
+			if err := rows.Scan(&key, &status); err != nil {
+				return err
+			}
+			out[string(key)] = append(out[string(key)], string(status))
+			return nil
+		})
+	return out, err
+}
+
+// byKeys runs one statement over a chunk of keys: tmpl with {t} the quoted
+// table, {k} the quoted key column, {c0}... the quoted extra columns and
+// {list} the bound placeholders; scan reads each row. No keys, no statement.
+func (r *Reader) byKeys(ctx context.Context, what, table, keyCol string, cols, keys []string, tmpl string, scan func(*sql.Rows) error) error {
 	if len(keys) == 0 {
-		return out, nil
+		return nil
 	}
 	t, err := qident(table)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	k, err := qident(keyCol)
 	if err != nil {
-		return nil, err
-	}
-	st, err := qident(statusCol)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	list, args := inList(keys)
-	text := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", k, st, t, k, list)
-	what := "look up " + statusCol + " by " + keyCol + " in " + table
-	rows, err := r.db.QueryContext(ctx, text, args...)
+	repl := []string{"{t}", t, "{k}", k, "{list}", list}
+	for i, c := range cols {
+		q, err := qident(c)
+		if err != nil {
+			return err
+		}
+		repl = append(repl, fmt.Sprintf("{c%d}", i), q)
+	}
+	rows, err := r.db.QueryContext(ctx, strings.NewReplacer(repl...).Replace(tmpl), args...)
 	if err != nil {
-		return nil, r.queryError(what, err)
+		return r.queryError(what, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var key, status []byte
-		if err := rows.Scan(&key, &status); err != nil {
-			return nil, r.queryError(what, err)
+		if err := scan(rows); err != nil {
+			return r.queryError(what, err)
 		}
-		out[string(key)] = append(out[string(key)], string(status))
 	}
 	if err := rows.Err(); err != nil {
-		return nil, r.queryError(what, err)
+		return r.queryError(what, err)
 	}
-	return out, nil
+	return nil
 }
 
 // NextValue returns the smallest value of col in table greater than after
