@@ -158,15 +158,12 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 
 // startFixed starts the post-incident consumer of a pipeline.
 func (e *Env) startFixed(ctx context.Context, pipeline string) (*consumer.Consumer, error) {
-	p := e.Config.Pipeline(pipeline)
-	kind, design := kindOf(pipeline)
-	services := URLs(e.Naive)
-	if design == consumer.Anchored {
-		services = URLs(e.Anchored)
+	cfg, err := e.consumerConfig(pipeline, pipeline+"-fixed")
+	if err != nil {
+		return nil, err
 	}
-	c, err := consumer.Start(ctx, consumer.Config{Kind: kind, Design: design, Topic: p.Topic, Group: p.Group,
-		ClientID: pipeline + "-fixed", Brokers: e.Cluster.Brokers, DB: e.DB, Services: services,
-		RPCTimeout: time.Second, LeaseTTL: time.Minute, ResumeFromState: true})
+	cfg.LeaseTTL, cfg.ResumeFromState = time.Minute, true
+	c, err := consumer.Start(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("lab: start the fixed %s consumer: %v", pipeline, err)
 	}

@@ -85,19 +85,12 @@ func (r *run) invariant(name string, check func(ctx context.Context, e *Env) (bo
 
 // consumerFor starts a consumer of a pipeline of the lab config.
 func (r *run) consumerFor(ctx context.Context, pipeline, clientID string, faults *consumer.Faults, tune func(*consumer.Config)) (*consumer.Consumer, error) {
-	p := r.e.Config.Pipeline(pipeline)
-	if p == nil {
-		return nil, fmt.Errorf("lab: no pipeline %s in the lab config", pipeline)
-	}
-	kind, design := kindOf(pipeline)
-	services := URLs(r.e.Naive)
-	if design == consumer.Anchored {
-		services = URLs(r.e.Anchored)
+	cfg, err := r.e.consumerConfig(pipeline, clientID)
+	if err != nil {
+		return nil, err
 	}
 	events := make(chan consumer.Event, 4096)
-	cfg := consumer.Config{Kind: kind, Design: design, Topic: p.Topic, Group: p.Group, ClientID: clientID,
-		Brokers: r.e.Cluster.Brokers, DB: r.e.DB, Services: services, RPCTimeout: time.Second,
-		LeaseTTL: 2 * time.Minute, Faults: faults, Events: events}
+	cfg.LeaseTTL, cfg.Faults, cfg.Events = 2*time.Minute, faults, events
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -108,6 +101,23 @@ func (r *run) consumerFor(ctx context.Context, pipeline, clientID string, faults
 	}
 	r.live = append(r.live, c)
 	return c, nil
+}
+
+// consumerConfig is the consumer of a lab pipeline: its kind and design,
+// topic, group, the lab's brokers and database, and the downstream set of
+// its design family.
+func (e *Env) consumerConfig(pipeline, clientID string) (consumer.Config, error) {
+	p := e.Config.Pipeline(pipeline)
+	if p == nil {
+		return consumer.Config{}, fmt.Errorf("lab: no pipeline %s in the lab config", pipeline)
+	}
+	kind, design := kindOf(pipeline)
+	services := URLs(e.Naive)
+	if design == consumer.Anchored {
+		services = URLs(e.Anchored)
+	}
+	return consumer.Config{Kind: kind, Design: design, Topic: p.Topic, Group: p.Group, ClientID: clientID,
+		Brokers: e.Cluster.Brokers, DB: e.DB, Services: services, RPCTimeout: time.Second}, nil
 }
 
 func kindOf(pipeline string) (consumer.Kind, consumer.Design) {
