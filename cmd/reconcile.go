@@ -118,7 +118,7 @@ interrupted.`,
 	fl.IntVar(&opts.Chunk, "chunk", reconcile.DefaultChunk, "rows per page of an index walk")
 	fl.StringVar(&shard, "shard", "", "i/n: keep the keys with CRC32(key) mod n = i (split one table between n workers)")
 	fl.BoolVar(&opts.AllowFullScan, "allow-full-scan", false, "run checks that have no usable index (full table scans)")
-	fl.IntVar(&opts.Concurrency, "concurrency", reconcile.DefaultConcurrency, "operations triaged at once")
+	fl.IntVar(&opts.Concurrency, "concurrency", reconcile.DefaultConcurrency, "batches of candidates triaged at once (each batch: one statement per query)")
 	fl.StringVar(&opts.Out, "out", "", "write the targets as JSONL to this file (for 'opctl repair plan --from-file')")
 	// A local -o shadows the global one: reconcile adds "prometheus".
 	fl.StringVarP(&opts.Output, "output", "o", "table", "output format: table|json|jsonl|prometheus")

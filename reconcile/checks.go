@@ -22,6 +22,9 @@ func (r *run) scan() {
 		} else {
 			cs.start = time.Now()
 			err = r.runCheck(cs, tables)
+			if ferr := r.flush(cs); err == nil {
+				err = ferr
+			}
 		}
 		if !cs.start.IsZero() {
 			cs.dur = time.Since(cs.start)
@@ -229,15 +232,31 @@ func (r *run) throttle() error {
 	}
 }
 
-// candidate queues key for triage, once per check.
+// candidate queues key for triage, once per check: it joins the check's
+// pending batch, which goes to the triage when full (and at the end of the
+// check, see flush).
 func (r *run) candidate(cs *checkState, key string) error {
 	if cs.seen[key] {
 		return nil
 	}
 	cs.seen[key] = true
 	cs.candidates.Add(1)
+	cs.pending = append(cs.pending, key)
+	if len(cs.pending) < r.o.Batch {
+		return nil
+	}
+	return r.flush(cs)
+}
+
+// flush sends the check's pending candidates to the triage.
+func (r *run) flush(cs *checkState) error {
+	if len(cs.pending) == 0 {
+		return nil
+	}
+	b := batch{cs: cs, keys: cs.pending}
+	cs.pending = nil
 	select {
-	case r.cands <- candidate{cs: cs, key: key}:
+	case r.batches <- b:
 		return nil
 	case <-r.stop.Done():
 		return errStop

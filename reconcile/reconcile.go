@@ -2,9 +2,11 @@
 // (SPEC §8). Each check walks an index in keyset-paginated chunks (never
 // OFFSET, never a JOIN over a whole table), keeps only the candidates the
 // table-level facts point at, and triages every candidate with the same
-// sources.Collector and inspect.Diagnose as `opctl where`, under bounded
-// concurrency. The Kafka group view is read once per pipeline for the whole
-// run; a candidate's message position is the one its state row stores.
+// sources.Collector and inspect.Diagnose as `opctl where`: in batches, the
+// MySQL rows of a whole batch read with one statement per query
+// (Collector.CollectMany), a few batches at a time. The Kafka group view is
+// read once per pipeline for the whole run; a candidate's message position
+// is the one its state row stores.
 //
 // A candidate becomes a target when its verdict's severity is "action":
 // a stuck operation that turns out IN_FLIGHT, WILL_REDELIVER or INCOMPLETE
@@ -27,10 +29,11 @@ import (
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
-// DB is what a run reads from MySQL: one operation at a time for triage
-// (sources.DB) and table-level walks and lookups. *mysql.Reader implements it.
+// DB is what a run reads from MySQL: batches of operations for triage
+// (sources.BatchDB) and table-level walks and lookups. *mysql.Reader
+// implements it.
 type DB interface {
-	sources.DB
+	sources.BatchDB
 	Now(ctx context.Context) (time.Time, error)
 	WalkPage(ctx context.Context, w mysqlsrc.Walk, after mysqlsrc.Cursor, limit int) ([]mysqlsrc.WalkRow, error)
 	MultiRowKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]int64, error)
@@ -56,7 +59,8 @@ type Deps struct {
 // Defaults of Options.
 const (
 	DefaultChunk       = 1000
-	DefaultConcurrency = 16
+	DefaultConcurrency = 4
+	DefaultBatch       = 256
 	DefaultSince       = 7 * 24 * time.Hour
 	DefaultOlderThan   = 5 * time.Minute
 )
@@ -80,8 +84,11 @@ type Options struct {
 	Shard, Shards int
 	// AllowFullScan lets a check run without the index it needs.
 	AllowFullScan bool
-	// Concurrency bounds the operations triaged at once (default 16).
+	// Concurrency bounds the batches triaged at once (default 4).
 	Concurrency int
+	// Batch is the most candidates triaged together (default 256, at most
+	// mysql.MaxBatch): their rows are read with one statement per query.
+	Batch int
 	// AuditTable is opctl's audit table, read for every candidate as `where` does.
 	AuditTable string
 	// Timeout bounds each read (default 10s).
@@ -212,6 +219,8 @@ type checkState struct {
 	dur    time.Duration
 	// seen dedupes candidate keys (bounded by the candidates, not the rows).
 	seen map[string]bool
+	// pending are candidates not yet sent to the triage (fewer than a batch).
+	pending []string
 
 	mu       sync.Mutex
 	verdicts map[string]int64
@@ -222,9 +231,10 @@ func (cs *checkState) last() string {
 	return s
 }
 
-type candidate struct {
-	cs  *checkState
-	key string
+// batch is candidates of one check, triaged together.
+type batch struct {
+	cs   *checkState
+	keys []string
 }
 
 // run is one reconcile run.
@@ -243,7 +253,7 @@ type run struct {
 	totalRows atomic.Int64
 	found     atomic.Int64
 	states    []*checkState
-	cands     chan candidate
+	batches   chan batch
 
 	errMu sync.Mutex
 	err   error
@@ -268,9 +278,9 @@ func (r *run) firstErr() error {
 
 // Run performs the selected checks on the selected pipelines, calling emit
 // for every triaged candidate (targets and the others, see Result.IsTarget)
-// from one goroutine, as soon as it is triaged. Memory is bounded by the
-// chunk size, the concurrency and the number of candidates (kept to dedupe
-// them), never by the size of the tables.
+// from one goroutine, as soon as its batch is triaged. Memory is bounded by
+// the chunk size, the batch size, the concurrency and the number of
+// candidates (kept to dedupe them), never by the size of the tables.
 //
 // When ctx is cancelled (Ctrl-C) the run stops issuing statements, lets the
 // ones in flight finish (each bounded by the timeout; every statement is an
@@ -317,15 +327,15 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 		}
 	}
 
-	r.cands = make(chan candidate, 2*o.Concurrency)
-	results := make(chan Result, 2*o.Concurrency)
+	r.batches = make(chan batch, o.Concurrency)
+	results := make(chan Result, o.Batch)
 	var workers sync.WaitGroup
 	for range o.Concurrency {
 		workers.Go(func() { r.triage(results) })
 	}
 	go func() {
 		r.scan()
-		close(r.cands)
+		close(r.batches)
 		workers.Wait()
 		close(results)
 	}()
@@ -375,6 +385,10 @@ func (o *Options) normalize() error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	o.Batch = min(o.Batch, mysqlsrc.MaxBatch)
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -402,30 +416,33 @@ func (o *Options) wants(check string) bool {
 // stopped reports whether the run must stop issuing statements.
 func (r *run) stopped() bool { return r.stop.Err() != nil }
 
-// triage reads and diagnoses candidates until the channel closes.
+// triage reads and diagnoses batches of candidates until the channel
+// closes.
 func (r *run) triage(out chan<- Result) {
-	for c := range r.cands {
+	for b := range r.batches {
 		if r.stopped() {
 			continue // drain: nothing new starts after an interrupt
 		}
-		ev, err := r.col.Collect(r.qctx, c.cs.p, c.key)
+		cs := b.cs
+		evs, err := r.col.CollectMany(r.qctx, cs.p, b.keys)
 		if err != nil {
-			r.fail(fmt.Errorf("reconcile: triage %q in pipeline %s: %w", c.key, c.cs.p.Name, err))
+			r.fail(fmt.Errorf("reconcile: triage of %d operation(s) of pipeline %s (%q...): %w", len(b.keys), cs.p.Name, b.keys[0], err))
 			continue
 		}
-		rep := inspect.Diagnose(ev)
-		res := resultOf(c.cs, rep)
-		c.cs.mu.Lock()
-		c.cs.verdicts[res.Verdict]++
-		c.cs.mu.Unlock()
-		if res.Partial {
-			c.cs.partial.Store(true)
+		for _, ev := range evs {
+			res := resultOf(cs, inspect.Diagnose(ev))
+			cs.mu.Lock()
+			cs.verdicts[res.Verdict]++
+			cs.mu.Unlock()
+			if res.Partial {
+				cs.partial.Store(true)
+			}
+			if res.IsTarget() {
+				cs.targets.Add(1)
+				r.found.Add(1)
+			}
+			out <- res
 		}
-		if res.IsTarget() {
-			c.cs.targets.Add(1)
-			r.found.Add(1)
-		}
-		out <- res
 	}
 }
 

@@ -186,6 +186,11 @@ func TestChecksFindTheSeededAnomalies(t *testing.T) {
 		t.Fatalf("the generator seeded only %d anomalies", len(want))
 	}
 	diff(t, "targets", want, c.keys(t, "action"))
+	// Triaged in batches (one statement per query for a batch), not one
+	// read per candidate.
+	if st := e.r.BatchStats(); st.Operations != len(c.results) || st.Batches*10 > st.Operations {
+		t.Errorf("batch reads %+v for %d triaged candidates: want them all read, at least 10 a batch on average", st, len(c.results))
+	}
 	for _, r := range c.results {
 		if r.IsTarget() && !r.Partial {
 			t.Errorf("%s: without Kafka a target must be partial", r.BizID)

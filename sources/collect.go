@@ -43,28 +43,113 @@ func (e *ConnError) Unwrap() error { return e.Err }
 // wrapping the reader's error when MySQL cannot be reached at all; every other failure is recorded in
 // Evidence.Sources and the evidence read so far is returned.
 func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID string) (Evidence, error) {
-	ev := Evidence{BizID: bizID, Pipeline: p, Sources: map[string]string{}}
-	ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = -1, -1, LocatedUnknown
-
 	// 1. Kafka group view: needs nothing from MySQL, so it starts first.
-	type groupResult struct {
-		g   GroupView
-		err error
-	}
 	groupCh := make(chan groupResult, 1)
 	if c.Kafka != nil {
-		go func() {
-			kctx, cancel := context.WithTimeout(ctx, c.timeout())
-			defer cancel()
-			g, err := c.Kafka.Group(kctx, p.Topic, p.Group)
-			groupCh <- groupResult{g, err}
-		}()
+		go func() { groupCh <- c.group(ctx, p) }()
 	}
 
 	// 2. MySQL: one concurrent round of queries.
 	dctx, cancel := context.WithTimeout(ctx, c.timeout())
 	db, err := c.DB.ReadOperation(dctx, p, c.AuditTable, bizID)
 	cancel()
+	ev, err := newEvidence(p, bizID, db, err)
+	if err != nil {
+		return ev, err
+	}
+
+	// 3. Probes and the message search, concurrently.
+	c.finish(ctx, &ev, func() groupResult { return <-groupCh })
+	return ev, nil
+}
+
+// BatchDB is a DB that can also read many operations of one pipeline with
+// one statement per query (reconcile's triage). ReadOperations returns, for
+// every bizIDs[i], what ReadOperation would: evs[i] and errs[i]; its error
+// is for the whole batch (nothing could be read).
+type BatchDB interface {
+	DB
+	ReadOperations(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) (evs []DBEvidence, errs []error, err error)
+}
+
+// CollectMany reads the operations bizIDs of pipeline p, as Collect reads
+// one: evs[i] is what Collect(bizIDs[i]) returns. The Kafka group view is
+// read once for all of them, and when the DB is a BatchDB the MySQL rows of
+// all of them come from one statement per query; the probes and message
+// searches then run for every operation concurrently. The error is a
+// *ConnError when MySQL cannot be reached at all.
+func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs []string) ([]Evidence, error) {
+	var gr groupResult
+	var gwg sync.WaitGroup
+	if c.Kafka != nil {
+		gwg.Go(func() { gr = c.group(ctx, p) })
+	}
+
+	dbs := make([]DBEvidence, len(bizIDs))
+	errs := make([]error, len(bizIDs))
+	dctx, cancel := context.WithTimeout(ctx, c.timeout())
+	if b, ok := c.DB.(BatchDB); ok {
+		var err error
+		dbs, errs, err = b.ReadOperations(dctx, p, c.AuditTable, bizIDs)
+		if err != nil {
+			cancel()
+			gwg.Wait()
+			return nil, &ConnError{Err: err}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i, id := range bizIDs {
+			wg.Go(func() { dbs[i], errs[i] = c.DB.ReadOperation(dctx, p, c.AuditTable, id) })
+		}
+		wg.Wait()
+	}
+	cancel()
+
+	evs := make([]Evidence, len(bizIDs))
+	for i, id := range bizIDs {
+		var err error
+		if evs[i], err = newEvidence(p, id, dbs[i], errs[i]); err != nil {
+			gwg.Wait()
+			return nil, err
+		}
+	}
+	waitGroup := func() groupResult { gwg.Wait(); return gr }
+	// The probes call the downstream services: at most manyProbing
+	// operations at a time.
+	sem := make(chan struct{}, manyProbing)
+	var wg sync.WaitGroup
+	for i := range evs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c.finish(ctx, &evs[i], waitGroup)
+		})
+	}
+	wg.Wait()
+	return evs, nil
+}
+
+// manyProbing bounds the operations of a CollectMany that probe and locate
+// at once.
+const manyProbing = 16
+
+type groupResult struct {
+	g   GroupView
+	err error
+}
+
+func (c *Collector) group(ctx context.Context, p *config.Pipeline) groupResult {
+	kctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	g, err := c.Kafka.Group(kctx, p.Topic, p.Group)
+	return groupResult{g, err}
+}
+
+// newEvidence starts the evidence of one operation from its MySQL read: a
+// partial read is recorded in Sources, any other error is a *ConnError.
+func newEvidence(p *config.Pipeline, bizID string, db DBEvidence, err error) (Evidence, error) {
+	ev := Evidence{BizID: bizID, Pipeline: p, Sources: map[string]string{}}
+	ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = -1, -1, LocatedUnknown
 	if err != nil {
 		var pe interface{ Partial() bool }
 		if errors.As(err, &pe) && pe.Partial() {
@@ -76,10 +161,15 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 		ev.Sources["mysql"] = StatusOK
 	}
 	ev.DB = db
+	return ev, nil
+}
 
-	// 3. Probes and the message search, concurrently.
+// finish probes the unacked intents and locates the message, concurrently,
+// then waits for the group view (group) and records the Kafka facts.
+func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() groupResult) {
+	p, bizID := ev.Pipeline, ev.BizID
 	var wg sync.WaitGroup
-	probeErr := c.probe(ctx, &wg, p, bizID, &ev)
+	probeErr := c.probe(ctx, &wg, p, bizID, ev)
 
 	var loc Location
 	var locErr error
@@ -95,7 +185,7 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 	}
 	var gr groupResult
 	if c.Kafka != nil {
-		gr = <-groupCh
+		gr = group()
 	}
 	wg.Wait()
 
@@ -123,7 +213,6 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 	if *probeErr != "" {
 		ev.Sources["probe"] = *probeErr
 	}
-	return ev, nil
 }
 
 func (c *Collector) timeout() time.Duration {

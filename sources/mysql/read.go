@@ -36,6 +36,10 @@ type query struct {
 	// stateCols are the configured state columns selected after NOW(6), in
 	// order (kindState only).
 	stateCols []stateCol
+	// order lists the 1-based positions of the selected columns that the
+	// statement orders its rows by (nil: the order is the server's), so
+	// that a batched read can keep each operation's rows in that order.
+	order []int
 }
 
 // stateCol is one selected column of the state row.
@@ -89,11 +93,7 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 	results := make([]result, len(qs))
 	var wg sync.WaitGroup
 	for i := range qs {
-		limit := MaxRows
-		if qs[i].kind == kindEntity {
-			limit = 1 // only the first row's status is used
-		}
-		wg.Go(func() { results[i] = r.fetch(ctx, qs[i].text, limit, qs[i].args...) })
+		wg.Go(func() { results[i] = r.fetch(ctx, qs[i].text, qs[i].limit(), qs[i].args...) })
 	}
 	wg.Wait()
 
@@ -104,7 +104,36 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 		Statements:   len(qs),
 		CriticalPath: (len(qs) + maxOpenConns - 1) / maxOpenConns,
 		Elapsed:      time.Since(start),
+		Failed:       failures(qs, results),
 	}
+	r.mu.Lock()
+	r.stats = stats
+	r.mu.Unlock()
+	return r.assemble(p, qs, results)
+}
+
+// limit is the number of rows read from q's statement.
+func (q query) limit() int {
+	if q.kind == kindEntity {
+		return 1 // only the first row's status is used
+	}
+	return MaxRows
+}
+
+// failures counts the statements that returned an error.
+func failures(qs []query, results []result) int {
+	n := 0
+	for _, res := range results {
+		if res.err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// assemble turns the results of one operation's statements (qs[i] gave
+// results[i]) into its evidence, with the errors ReadOperation documents.
+func (r *Reader) assemble(p *config.Pipeline, qs []query, results []result) (sources.DBEvidence, error) {
 	answered := false
 	var connErr error
 	for i, res := range results {
@@ -113,21 +142,14 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 			answered = true
 		case qs[i].kind == kindAudit && isNoTable(res.err):
 			answered = true
-			stats.Failed++
-		default:
-			stats.Failed++
-			if isConnError(res.err) {
-				if connErr == nil {
-					connErr = res.err
-				}
-			} else {
-				answered = true
+		case isConnError(res.err):
+			if connErr == nil {
+				connErr = res.err
 			}
+		default:
+			answered = true
 		}
 	}
-	r.mu.Lock()
-	r.stats = stats
-	r.mu.Unlock()
 	if !answered && connErr != nil {
 		return sources.DBEvidence{}, r.connError(connErr)
 	}
@@ -258,10 +280,11 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 			}
 		}
 		var sb strings.Builder
-		sb.WriteString("SELECT NOW(6)")
-		for _, n := range names {
-			sb.WriteString(", s.")
-			sb.WriteString(q(n))
+		// Aliased, so that two roles on one column still make distinct
+		// column names (a batched read selects from it as a derived table).
+		sb.WriteString("SELECT NOW(6) AS c0")
+		for i, n := range names {
+			fmt.Fprintf(&sb, ", s.%s AS c%d", q(n), i+1)
 		}
 		fmt.Fprintf(&sb, " FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = ?", q(st.Table), q(st.Key))
 		qs = append(qs, query{kind: kindState, text: sb.String(), args: []any{bizID}, stateCols: cols})
@@ -289,7 +312,11 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		}
 		text := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? ORDER BY %s LIMIT %d",
 			sel, q(id.Table), q(id.BizID), order, MaxRows)
-		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}})
+		pos := []int{1}
+		if id.CreatedAt != "" {
+			pos = []int{3, 1}
+		}
+		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}, order: pos})
 	}
 
 	if e := p.Entity; e != nil && e.Query != "" {
@@ -297,9 +324,10 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 	}
 
 	if auditTable != "" {
-		text := "SELECT plan_id, action_index, action, outcome, after_image, created_at FROM " +
-			q(auditTable) + " WHERE biz_id = ? AND pipeline = ? ORDER BY id"
-		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}})
+		// id is selected last, only to order a batched read by it.
+		text := "SELECT plan_id, action_index, action, outcome, after_image, created_at, id FROM " +
+			q(auditTable) + fmt.Sprintf(" WHERE biz_id = ? AND pipeline = ? ORDER BY id LIMIT %d", MaxRows)
+		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, order: []int{7}})
 	}
 
 	if len(bad) > 0 {

@@ -49,6 +49,7 @@ type Reader struct {
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
 	stats ReadStats
+	batch BatchStats
 }
 
 // ReadStats describes the statements of the most recent ReadOperation of a
