@@ -179,6 +179,37 @@ func (r *Reader) stmt(ctx context.Context, text string) (*sql.Stmt, bool, error)
 	return s, true, nil
 }
 
+// query runs text with args: without args directly, else as a prepared
+// statement from the cache (prepared on first use). done closes the rows
+// and, when the statement could not be cached, the statement; call it once
+// the rows are read.
+func (r *Reader) query(ctx context.Context, text string, args ...any) (*sql.Rows, func(), error) {
+	if len(args) == 0 {
+		rows, err := r.db.QueryContext(ctx, text)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rows, func() { rows.Close() }, nil
+	}
+	s, cached, err := r.stmt(ctx, text)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := s.QueryContext(ctx, args...)
+	if err != nil {
+		if !cached {
+			s.Close()
+		}
+		return nil, nil, err
+	}
+	return rows, func() {
+		rows.Close()
+		if !cached {
+			s.Close()
+		}
+	}, nil
+}
+
 // result is the raw outcome of one statement.
 type result struct {
 	cols []string
@@ -189,28 +220,11 @@ type result struct {
 // fetch runs text with args and reads at most limit rows, converting each
 // value (see convertValue).
 func (r *Reader) fetch(ctx context.Context, text string, limit int, args ...any) result {
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if len(args) == 0 {
-		rows, err = r.db.QueryContext(ctx, text)
-	} else {
-		var (
-			s      *sql.Stmt
-			cached bool
-		)
-		s, cached, err = r.stmt(ctx, text)
-		if err == nil {
-			rows, err = s.QueryContext(ctx, args...)
-			if !cached {
-				defer s.Close()
-			}
-		}
-	}
+	rows, done, err := r.query(ctx, text, args...)
 	if err != nil {
 		return result{err: err}
 	}
+	defer done()
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {

@@ -154,11 +154,11 @@ func (r *Reader) WalkPage(ctx context.Context, w Walk, after Cursor, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := r.db.QueryContext(ctx, text, args...)
+	rows, done, err := r.query(ctx, text, args...)
 	if err != nil {
 		return nil, r.queryError("walk "+w.Table, err)
 	}
-	defer rows.Close()
+	defer done()
 	types, err := rows.ColumnTypes()
 	if err != nil {
 		return nil, r.queryError("walk "+w.Table, err)
@@ -204,13 +204,19 @@ func (r *Reader) queryError(what string, err error) error {
 	return fmt.Errorf("mysql %s: %s: %s", r.addr, what, scrub(err.Error(), r.passwd))
 }
 
-// inList returns "?, ?, ..." for n values and the values as arguments.
+// inList returns "?, ?, ..." and the keys as arguments, padded with the
+// last key to a power of two (a repeated value changes nothing in an IN
+// list): a few statement texts per lookup, so that they stay prepared.
 func inList(keys []string) (string, []any) {
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
+	n := 1
+	for n < len(keys) {
+		n *= 2
 	}
-	return strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", "), args
+	args := make([]any, n)
+	for i := range args {
+		args[i] = keys[min(i, len(keys)-1)]
+	}
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", "), args
 }
 
 // MultiRowKeys returns, among keys, those that have more than one row in
@@ -293,11 +299,11 @@ func (r *Reader) byKeys(ctx context.Context, what, table, keyCol string, cols, k
 		}
 		repl = append(repl, fmt.Sprintf("{c%d}", i), q)
 	}
-	rows, err := r.db.QueryContext(ctx, strings.NewReplacer(repl...).Replace(tmpl), args...)
+	rows, done, err := r.query(ctx, strings.NewReplacer(repl...).Replace(tmpl), args...)
 	if err != nil {
 		return r.queryError(what, err)
 	}
-	defer rows.Close()
+	defer done()
 	for rows.Next() {
 		if err := scan(rows); err != nil {
 			return r.queryError(what, err)
