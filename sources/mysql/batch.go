@@ -38,7 +38,9 @@ type BatchStats struct {
 //
 // each branch binding its operation's ordinal and its values, so the rows of
 // every operation come back tagged with it whatever the collation of the
-// key. The query texts are the same as ReadOperation's (the configured
+// key. opctl's own queries (state, idempotency, audit) are written as plain
+// branches ("SELECT ? AS opctl_op, cols FROM t WHERE key = ?"), ordered once
+// for the whole batch, which costs the server less than derived tables. The query texts are the same as ReadOperation's (the configured
 // evidence, intent and entity snippets included, still run with bound
 // values only), so evs[i] and errs[i] are what ReadOperation(bizIDs[i])
 // returns, with two differences: the rows of an evidence or intent snippet
@@ -154,6 +156,9 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 	// operation has more rows than it keeps and the ones after it might
 	// have been cut off, so the batch is not used.
 	capRows := branches * q0.limit()
+	if q0.clock != "" {
+		capRows++
+	}
 	res := r.fetch(ctx, text, capRows+1, args...)
 	if res.err == nil && len(res.rows) <= capRows {
 		split(res, n, q0.limit(), j, results)
@@ -202,15 +207,27 @@ func batchSQL(qss [][]query, j int) (string, []any, int) {
 	args := make([]any, 0, branches*(1+len(q0.args)))
 	for i := range branches {
 		q := qss[min(i, len(qss)-1)][j]
-		if i == 0 {
+		switch {
+		case q.branch != "":
+			if i > 0 {
+				sb.WriteString(" UNION ALL ")
+			}
+			sb.WriteString(q.branch)
+		case i == 0:
 			sb.WriteString("SELECT ? AS opctl_op, b.* FROM (")
-		} else {
+		default:
 			sb.WriteString(" UNION ALL SELECT ?, b.* FROM (")
 		}
-		sb.WriteString(q.text)
-		sb.WriteString(") AS b")
+		if q.branch == "" {
+			sb.WriteString(q.text)
+			sb.WriteString(") AS b")
+		}
 		args = append(args, int64(i))
 		args = append(args, q.args...)
+	}
+	if q0.clock != "" {
+		sb.WriteString(" UNION ALL ")
+		sb.WriteString(q0.clock)
 	}
 	if len(q0.order) > 0 {
 		sb.WriteString(" ORDER BY 1")
@@ -223,20 +240,33 @@ func batchSQL(qss [][]query, j int) (string, []any, int) {
 }
 
 // split distributes the rows of a batched statement to its operations,
-// dropping the ordinal column and keeping at most limit rows each.
+// dropping the ordinal column and keeping at most limit rows each. The
+// clock row (ordinal -1) is the row of every operation that got none.
 func split(res result, n, limit, j int, results [][]result) {
 	cols := res.cols[1:]
 	for i := range n {
 		results[i][j] = result{cols: cols}
 	}
+	var clock []sources.Value
 	for _, vals := range res.rows {
 		op, ok := asInt64(vals[0])
+		if ok && op == -1 {
+			clock = vals[1:]
+			continue
+		}
 		if !ok || op < 0 || op >= int64(n) {
-			continue // cannot happen: the ordinal is bound by batchSQL
+			continue // padding (see batchSQL)
 		}
 		rr := &results[op][j]
 		if len(rr.rows) < limit {
 			rr.rows = append(rr.rows, vals[1:])
+		}
+	}
+	if clock != nil {
+		for i := range n {
+			if rr := &results[i][j]; len(rr.rows) == 0 {
+				rr.rows = [][]sources.Value{clock}
+			}
 		}
 	}
 }
