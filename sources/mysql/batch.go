@@ -40,20 +40,21 @@ type BatchStats struct {
 // every operation come back tagged with it whatever the collation of the
 // key. opctl's own queries (state, idempotency, audit) are written as plain
 // branches ("SELECT ? AS opctl_op, cols FROM t WHERE key = ?"), ordered once
-// for the whole batch, which costs the server less than derived tables. The query texts are the same as ReadOperation's (the configured
-// evidence, intent and entity snippets included, still run with bound
-// values only), so evs[i] and errs[i] are what ReadOperation(bizIDs[i])
-// returns, with two differences: the rows of an evidence or intent snippet
-// come in the order the server returns them for the batch (a snippet's ORDER
-// BY without LIMIT may not survive in a derived table; opctl's own state,
-// idempotency and audit queries keep their order), and all operations share
-// one database clock per batch.
+// for the whole batch, which costs the server less than derived tables.
+//
+// The configured evidence, intent and entity snippets are run as they are,
+// with bound values only, so evs[i] and errs[i] are what
+// ReadOperation(bizIDs[i]) returns, with two differences: the rows of a
+// snippet come in the order the server returns them for the batch (a
+// snippet's ORDER BY without LIMIT may not survive in a derived table;
+// opctl's own queries keep their order), and all operations of a batch
+// share one database clock.
 //
 // A batched statement the server rejects (a snippet whose columns repeat a
 // name cannot be a derived table, for one) is run for the first operation
 // alone: when that fails too, the query is broken for every operation (a
-// missing table) and each gets that error; else it runs once per operation,
-// so a snippet that works for `where` works here. The returned
+// missing table) and each gets that error; else it runs once per
+// operation, so a snippet that works for `where` works here. The returned
 // error is a *ConnError when nothing could be read at all, or an error for
 // an invalid pipeline; per-operation failures are in errs, as
 // ReadOperation's (a *PartialError, or a step's Err).
