@@ -53,7 +53,9 @@ every candidate with the same rules as 'opctl where'. Checks:
   orphans      keys in a step's scan table with no state row and no idempotency record
   uncommitted  terminal operations the group has not committed past (needs Kafka)
 
-A candidate is a target when its verdict's severity is "action". Targets go to
+Candidates are triaged in batches of up to 256: each query 'opctl where' runs
+for one operation runs once per batch. A candidate is a target when its
+verdict's severity is "action". Targets go to
 stdout (-o table|json|jsonl) and to --out as JSONL for
 'opctl repair plan --from-file'. -o prometheus prints counts per pipeline and
 check in the text exposition format (for a textfile collector).
@@ -70,7 +72,8 @@ interrupted.`,
   opctl reconcile --check skipped --since 1d --out targets.jsonl
   opctl reconcile --pipeline settlement --check stuck,duplicates --rate 20000
   opctl reconcile --shard 0/4 -o jsonl > part0.jsonl
-  opctl reconcile -o prometheus > /var/lib/node_exporter/opctl.prom`,
+  opctl reconcile -o prometheus > /var/lib/node_exporter/opctl.prom
+  opctl reconcile --since 1h -o prometheus   # every few minutes: reads one hour of rows`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Since, opts.OlderThan = since.d, older.d

@@ -6,7 +6,7 @@
 //
 // It is the source of "known anomalies" for reconcile's tests and for
 // bench/reconcile.sh. Rows go in with multi-row INSERTs, one writer per
-// table, so a million operations load in about a minute.
+// table, so a million operations load in about half a minute.
 package gen
 
 import (
