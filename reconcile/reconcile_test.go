@@ -191,6 +191,24 @@ func TestChecksFindTheSeededAnomalies(t *testing.T) {
 	if st := e.r.BatchStats(); st.Operations != len(c.results) || st.Batches*10 > st.Operations {
 		t.Errorf("batch reads %+v for %d triaged candidates: want them all read, at least 10 a batch on average", st, len(c.results))
 	}
+	// Every candidate, target or not, reads as `where` reads it, one
+	// operation at a time: same verdict, same summary, same partial flag.
+	byName := map[string]*config.Pipeline{}
+	for _, p := range e.pipelines {
+		byName[p.Name] = p
+	}
+	col := &sources.Collector{DB: e.r, KafkaMissing: "not configured", AuditTable: e.cfg.Audit.AuditTable(), Timeout: 10 * time.Second}
+	for _, r := range c.results {
+		ev, err := col.Collect(context.Background(), byName[r.Pipeline], r.BizID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := inspect.Diagnose(ev)
+		if rep.Verdict.Code != r.Verdict || rep.Verdict.Summary != r.Detail || rep.Partial != r.Partial {
+			t.Errorf("%s/%s %s: reconcile says %s %q (partial %v), where says %s %q (partial %v)", r.Pipeline, r.Check, r.BizID,
+				r.Verdict, r.Detail, r.Partial, rep.Verdict.Code, rep.Verdict.Summary, rep.Partial)
+		}
+	}
 	for _, r := range c.results {
 		if r.IsTarget() && !r.Partial {
 			t.Errorf("%s: without Kafka a target must be partial", r.BizID)
