@@ -163,6 +163,11 @@ func (e *Env) startFixed(ctx context.Context, pipeline string) (*consumer.Consum
 		return nil, err
 	}
 	cfg.LeaseTTL, cfg.ResumeFromState = time.Minute, true
+	// No scenario relies on these consumers' timeouts: a generous bound,
+	// so that a loaded machine (CI runs every package at once) does not
+	// turn a slow probe into an inconclusive one, and a redrive into a
+	// parked UNKNOWN_OUTCOME.
+	cfg.RPCTimeout = 5 * time.Second
 	c, err := consumer.Start(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("lab: start the fixed %s consumer: %v", pipeline, err)

@@ -30,6 +30,17 @@ func TestEmbeddedDemo(t *testing.T) {
 			Expected string `json:"expected"`
 			OK       bool   `json:"ok"`
 		} `json:"checks"`
+		Repairs []struct {
+			Scenario string `json:"scenario"`
+			BizID    string `json:"biz_id"`
+			Before   string `json:"before"`
+			After    string `json:"after"`
+			OK       bool   `json:"ok"`
+		} `json:"repairs"`
+		Invariants []struct {
+			Scenario, Name, Detail string
+			Holds                  bool
+		} `json:"invariants"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("exit %d, not JSON: %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
@@ -37,6 +48,16 @@ func TestEmbeddedDemo(t *testing.T) {
 	for _, c := range rep.Checks {
 		if !c.OK {
 			t.Errorf("%s %s: verdict %s, want %s", c.Scenario, c.BizID, c.Verdict, c.Expected)
+		}
+	}
+	for _, r := range rep.Repairs {
+		if !r.OK {
+			t.Errorf("repair %s %s: %s before, %s after the redrive", r.Scenario, r.BizID, r.Before, r.After)
+		}
+	}
+	for _, i := range rep.Invariants {
+		if !i.Holds {
+			t.Errorf("invariant %s %s: %s", i.Scenario, i.Name, i.Detail)
 		}
 	}
 	if code != 0 || !rep.OK || len(rep.Checks) == 0 {
