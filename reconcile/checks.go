@@ -6,16 +6,62 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
-// scan runs every check state in order, on the scanning goroutine.
+// scan runs every check state. The checks of one pipeline run in order on
+// one goroutine; pipelines read different tables, so up to
+// ParallelPipelines of them are scanned at once.
 func (r *run) scan() {
-	tables := map[string]mysqlsrc.TableInfo{}
+	var groups [][]*checkState
+	for i, cs := range r.states {
+		if i == 0 || cs.p != r.states[i-1].p {
+			groups = append(groups, nil)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], cs)
+	}
+	sem := make(chan struct{}, ParallelPipelines)
+	var wg sync.WaitGroup
+	var cut atomic.Bool
+	for _, g := range groups {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if r.scanPipeline(g) {
+				cut.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	if !cut.Load() || r.firstErr() != nil {
+		return
+	}
+	// How far the run got: the first check, in the run's order, that an
+	// interrupt stopped; the first check when none had started.
+	at := r.states[0]
 	for _, cs := range r.states {
+		if cs.status == StatusInterrupted {
+			at = cs
+			break
+		}
+	}
+	at.status = StatusInterrupted
+	r.interrupted = &Interruption{Pipeline: at.p.Name, Check: at.check, Rows: at.rows.Load(), LastKey: at.last()}
+}
+
+// ParallelPipelines is the number of pipelines a run scans at once.
+const ParallelPipelines = 2
+
+// scanPipeline runs the check states of one pipeline in order. It reports
+// whether an interrupt cut it short.
+func (r *run) scanPipeline(states []*checkState) bool {
+	tables := map[string]mysqlsrc.TableInfo{}
+	for _, cs := range states {
 		var err error
 		if r.stopped() {
 			err = errStop
@@ -31,20 +77,20 @@ func (r *run) scan() {
 		}
 		switch {
 		case errors.Is(err, errStop):
-			if r.firstErr() == nil && r.interrupted == nil {
+			if r.firstErr() == nil && !cs.start.IsZero() {
 				cs.status = StatusInterrupted
-				r.interrupted = &Interruption{Pipeline: cs.p.Name, Check: cs.check, Rows: cs.rows.Load(), LastKey: cs.last()}
 			}
-			return
+			return true
 		case err != nil:
 			cs.status, cs.reason = StatusFailed, err.Error()
 			var ce *mysqlsrc.ConnError
 			if errors.As(err, &ce) {
 				r.fail(err)
-				return
+				return false
 			}
 		}
 	}
+	return false
 }
 
 // plan checks that the indexes a check needs exist. It returns the index
