@@ -94,7 +94,8 @@ type Options struct {
 	// Timeout bounds each read (default 10s).
 	Timeout time.Duration
 	// Progress, when set, is called after every page of a walk, from the
-	// scanning goroutine. It must return quickly.
+	// scanning goroutines (up to ParallelPipelines at once): it must be
+	// safe for concurrent use and return quickly.
 	Progress func(Progress)
 }
 
