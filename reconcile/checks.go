@@ -42,13 +42,25 @@ func (r *run) scan() {
 		return
 	}
 	// How far the run got: the first check, in the run's order, that an
-	// interrupt stopped; the first check when none had started.
-	at := r.states[0]
+	// interrupt stopped; when it stopped none mid-way, the first check that
+	// never ran (never one that finished).
+	var at *checkState
 	for _, cs := range r.states {
 		if cs.status == StatusInterrupted {
 			at = cs
 			break
 		}
+	}
+	for _, cs := range r.states {
+		if at != nil {
+			break
+		}
+		if cs.status == StatusNotRun {
+			at = cs
+		}
+	}
+	if at == nil {
+		return
 	}
 	at.status = StatusInterrupted
 	r.interrupted = &Interruption{Pipeline: at.p.Name, Check: at.check, Rows: at.rows.Load(), LastKey: at.last()}

@@ -114,7 +114,7 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 		Statements:   len(qs),
 		CriticalPath: (len(qs) + maxOpenConns - 1) / maxOpenConns,
 		Elapsed:      time.Since(start),
-		Failed:       failures(qs, results),
+		Failed:       failures(results),
 	}
 	r.mu.Lock()
 	r.stats = stats
@@ -131,7 +131,7 @@ func (q query) limit() int {
 }
 
 // failures counts the statements that returned an error.
-func failures(qs []query, results []result) int {
+func failures(results []result) int {
 	n := 0
 	for _, res := range results {
 		if res.err != nil {
