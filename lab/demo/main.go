@@ -17,11 +17,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 
 	sqle "github.com/dolthub/go-mysql-server"
 	"github.com/dolthub/go-mysql-server/memory"
 	"github.com/dolthub/go-mysql-server/server"
 	gmssql "github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/vitess/go/mysql"
+	"github.com/dolthub/vitess/go/sqltypes"
+	querypb "github.com/dolthub/vitess/go/vt/proto/query"
 	"github.com/sirupsen/logrus"
 
 	"github.com/opctl-dev/opctl/cmd"
@@ -52,10 +56,47 @@ func startEmbedded() (*server.Server, string, error) {
 	db.BaseDatabase.EnablePrimaryKeyIndexes()
 	pro := memory.NewDBProvider(db)
 	engine := sqle.NewDefault(pro)
-	srv, err := server.NewServer(server.Config{Protocol: "tcp", Address: "127.0.0.1:0"}, engine, gmssql.NewContext, memory.NewSessionBuilder(pro), nil)
+	serial := func(h mysql.Handler) (mysql.Handler, error) { return &serialHandler{Handler: h}, nil }
+	srv, err := server.NewServerWithHandler(server.Config{Protocol: "tcp", Address: "127.0.0.1:0"}, engine, gmssql.NewContext,
+		memory.NewSessionBuilder(pro), nil, serial)
 	if err != nil {
 		return nil, "", err
 	}
 	go func() { _ = srv.Start() }()
 	return srv, "root@tcp(" + srv.Listener.Addr().String() + ")/", nil
+}
+
+// serialHandler runs one statement at a time across all connections. The
+// in-memory tables of go-mysql-server are not safe for a read on one
+// connection while another commits to the same table (the race detector
+// shows an index scan reading rows that a commit is sorting): under load
+// the demo's reads came back torn and redriven operations stalled. The
+// demo's statements are small, so serving them one by one costs little.
+type serialHandler struct {
+	mysql.Handler
+	mu sync.Mutex
+}
+
+func (h *serialHandler) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComQuery(ctx, c, query, callback)
+}
+
+func (h *serialHandler) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComMultiQuery(ctx, c, query, callback)
+}
+
+func (h *serialHandler) ComPrepare(ctx context.Context, c *mysql.Conn, query string, prepare *mysql.PrepareData) ([]*querypb.Field, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComPrepare(ctx, c, query, prepare)
+}
+
+func (h *serialHandler) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComStmtExecute(ctx, c, prepare, callback)
 }
