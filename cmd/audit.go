@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/internal/ui"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/repair"
 )
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/internal/triage"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 	"github.com/opctl-dev/opctl/sources/probe"

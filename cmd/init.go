@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // InitOptions are the parsed flags of `opctl init`.

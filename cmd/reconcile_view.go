@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/iostreams"
-	"github.com/opctl-dev/opctl/internal/ui"
 	"github.com/opctl-dev/opctl/reconcile"
 )
 

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/repair"
-	"github.com/opctl-dev/opctl/schema"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 var (

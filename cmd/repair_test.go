@@ -12,9 +12,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/repair"
-	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 func TestNewCmdRepairPlanFlags(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/ui"
 	"github.com/opctl-dev/opctl/repair"
 )
 

@@ -13,11 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 )
-
-// Version is set at build time with -ldflags "-X github.com/opctl-dev/opctl/cmd.Version=...".
-var Version = "dev"
 
 // Main runs opctl with the process's arguments and streams and returns the
 // exit code; main.go passes it to os.Exit.
@@ -29,7 +26,7 @@ func Main() int {
 
 // Run runs opctl with the given streams and arguments (tests call it).
 func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
-	f := NewFactory(io, Version)
+	f := NewFactory(io, BuildVersion())
 	defer f.Close()
 	root := NewCmdRoot(f)
 	root.SetArgs(args)
@@ -37,6 +34,14 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra's own error for a command that does not exist.
+		msg := err.Error()
+		if len(args) > 0 && args[0] == "demo" {
+			msg += "\nThe demo is a separate program: go run ./lab/demo (see README.md)"
+		}
+		err = &UsageError{Err: errors.New(msg)}
+	}
 	code := exitCode(err, ctx.Err() != nil)
 	if err != nil {
 		var ee *CodeError
@@ -98,7 +103,6 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdVersion(f),
 		NewCmdReconcile(f, nil),
 		NewCmdSchema(f, nil),
-		NewCmdDemo(f, nil),
 		NewCmdInit(f, nil),
 		NewCmdRepair(f, nil),
 		NewCmdAudit(f, nil),
@@ -114,19 +118,6 @@ func addExitStatus(c *cobra.Command) {
 	}
 	for _, sub := range c.Commands() {
 		addExitStatus(sub)
-	}
-}
-
-// NewCmdVersion prints the version.
-func NewCmdVersion(f *Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print opctl's version",
-		Args:  noArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(f.IOStreams.Out, "opctl %s\n", f.Version)
-			return err
-		},
 	}
 }
 

@@ -10,10 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/internal/ui"
-	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/cmd/ui"
+	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // SchemaOptions are the parsed flags of `opctl schema print|check|apply`.
@@ -167,7 +168,11 @@ func schemaCheck(ctx context.Context, f *Factory, pipeline string) (*schema.Repo
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.Globals.Timeout)
 	defer cancel()
-	rep, err := schema.Check(cctx, db, pipelines, cfg.Audit.AuditTable())
+	var needs []schema.Need
+	for _, p := range pipelines {
+		needs = append(needs, reconcile.IndexNeeds(p)...)
+	}
+	rep, err := schema.Check(cctx, db, pipelines, needs, cfg.Audit.AuditTable())
 	if err != nil {
 		return nil, nil, err
 	}

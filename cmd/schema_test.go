@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // TestSchemaPrint works without a config: the recommended tables and the

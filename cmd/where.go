@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/internal/triage"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // WhereOptions are the parsed flags of `opctl where`.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/internal/iostreams"
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 )
 

@@ -2,15 +2,11 @@ package cmd
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"sort"
-	"strings"
-	"time"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/iostreams"
-	"github.com/opctl-dev/opctl/internal/ui"
 )
 
 // whereView renders reports. One implementation per output format, chosen
@@ -27,6 +23,17 @@ func newWhereView(io *iostreams.IOStreams, output string) whereView {
 		return &whereJSONView{w: io.Out, lines: true}
 	}
 	return &whereHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
+}
+
+// whereHumanView prints the report for a person (ui.Where).
+type whereHumanView struct {
+	w   io.Writer
+	tty bool
+	st  ui.Styles
+}
+
+func (v *whereHumanView) Render(rs []inspect.Report) error {
+	return ui.Where(v.w, v.tty, v.st, rs)
 }
 
 // whereJSONView prints SPEC §6's object (an array when several reports).
@@ -51,216 +58,4 @@ func (v *whereJSONView) Render(rs []inspect.Report) error {
 		return enc.Encode(rs[0])
 	}
 	return enc.Encode(rs)
-}
-
-// whereHumanView prints sections: verdict, steps, state and Kafka, findings,
-// timeline, next commands.
-type whereHumanView struct {
-	w   io.Writer
-	tty bool
-	st  ui.Styles
-}
-
-func (v *whereHumanView) Render(rs []inspect.Report) error {
-	var b strings.Builder
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteString("\n" + strings.Repeat("─", 60) + "\n\n")
-		}
-		v.report(&b, r)
-	}
-	_, err := io.WriteString(v.w, b.String())
-	return err
-}
-
-func (v *whereHumanView) section(b *strings.Builder, title string) {
-	b.WriteString("\n" + v.st.Title.Render(title) + "\n")
-}
-
-func (v *whereHumanView) table(b *strings.Builder, header []string, rows [][]string) {
-	var sb strings.Builder
-	_ = ui.Table(&sb, v.tty, header, rows)
-	b.WriteString(sb.String())
-}
-
-func (v *whereHumanView) report(b *strings.Builder, r inspect.Report) {
-	pipeline := r.Pipeline
-	if pipeline == "" {
-		pipeline = "(no pipeline)"
-	}
-	fmt.Fprintf(b, "%s  %s  %s\n", v.st.Bold.Render(r.BizID), pipeline,
-		v.st.Severity(r.Verdict.Severity, r.Verdict.Code+" ("+r.Verdict.Severity+")"))
-	fmt.Fprintf(b, "  %s\n", r.Verdict.Summary)
-	if r.Partial {
-		var why []string
-		for _, k := range sortedKeys(r.Sources) {
-			if s := r.Sources[k]; s != "ok" && s != "skipped" {
-				why = append(why, k+": "+s)
-			}
-		}
-		fmt.Fprintf(b, "  %s\n", v.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")))
-	}
-	if r.Verdict.Code == inspect.NotFound && len(r.Steps) == 0 {
-		v.next(b, r)
-		return
-	}
-
-	v.section(b, "STEPS")
-	rows := [][]string{}
-	for _, s := range r.Steps {
-		rows = append(rows, []string{fmt.Sprint(s.Index), s.Name, s.Kind, s.Status, fmt.Sprint(s.EvidenceCount), stepDetail(s)})
-	}
-	v.table(b, []string{"#", "STEP", "KIND", "STATUS", "EFFECTS", "EVIDENCE"}, rows)
-
-	v.section(b, "STATE")
-	b.WriteString(stateLine(r) + "\n")
-	if len(r.Idempotency) > 0 {
-		var parts []string
-		for _, x := range r.Idempotency {
-			parts = append(parts, x.Key+" "+x.Action)
-		}
-		fmt.Fprintf(b, "idempotency: %s\n", strings.Join(parts, ", "))
-	}
-	if r.Entity != nil {
-		if r.Entity.Found {
-			fmt.Fprintf(b, "entity: %s\n", r.Entity.Status)
-		} else {
-			b.WriteString("entity: not found\n")
-		}
-	}
-
-	v.section(b, "KAFKA")
-	b.WriteString(kafkaLine(r.Kafka) + "\n")
-	fmt.Fprintf(b, "redelivery: %s\n", v.st.Bold.Render(r.Kafka.Redelivery))
-
-	if len(r.Findings) > 0 {
-		v.section(b, "FINDINGS")
-		rows = rows[:0]
-		for _, f := range r.Findings {
-			rows = append(rows, []string{f.Code, f.Step, f.Detail})
-		}
-		v.table(b, []string{"CODE", "STEP", "DETAIL"}, rows)
-	}
-	if len(r.Timeline) > 0 {
-		v.section(b, "TIMELINE")
-		rows = rows[:0]
-		for _, e := range r.Timeline {
-			rows = append(rows, []string{e.At.Format("2006-01-02 15:04:05.000"), e.Source, e.What})
-		}
-		v.table(b, []string{"AT", "SOURCE", "WHAT"}, rows)
-	}
-	v.next(b, r)
-}
-
-func (v *whereHumanView) next(b *strings.Builder, r inspect.Report) {
-	if len(r.Verdict.Next) == 0 {
-		return
-	}
-	v.section(b, "NEXT")
-	for _, n := range r.Verdict.Next {
-		b.WriteString("  " + n + "\n")
-	}
-}
-
-func stepDetail(s inspect.StepView) string {
-	var parts []string
-	for _, e := range s.Evidence {
-		t := "id " + inspect.IdentityString(e.Identity())
-		if e.Reversed {
-			t += " (reversed)"
-		}
-		parts = append(parts, t)
-	}
-	for _, in := range s.Intents {
-		t := in.RequestID + " " + in.Outcome
-		if in.Probe != "" {
-			t += " [probe " + in.Probe + "]"
-		}
-		parts = append(parts, t)
-	}
-	if s.Probe != nil {
-		t := "probe " + s.Probe.Outcome
-		if s.Probe.Count != nil {
-			t += fmt.Sprintf(" (count %d)", *s.Probe.Count)
-		}
-		if s.Probe.Detail != "" {
-			t += ": " + s.Probe.Detail
-		}
-		parts = append(parts, t)
-	}
-	if s.Error != "" {
-		parts = append(parts, "error: "+s.Error)
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, "; ")
-}
-
-func stateLine(r inspect.Report) string {
-	s := r.State
-	if !s.Found {
-		return "no state row"
-	}
-	out := "status " + s.Status
-	if s.Version != nil {
-		out += fmt.Sprintf(", version %d", *s.Version)
-	}
-	if s.UpdatedAt != nil {
-		out += ", updated " + fmtTS(*s.UpdatedAt)
-	}
-	switch {
-	case s.Owner == "":
-		out += ", no owner"
-	case s.LeaseActive:
-		out += fmt.Sprintf(", owner %s holds the lease until %s", s.Owner, fmtTS(*s.LeaseUntil))
-	case s.LeaseUntil != nil:
-		out += fmt.Sprintf(", owner %s, lease expired %s", s.Owner, fmtTS(*s.LeaseUntil))
-	default:
-		out += ", owner " + s.Owner
-	}
-	return out
-}
-
-func kafkaLine(k inspect.KafkaView) string {
-	part, off, com, ls, le := "?", "?", "none", "?", "?"
-	if k.Partition != nil {
-		part = fmt.Sprint(*k.Partition)
-	}
-	if k.Offset != nil {
-		off = fmt.Sprint(*k.Offset)
-	}
-	if k.Committed != nil {
-		com = fmt.Sprint(*k.Committed)
-	} else if k.LogStart == nil {
-		com = "?" // the partition was not read: unknown, not "none"
-	}
-	if k.LogStart != nil {
-		ls = fmt.Sprint(*k.LogStart)
-	}
-	if k.LogEnd != nil {
-		le = fmt.Sprint(*k.LogEnd)
-	}
-	out := fmt.Sprintf("%s partition %s offset %s (%s) · committed %s · log %s..%s", k.Topic, part, off, k.Located, com, ls, le)
-	if k.GroupState != "" {
-		out += " · group " + k.GroupState
-	}
-	if k.PartitionOwner != "" {
-		out += " · owner " + k.PartitionOwner
-	}
-	if k.Detail != "" {
-		out += "\n" + k.Detail
-	}
-	return out
-}
-
-func fmtTS(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") }
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

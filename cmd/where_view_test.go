@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/iostreams"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Idempotency actions with a meaning for opctl.

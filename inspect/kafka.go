@@ -3,8 +3,8 @@ package inspect
 import (
 	"fmt"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Redelivery decides whether Kafka will hand a message to the group again

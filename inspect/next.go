@@ -3,8 +3,8 @@ package inspect
 import (
 	"strings"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // NextCommands returns the exact commands an operator should run next for a

@@ -22,10 +22,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/lab/cluster"
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/downstream"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 //go:embed schema.sql

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/cmd"
-	"github.com/opctl-dev/opctl/internal/iostreams"
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab"
+	"github.com/opctl-dev/opctl/lab/testenv"
 )
 
 // TestScenarios runs every scenario with real consumers, faults, kfake over
@@ -221,5 +221,35 @@ func TestRepairEveryIncident(t *testing.T) {
 		if !c.Affected && !c.OK {
 			t.Errorf("untouched %s became %s", c.BizID, c.Verdict)
 		}
+	}
+}
+
+// TestSelect: --scenario a,b runs exactly a and b, in the lab's order, and
+// nothing after them; an unknown name is an error.
+func TestSelect(t *testing.T) {
+	names := func(ss []lab.Scenario) string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	all, _ := lab.Select(nil)
+	if len(all) != len(lab.Scenarios()) {
+		t.Errorf("no names: %d scenarios, want all %d", len(all), len(lab.Scenarios()))
+	}
+	for _, c := range []struct{ in, want string }{
+		{"healthy,state-behind", "healthy,state-behind"},
+		{"state-behind,healthy", "healthy,state-behind"},
+		{"settlement-double-debit", "settlement-double-debit"},
+		{"healthy,healthy", "healthy"},
+	} {
+		got, err := lab.Select(strings.Split(c.in, ","))
+		if err != nil || names(got) != c.want {
+			t.Errorf("lab.Select(%s) = %s, %v; want %s", c.in, names(got), err, c.want)
+		}
+	}
+	if _, err := lab.Select([]string{"healthy", "nope"}); err == nil || !strings.Contains(err.Error(), `no scenario "nope"`) {
+		t.Errorf("unknown scenario: %v", err)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/downstream"
 	"github.com/opctl-dev/opctl/repair"
-	"github.com/opctl-dev/opctl/schema"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	"github.com/opctl-dev/opctl/sources/probe"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // Repair is what the demo did about one affected operation.

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -27,19 +28,9 @@ const ScenarioTimeout = 30 * time.Second
 // Scenarios(), and returns their results. Consumers are stopped after each
 // scenario, except the in-flight one's, which keep their lease until Close.
 func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) ([]Result, error) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	var list []Scenario
-	for _, s := range Scenarios() {
-		if len(want) == 0 || want[s.Name] {
-			list = append(list, s)
-			delete(want, s.Name)
-		}
-	}
-	for n := range want {
-		return nil, fmt.Errorf("lab: no scenario %q (have: %s)", n, scenarioNames())
+	list, err := Select(names)
+	if err != nil {
+		return nil, err
 	}
 	producer, err := sarama.NewSyncProducer(e.Cluster.Brokers, consumer.ProducerConfig("opctl-lab-producer"))
 	if err != nil {
@@ -83,13 +74,40 @@ func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) 
 	return results, nil
 }
 
-func scenarioNames() string {
-	var out string
-	for i, s := range Scenarios() {
-		if i > 0 {
-			out += ", "
+// Select returns the named scenarios (every one when names is empty) in the
+// order of Scenarios(), each once; a name that is no scenario is an error.
+func Select(names []string) ([]Scenario, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		if !IsScenario(n) {
+			return nil, fmt.Errorf("lab: no scenario %q (have: %s)", n, strings.Join(ScenarioNames(), ", "))
 		}
-		out += s.Name
+		want[n] = true
+	}
+	var list []Scenario
+	for _, s := range Scenarios() {
+		if len(names) == 0 || want[s.Name] {
+			list = append(list, s)
+		}
+	}
+	return list, nil
+}
+
+// ScenarioNames lists the scenarios in the order they run.
+func ScenarioNames() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		out = append(out, s.Name)
 	}
 	return out
+}
+
+// IsScenario reports whether name is a scenario.
+func IsScenario(name string) bool {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -14,15 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/testenv"
 	"github.com/opctl-dev/opctl/lab/gen"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
-	"github.com/opctl-dev/opctl/schema"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // env is one generated data set on a fresh database.
@@ -65,14 +65,18 @@ func setup(t *testing.T, o gen.Options, bare bool) *env {
 	}
 	ctx := context.Background()
 	if !bare {
-		rep, err := schema.Check(ctx, r, pipelines, "")
+		var needs []schema.Need
+		for _, p := range pipelines {
+			needs = append(needs, reconcile.IndexNeeds(p)...)
+		}
+		rep, err := schema.Check(ctx, r, pipelines, needs, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Exec(ctx, rep.DDL()); err != nil {
 			t.Fatal(err)
 		}
-		if rep2, _ := schema.Check(ctx, r, pipelines, ""); len(rep2.Missing()) != 0 {
+		if rep2, _ := schema.Check(ctx, r, pipelines, needs, ""); len(rep2.Missing()) != 0 {
 			t.Fatalf("still missing after applying the DDL: %+v", rep2.Missing())
 		}
 	}

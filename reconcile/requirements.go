@@ -2,9 +2,11 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // Check names, as given to --check and written in the `check` field of a
@@ -199,3 +201,29 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 // unbounded reports whether a requirement's walk is not bounded by --since
 // (it is then a full scan of the table or of an index).
 func unbounded(r Requirement) bool { return strings.Contains(r.Purpose, "unbounded") }
+
+// IndexNeeds lists the indexes every check that applies to p needs, one
+// entry per (table, columns) with the checks that need it, in the order
+// the checks run: what `opctl schema check` compares the database with.
+func IndexNeeds(p *config.Pipeline) []schema.Need {
+	var out []schema.Need
+	at := map[string]int{}
+	for _, c := range Checks() {
+		reqs, na := Requirements(p, c)
+		if na != "" {
+			continue
+		}
+		for _, q := range reqs {
+			k := q.Table + "\x00" + strings.ToLower(strings.Join(q.Columns, ","))
+			if i, ok := at[k]; ok {
+				if !slices.Contains(out[i].Checks, c) {
+					out[i].Checks = append(out[i].Checks, c)
+				}
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, schema.Need{Pipeline: p.Name, Table: q.Table, Columns: q.Columns, Checks: []string{c}, Purpose: q.Purpose, DDL: q.DDL()})
+		}
+	}
+	return out
+}

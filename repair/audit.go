@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 

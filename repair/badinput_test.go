@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 func wantRefused(t *testing.T, err error, code string) *RefusedError {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 )
 

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/testenv"
-	"github.com/opctl-dev/opctl/schema"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 	"github.com/opctl-dev/opctl/sources/probe"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // tenv is one seed fixture on a fresh MariaDB database and a kfake cluster,

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Observed is the fingerprint of what a plan was built from (SPEC §7): the

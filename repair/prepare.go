@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // PartitionCounter says how many partitions a topic has

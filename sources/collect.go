@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Collector reads everything about one operation with the least waiting: the

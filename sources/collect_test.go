@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 func TestExpand(t *testing.T) {

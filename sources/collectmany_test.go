@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // fakeDB answers from a map; ids starting with "partial" get a partial

@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Source status values reported in Evidence.Sources.

@@ -6,9 +6,9 @@ import (
 	"context"
 	"sync"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Triage collects and diagnoses one id in each given pipeline, concurrently.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab/testenv"
 )
 
 // fakeService is a tiny stand-in for a lab/downstream service: POST /call

@@ -1,11 +1,17 @@
-// Command demo runs `opctl demo` on a machine with no MySQL at all: it starts
-// an embedded MySQL-protocol server (github.com/dolthub/go-mysql-server, in
-// memory) on a loopback port, then runs exactly the same demo code as
-// `opctl demo --mysql-dsn` against it.
+// Command demo is opctl's demo program: it runs the incident lab (an
+// in-process Kafka-protocol cluster, real consumers on sarama consumer
+// groups, fake downstream HTTP services and real faults), reproduces the
+// seed incidents, triages and repairs them with the same packages the opctl
+// binary runs, and checks the invariants each scenario states.
 //
-//	go run ./lab/demo              # every scenario, human output
-//	go run ./lab/demo -o json      # flags are passed to `opctl demo`
+//	go run ./lab/demo                        # on an embedded MySQL-protocol server
+//	go run ./lab/demo --mysql-dsn 'root@tcp(127.0.0.1:3306)/'
+//	go run ./lab/demo --scenario settlement-double-debit,order-wrongly-skipped
+//	go run ./lab/demo --keep                 # leave it up; try opctl from another terminal
+//	go run ./lab/demo -o json
 //
+// Without --mysql-dsn it starts an embedded MySQL-protocol server
+// (github.com/dolthub/go-mysql-server, in memory) on a loopback port.
 // go-mysql-server lives only in this program: it is never linked into the
 // opctl binary (its go-icu-regex dependency compiles a WebAssembly module at
 // package init, +0.4–0.6 s and +40 MB on every run of any command).
@@ -13,11 +19,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
+	"syscall"
 
 	sqle "github.com/dolthub/go-mysql-server"
 	"github.com/dolthub/go-mysql-server/memory"
@@ -27,25 +36,136 @@ import (
 	"github.com/dolthub/vitess/go/sqltypes"
 	querypb "github.com/dolthub/vitess/go/vt/proto/query"
 	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/cmd"
-	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/lab"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+// Exit statuses of the demo (those of opctl where they overlap).
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
 
-// run starts the embedded server and runs `opctl demo` on it.
-func run(args []string) int {
-	srv, dsn, err := startEmbedded()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab/demo: embedded MySQL-protocol server: %v\n", err)
-		return cmd.ExitError
+// options are the demo's flags.
+type options struct {
+	MySQLDSN  string
+	Keep      bool
+	NoRepair  bool
+	Scenarios []string
+	Output    string
+	NoColor   bool
+	// embedded is true when the demo runs on its own go-mysql-server: the
+	// lab then sends its consumers' statements through one connection.
+	embedded bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	code := run(ctx, iostreams.System(), os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// usageError is a bad invocation (exit 2).
+type usageError struct{ error }
+
+// run parses args, starts the embedded server unless --mysql-dsn names a
+// real one, and runs the demo; it returns the exit status.
+func run(ctx context.Context, ios *iostreams.IOStreams, args []string) int {
+	opts := &options{}
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Reproduce the seed incidents with real consumers and faults, then triage and repair them",
+		Long: `Run the incident lab: an in-process Kafka-protocol cluster on loopback, real
+consumers on sarama consumer groups (the seeds' naive designs and the anchored
+design), fake downstream HTTP services, and real faults (a broker that refuses
+commits, an RPC that times out at the caller but takes effect, a rebalance,
+out-of-order events, consumers that die mid-operation). Each scenario's
+operations are triaged exactly as 'opctl where' does, repaired as 'opctl repair
+plan' + 'opctl repair apply --yes' do, and the invariants are checked.
+
+Without --mysql-dsn the demo starts an embedded MySQL-protocol server (in
+memory). With --mysql-dsn it creates its own database on that server
+(opctl_lab_<random>) and drops it at the end.`,
+		Example: `  go run ./lab/demo
+  go run ./lab/demo --mysql-dsn 'root@tcp(127.0.0.1:3306)/'
+  go run ./lab/demo --scenario settlement-double-debit,order-wrongly-skipped
+  go run ./lab/demo --keep            # leave the lab up; run opctl from another terminal
+  go run ./lab/demo -o json | jq '.checks[] | select(.ok | not)'`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unexpected argument %q: the demo takes flags only", args[0])}
+			}
+			return nil
+		},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if tui, _ := c.Flags().GetBool("tui"); tui {
+				return usageError{errors.New("--tui: the incident console is not built yet; run the demo without it")}
+			}
+			switch opts.Output {
+			case "table", "json", "jsonl":
+			default:
+				return usageError{fmt.Errorf("--output %q: want table, json or jsonl", opts.Output)}
+			}
+			for _, s := range opts.Scenarios {
+				if !lab.IsScenario(s) {
+					return usageError{fmt.Errorf("--scenario %q: no such scenario (have: %s)", s, strings.Join(lab.ScenarioNames(), ", "))}
+				}
+			}
+			ios.SetNoColor(opts.NoColor || os.Getenv("NO_COLOR") != "")
+			if opts.MySQLDSN == "" {
+				srv, dsn, err := startEmbedded()
+				if err != nil {
+					return fmt.Errorf("embedded MySQL-protocol server: %v", err)
+				}
+				defer srv.Close()
+				fmt.Fprintf(ios.ErrOut, "lab/demo: embedded MySQL-protocol server (go-mysql-server, in memory) on %s\n", srv.Listener.Addr())
+				opts.MySQLDSN, opts.embedded = dsn, true
+			}
+			return runDemo(c.Context(), ios, opts)
+		},
 	}
-	defer srv.Close()
-	fmt.Fprintf(os.Stderr, "lab/demo: embedded MySQL-protocol server (go-mysql-server, in memory) on %s\n", srv.Listener.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	return cmd.Run(ctx, iostreams.System(), append([]string{"demo", "--embedded", "--mysql-dsn", dsn}, args...))
+	c.SetHelpTemplate(c.HelpTemplate() + `
+EXIT STATUS
+  0    every verdict, repair and invariant is as the lab expects
+  1    a mismatch, or an error
+  2    usage
+  130  interrupted
+`)
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	fl := c.Flags()
+	fl.StringVar(&opts.MySQLDSN, "mysql-dsn", "", "run on this MySQL/MariaDB server (default: an embedded MySQL-protocol server)")
+	fl.BoolVar(&opts.Keep, "keep", false, "leave the lab running after the demo (until Ctrl-C) and print how to reach it")
+	fl.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios, comma-separated (default: all)")
+	fl.BoolVar(&opts.NoRepair, "no-repair", false, "stop after the triage: no plans, no apply")
+	fl.StringVarP(&opts.Output, "output", "o", "table", "output format: table|json|jsonl")
+	fl.BoolVar(&opts.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
+	fl.Bool("tui", false, "open the incident console on the lab (not available yet)")
+	c.SetArgs(args)
+	c.SetIn(ios.In)
+	c.SetOut(ios.Out)
+	c.SetErr(ios.ErrOut)
+	err := c.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return exitOK
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		fmt.Fprintln(ios.ErrOut, "lab/demo: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintln(ios.ErrOut, "lab/demo: "+err.Error())
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(ios.ErrOut, "Run 'go run ./lab/demo --help' for usage.")
+		return exitUsage
+	}
+	return exitError
 }
 
 // startEmbedded starts go-mysql-server on 127.0.0.1:0 and returns a DSN for

@@ -7,20 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opctl-dev/opctl/cmd"
-	"github.com/opctl-dev/opctl/internal/iostreams"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 )
 
-// TestEmbeddedDemo runs `opctl demo` exactly as `go run ./lab/demo` does: on
-// the embedded go-mysql-server, with no MariaDB involved.
+// TestEmbeddedDemo runs the demo exactly as `go run ./lab/demo -o json`
+// does: on the embedded go-mysql-server, with no MariaDB involved.
 func TestEmbeddedDemo(t *testing.T) {
-	srv, dsn, err := startEmbedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	ios, _, out, errOut := iostreams.Test()
-	code := cmd.Run(context.Background(), ios, []string{"demo", "--embedded", "--mysql-dsn", dsn, "-o", "json"})
+	code := run(context.Background(), ios, []string{"-o", "json"})
 	var rep struct {
 		OK     bool `json:"ok"`
 		Checks []struct {
@@ -81,5 +75,40 @@ func TestOpctlDoesNotLinkGoMySQLServer(t *testing.T) {
 		if strings.Contains(deps, bad) {
 			t.Errorf("opctl links %s", bad)
 		}
+	}
+}
+
+// TestDemoUsage: bad flags are usage errors (exit 2) that change nothing;
+// an unreachable --mysql-dsn is one line that names the host, never the
+// password (exit 1).
+func TestDemoUsage(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown scenario", []string{"--scenario", "healthy,nope"}, exitUsage, `--scenario "nope": no such scenario`},
+		{"bad output", []string{"-o", "yaml"}, exitUsage, `--output "yaml"`},
+		{"unknown flag", []string{"--bogus"}, exitUsage, "unknown flag: --bogus"},
+		{"argument", []string{"extra"}, exitUsage, `unexpected argument "extra"`},
+		{"tui", []string{"--tui"}, exitUsage, "not built yet"},
+		{"no server", []string{"--mysql-dsn", "root:s3cret@tcp(127.0.0.1:1)/"}, exitError,
+			"no MySQL answering at 127.0.0.1:1: run `go run ./lab/demo` without --mysql-dsn for the embedded MySQL-protocol server"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ios, _, out, errOut := iostreams.Test()
+			code := run(context.Background(), ios, c.args)
+			if code != c.code || !strings.Contains(errOut.String(), c.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
+			}
+			if strings.Contains(errOut.String(), "s3cret") || strings.Contains(out.String(), "s3cret") {
+				t.Errorf("the password is printed: %s", errOut)
+			}
+			if out.Len() > 0 {
+				t.Errorf("stdout: %q", out)
+			}
+		})
 	}
 }

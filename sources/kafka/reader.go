@@ -13,8 +13,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Search defaults (SPEC §6 "Finding the message"; --search-window,

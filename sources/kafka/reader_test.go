@@ -25,9 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/kafka"
 )
 

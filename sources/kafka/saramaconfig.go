@@ -20,7 +20,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // DefaultVersion is the Kafka version assumed when the configuration names

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // MaxBatch bounds the operations of one ReadOperations call: each batched

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // incidentIDs returns every value of a biz_id-like column in db, plus ids

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // The pipelines below mirror testdata/config/*.yaml (the config loader is

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opctl-dev/opctl/config"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // queryKind says what one statement of a read is for.

@@ -10,9 +10,9 @@ import (
 	"time"
 	_ "time/tzdata" // the loc test needs a named zone on any machine
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/internal/testenv"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 func read(t *testing.T, r *Reader, p *config.Pipeline, audit, id string) sources.DBEvidence {

@@ -1,7 +1,7 @@
 // Package schema holds opctl's recommended DDL as data (the anchored
-// consumer's tables of DESIGN.md and the audit tables of SPEC §7), and
-// compares a database with a configuration: the tables and columns the
-// config names, and the indexes `opctl reconcile` needs (reconcile.Requirements).
+// consumer's tables and opctl's audit tables), and compares a database with
+// a configuration: the tables and columns the config names, and the indexes
+// `opctl reconcile` needs (given as data: reconcile.IndexNeeds lists them).
 package schema
 
 import (
@@ -10,8 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/opctl-dev/opctl/config"
-	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
@@ -202,11 +201,26 @@ func (r *Report) DDL() []string {
 	return out
 }
 
+// Need is one index a reconcile check needs: an index of Table whose
+// leading columns are Columns (reconcile.IndexNeeds lists them, merged
+// across checks).
+type Need struct {
+	Pipeline string
+	Table    string
+	Columns  []string
+	// Checks are the reconcile checks that need the index.
+	Checks []string
+	// Purpose says what the checks do with the index.
+	Purpose string
+	// DDL is the statement that adds the index.
+	DDL string
+}
+
 // Check compares the database with the pipelines: every configured table
-// and column exists, and every index reconcile's checks need
-// (reconcile.Requirements) is there. auditTable ("" to skip) is reported
-// as ok or absent, never missing: it is created by `schema apply --audit`.
-func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, auditTable string) (*Report, error) {
+// and column exists, and every index of needs is there. auditTable ("" to
+// skip) is reported as ok or absent, never missing: it is created by
+// `schema apply --audit`.
+func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, needs []Need, auditTable string) (*Report, error) {
 	rep := &Report{}
 	infos := map[string]mysqlsrc.TableInfo{}
 	info := func(t string) (mysqlsrc.TableInfo, error) {
@@ -250,46 +264,23 @@ func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, audi
 					Why: "named by the config (" + tc.why + ")"})
 			}
 		}
-		// Indexes per requirement, merged across checks.
-		type idxItem struct {
-			req    reconcile.Requirement
-			checks []string
-		}
-		var order []string
-		byKey := map[string]*idxItem{}
-		for _, c := range reconcile.Checks() {
-			reqs, na := reconcile.Requirements(p, c)
-			if na != "" {
+		for _, q := range needs {
+			if q.Pipeline != p.Name {
 				continue
 			}
-			for _, q := range reqs {
-				k := q.Table + "\x00" + strings.ToLower(strings.Join(q.Columns, ","))
-				if it, ok := byKey[k]; ok {
-					if !slices.Contains(it.checks, c) {
-						it.checks = append(it.checks, c)
-					}
-					continue
-				}
-				byKey[k] = &idxItem{req: q, checks: []string{c}}
-				order = append(order, k)
-			}
-		}
-		for _, k := range order {
-			it := byKey[k]
-			q := it.req
 			ti, err := info(q.Table)
 			if err != nil {
 				return nil, err
 			}
-			item := Item{Pipeline: p.Name, Kind: KindIndex, Table: q.Table,
-				What: "(" + strings.Join(q.Columns, ", ") + ")", Checks: it.checks, Why: q.Purpose}
 			if !ti.Exists {
 				continue // the table is already reported missing
 			}
+			item := Item{Pipeline: p.Name, Kind: KindIndex, Table: q.Table,
+				What: "(" + strings.Join(q.Columns, ", ") + ")", Checks: q.Checks, Why: q.Purpose}
 			if ix, ok := ti.IndexFor(q.Columns...); ok {
 				item.Status, item.Index = StatusOK, ix.Name
 			} else {
-				item.Status, item.DDL = StatusMissing, q.DDL()
+				item.Status, item.DDL = StatusMissing, q.DDL
 				for _, c := range q.Columns {
 					if !ti.HasColumn(c) {
 						item.DDL = "" // the column is reported missing first

@@ -166,7 +166,7 @@ func TestLoad(t *testing.T) {
 
 // The example configs shipped in testdata must load with no environment.
 func TestExampleConfigs(t *testing.T) {
-	files, err := filepath.Glob("../testdata/config/*.yaml")
+	files, err := filepath.Glob("../../testdata/config/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestExampleConfigs(t *testing.T) {
 }
 
 func TestFulfilmentExample(t *testing.T) {
-	data, err := os.ReadFile("../testdata/config/fulfilment.yaml")
+	data, err := os.ReadFile("../../testdata/config/fulfilment.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,8 @@
 # at several sizes. Needs only MariaDB (127.0.0.1:3306, root, no password, or
 # BENCH_MYSQL) and go. Usage:
 #
-#   bench/reconcile.sh                 # 100k and 1M operations
-#   bench/reconcile.sh 100000 1000000 5000000
+#   lab/bench/reconcile.sh                 # 100k and 1M operations
+#   lab/bench/reconcile.sh 100000 1000000 5000000
 #
 # The data is what a production table looks like to a job that runs every
 # few minutes: a steady PER_DAY operations a day (default 100000), so a
@@ -38,7 +38,7 @@
 # that reconcile's targets equal the manifest's anomalies exactly, for the
 # window run and for the full sweep.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 SIZES=("$@")
 [ ${#SIZES[@]} -eq 0 ] && SIZES=(100000 1000000)
 MYSQL=${BENCH_MYSQL:-mariadb}
@@ -55,7 +55,7 @@ trap cleanup EXIT
 
 go build -o "$TMP/opctl" .
 go build -o "$TMP/gen" ./lab/gen/cmd
-go build -o "$TMP/compare" ./bench/compare
+go build -o "$TMP/compare" ./lab/bench/compare
 # The config without its kafka block: no broker is running, and a run with
 # Kafka "not configured" measures MySQL's share, not dial timeouts (the
 # verdicts are partial and reconcile exits 6, as expected).

@@ -1,8 +1,9 @@
-package cmd
+package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,82 +11,17 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/config"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/ui"
 	"github.com/opctl-dev/opctl/lab"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// DefaultLabDSN is the server `opctl demo` tries when neither --mysql-dsn
-// nor $OPCTL_MYSQL_DSN is set.
-const DefaultLabDSN = "root@tcp(127.0.0.1:3306)/"
-
-// DemoOptions are the parsed flags of `opctl demo`.
-type DemoOptions struct {
-	MySQLDSN  string
-	Keep      bool
-	Scenarios []string
-	// NoRepair stops after the triage.
-	NoRepair bool
-	// Embedded is set by lab/demo: the server is its in-memory
-	// go-mysql-server, which needs the lab's writes serialized.
-	Embedded bool
-}
-
-// NewCmdDemo builds `opctl demo`.
-func NewCmdDemo(f *Factory, runF func(context.Context, *DemoOptions) error) *cobra.Command {
-	opts := &DemoOptions{}
-	c := &cobra.Command{
-		Use:   "demo",
-		Short: "Reproduce the seed incidents with real consumers and faults, then triage them",
-		Long: `Run the incident lab: an in-process Kafka-protocol cluster on loopback, real
-consumers on sarama consumer groups (the seeds' naive designs and the anchored
-design of DESIGN.md), fake downstream HTTP services, and real faults (a broker
-that refuses commits, an RPC that times out at the caller but takes effect, a
-rebalance, out-of-order events, consumers that die mid-operation). Each
-scenario's operations are then triaged exactly as 'opctl where' does.
-
-MySQL: --mysql-dsn, else $OPCTL_MYSQL_DSN, else a server on 127.0.0.1:3306.
-The lab creates its own database there and drops it at the end. With no MySQL
-at all, run 'go run ./lab/demo' (an embedded MySQL-protocol server).`,
-		Example: `  opctl demo
-  opctl demo --mysql-dsn 'root@tcp(127.0.0.1:3306)/'
-  opctl demo --scenario settlement-double-debit,order-wrongly-skipped
-  opctl demo --keep            # leave the lab up; run opctl where from another terminal
-  opctl demo -o json | jq '.checks[] | select(.ok | not)'`,
-		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if tui, _ := c.Flags().GetBool("tui"); tui {
-				return usageErrorf("--tui: the incident console is not built yet; run 'opctl demo' without it")
-			}
-			opts.MySQLDSN = f.Globals.MySQLDSN
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return runDemo(c.Context(), f, opts)
-		},
-	}
-	c.Flags().BoolVar(&opts.Keep, "keep", false, "leave the lab running after the demo (until Ctrl-C) and print how to reach it")
-	c.Flags().StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios (default: all)")
-	c.Flags().BoolVar(&opts.NoRepair, "no-repair", false, "stop after the triage: no plans, no apply")
-	c.Flags().Bool("tui", false, "open the incident console (not available yet)")
-	c.Flags().BoolVar(&opts.Embedded, "embedded", false, "the server is lab/demo's embedded go-mysql-server (set by go run ./lab/demo)")
-	_ = c.Flags().MarkHidden("embedded")
-	return c
-}
-
-// demoDSN resolves the MySQL server of the demo (SPEC §5 demo row).
-func demoDSN(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if env := os.Getenv("OPCTL_MYSQL_DSN"); env != "" {
-		return env
-	}
-	return DefaultLabDSN
-}
+// errMismatch is the demo's failure: a verdict, a repair or an invariant is
+// not what the lab expects (exit 1).
+var errMismatch = errors.New("demo: some verdicts, repairs or invariants differ from the lab's expectations (see the tables)")
 
 // demoReport is the JSON of `opctl demo -o json`.
 type demoReport struct {
@@ -114,26 +50,29 @@ type demoKeep struct {
 	Config  string   `json:"config"`
 }
 
-func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
+func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error {
 	start := time.Now()
-	dsn := demoDSN(opts.MySQLDSN)
-	ios := f.IOStreams
-	human := f.Globals.Output == "table"
+	dsn := opts.MySQLDSN
+	human := opts.Output == "table"
 	progress := func(format string, args ...any) { fmt.Fprintf(ios.ErrOut, format, args...) }
 
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, SerialWrites: opts.Embedded})
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, SerialWrites: opts.embedded})
 	if err != nil {
 		if strings.Contains(err.Error(), "not reachable") {
 			host := dsn
 			if c, perr := mysql.ParseDSN(dsn); perr == nil {
 				host = c.Addr
 			}
-			return fmt.Errorf("no MySQL answering at %s: run `go run ./lab/demo` for an embedded MySQL-protocol server, or pass --mysql-dsn", host)
+			return fmt.Errorf("no MySQL answering at %s: run `go run ./lab/demo` without --mysql-dsn for the embedded MySQL-protocol server", host)
 		}
 		return err
 	}
 	defer env.Close()
-	progress("lab: database %s, Kafka %s, %d scenarios\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(lab.Scenarios()))
+	selected, err := lab.Select(opts.Scenarios)
+	if err != nil {
+		return err
+	}
+	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(selected))
 
 	results, runErr := env.Run(ctx, opts.Scenarios, func(p lab.Progress) {
 		if !p.Done {
@@ -201,10 +140,10 @@ func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
 	rep.Elapsed = time.Since(start).Round(time.Millisecond).String()
 
 	if human {
-		renderDemo(ios.Out, f, rep, env)
+		renderDemo(ios.Out, ios, rep, env)
 	} else {
 		enc := json.NewEncoder(ios.Out)
-		if f.Globals.Output == "json" {
+		if opts.Output == "json" {
 			enc.SetIndent("", "  ")
 		}
 		if err := enc.Encode(rep); err != nil {
@@ -215,7 +154,7 @@ func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
 		if err := os.WriteFile("opctl-lab.yaml", []byte(env.RenderConfig()), 0o600); err != nil {
 			progress("could not write ./opctl-lab.yaml: %v\n", err)
 		}
-		progress("\nThe lab stays up until Ctrl-C. From another terminal:\n  opctl --config opctl-lab.yaml where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
+		progress("\nThe lab stays up until Ctrl-C. From another terminal:\n  go build -o opctl . && ./opctl --config opctl-lab.yaml where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
 			env.Cluster.Brokers[0], env.Cluster.Brokers[0])
 		<-ctx.Done()
 		os.Remove("opctl-lab.yaml")
@@ -223,7 +162,7 @@ func runDemo(ctx context.Context, f *Factory, opts *DemoOptions) error {
 		return nil
 	}
 	if !rep.OK {
-		return &CodeError{Code: ExitError, Err: fmt.Errorf("demo: some verdicts, repairs or invariants differ from the lab's expectations (see the tables)")}
+		return errMismatch
 	}
 	return nil
 }
@@ -236,8 +175,7 @@ func countExpect(rs []lab.Result) int {
 	return n
 }
 
-func renderDemo(w io.Writer, f *Factory, rep demoReport, env *lab.Env) {
-	ios := f.IOStreams
+func renderDemo(w io.Writer, ios *iostreams.IOStreams, rep demoReport, env *lab.Env) {
 	st := ui.NewStyles(w, ios.ColorEnabled())
 	fmt.Fprintln(w, st.Title.Render("SCENARIOS"))
 	rows := [][]string{}
@@ -271,10 +209,9 @@ func renderDemo(w io.Writer, f *Factory, rep demoReport, env *lab.Env) {
 		}
 	}
 
-	view := &whereHumanView{w: w, tty: ios.IsStdoutTTY(), st: st}
 	for _, r := range rep.Reports {
 		fmt.Fprintf(w, "\n%s\n\n", strings.Repeat("═", 72))
-		_ = view.Render([]inspect.Report{r})
+		_ = ui.Where(w, ios.IsStdoutTTY(), st, []inspect.Report{r})
 	}
 
 	if len(rep.Repairs) > 0 {
