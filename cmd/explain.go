@@ -15,7 +15,7 @@ import (
 // ExplainOptions are the parsed arguments of `opctl explain`.
 type ExplainOptions struct {
 	// Code is the verdict code; empty lists every verdict.
-	Code string
+	Code inspect.Code
 }
 
 // NewCmdExplain builds `opctl explain`.
@@ -36,12 +36,14 @@ list every verdict in precedence order.`,
 			}
 			return nil
 		},
-		ValidArgs: inspect.Precedence(),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return verdictNames(), cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				opts.Code = strings.ToUpper(strings.TrimSpace(args[0]))
+				opts.Code = inspect.Code(strings.ToUpper(strings.TrimSpace(args[0])))
 				if _, ok := inspect.Explain(opts.Code); !ok {
-					return usageErrorf("unknown verdict %q; known: %s", args[0], strings.Join(inspect.Precedence(), ", "))
+					return usageErrorf("unknown verdict %q; known: %s", args[0], strings.Join(verdictNames(), ", "))
 				}
 			}
 			if runF != nil {
@@ -57,7 +59,7 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 	out := f.IOStreams.Out
 	codes := inspect.Precedence()
 	if opts.Code != "" {
-		codes = []string{opts.Code}
+		codes = []inspect.Code{opts.Code}
 	}
 	var list []inspect.Explanation
 	for _, c := range codes {
@@ -86,13 +88,13 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 	if opts.Code == "" {
 		rows := [][]string{}
 		for _, e := range list {
-			rows = append(rows, []string{e.Code, e.Severity, e.Meaning})
+			rows = append(rows, []string{string(e.Code), string(e.Severity), e.Meaning})
 		}
 		return ui.Table(out, f.IOStreams.IsStdoutTTY(), []string{"VERDICT", "SEVERITY", "MEANING"}, rows)
 	}
 	e := list[0]
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s)\n\n%s\n", st.Severity(e.Severity, e.Code), e.Severity, e.Meaning)
+	fmt.Fprintf(&b, "%s (%s)\n\n%s\n", st.Severity(e.Severity, string(e.Code)), e.Severity, e.Meaning)
 	list2 := func(title string, items []string) {
 		if len(items) == 0 {
 			return
@@ -108,4 +110,14 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 	fmt.Fprintf(&b, "\n%s\n  %s\n", st.Title.Render("REPAIR"), e.Repair)
 	_, err := fmt.Fprint(out, b.String())
 	return err
+}
+
+// verdictNames are the verdict codes in precedence order, for completion
+// and messages.
+func verdictNames() []string {
+	var out []string
+	for _, c := range inspect.Precedence() {
+		out = append(out, string(c))
+	}
+	return out
 }

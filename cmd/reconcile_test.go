@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/gen"
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
@@ -209,7 +210,7 @@ func TestReconcileInterrupted(t *testing.T) {
 
 func TestPrometheusTextEscapes(t *testing.T) {
 	sum := &reconcile.Summary{Checks: []reconcile.CheckStats{{Pipeline: `a"b\c`, Check: "stuck", Status: "ok", Targets: 2,
-		Verdicts: map[string]int64{"STRANDED": 2}}}}
+		Verdicts: map[inspect.Code]int64{"STRANDED": 2}}}}
 	got := PrometheusText(sum, time.Unix(1700000000, 0))
 	for _, want := range []string{
 		`opctl_reconcile_targets{pipeline="a\"b\\c",check="stuck"} 2`,

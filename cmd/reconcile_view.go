@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +46,7 @@ func targetRow(t reconcile.Target) []string {
 	if step == "" {
 		step = "-"
 	}
-	v := t.Verdict
+	v := string(t.Verdict)
 	if t.Partial {
 		v += " (partial)"
 	}
@@ -138,15 +138,15 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 }
 
 // verdictCounts renders {"COMPLETE": 3, "IN_FLIGHT": 1} as "COMPLETE 3, IN_FLIGHT 1".
-func verdictCounts(m map[string]int64) string {
+func verdictCounts(m map[inspect.Code]int64) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	keys := make([]string, 0, len(m))
+	keys := make([]inspect.Code, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
@@ -229,14 +229,14 @@ func PrometheusText(sum *reconcile.Summary, now time.Time) string {
 	}
 	metric("opctl_reconcile_verdicts", "Triaged operations per verdict (severity action, watch or ok).", "gauge")
 	for _, c := range sum.Checks {
-		keys := make([]string, 0, len(c.Verdicts))
+		keys := make([]inspect.Code, 0, len(c.Verdicts))
 		for k := range c.Verdicts {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		for _, k := range keys {
 			fmt.Fprintf(&b, "opctl_reconcile_verdicts%s %d\n",
-				lbl("pipeline", c.Pipeline, "check", c.Check, "verdict", k, "severity", inspect.Severity(k)), c.Verdicts[k])
+				lbl("pipeline", c.Pipeline, "check", c.Check, "verdict", string(k), "severity", string(inspect.SeverityOf(k))), c.Verdicts[k])
 		}
 	}
 	metric("opctl_reconcile_rows_read", "Index entries and keys read by the scan, per pipeline and check.", "gauge")

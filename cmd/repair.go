@@ -357,11 +357,11 @@ func pickOperation(ctx context.Context, cfg *config.Config, col *sources.Collect
 
 // planTarget is one line of a reconcile targets file.
 type planTarget struct {
-	BizID    string `json:"biz_id"`
-	Pipeline string `json:"pipeline"`
-	Check    string `json:"check"`
-	Verdict  string `json:"verdict"`
-	Step     string `json:"step"`
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Check    string       `json:"check"`
+	Verdict  inspect.Code `json:"verdict"`
+	Step     string       `json:"step"`
 }
 
 func runRepairPlanFile(ctx context.Context, f *Factory, cfg *config.Config, col *sources.Collector, counter repair.PartitionCounter, opts *RepairPlanOptions, v repairPlanView) error {
@@ -440,10 +440,10 @@ func runRepairPlanFile(ctx context.Context, f *Factory, cfg *config.Config, col 
 
 // planSkip is a target that got no plan.
 type planSkip struct {
-	BizID    string `json:"biz_id"`
-	Pipeline string `json:"pipeline"`
-	Verdict  string `json:"verdict,omitempty"`
-	Why      string `json:"why"`
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Verdict  inspect.Code `json:"verdict,omitempty"`
+	Why      string       `json:"why"`
 }
 
 // writePlanFile writes a plan file atomically (temporary file + rename).

@@ -247,7 +247,7 @@ func (v *repairPlanJSON) Show(p *repair.Plan, verr error) error {
 func (v *repairPlanJSON) Batch(plans []*repair.Plan, skipped []planSkip, out string) error {
 	ids := make([]map[string]string, len(plans))
 	for i, p := range plans {
-		ids[i] = map[string]string{"id": p.ID, "biz_id": p.BizID, "pipeline": p.Pipeline, "verdict": p.Verdict}
+		ids[i] = map[string]string{"id": p.ID, "biz_id": p.BizID, "pipeline": p.Pipeline, "verdict": string(p.Verdict)}
 	}
 	if skipped == nil {
 		skipped = []planSkip{}

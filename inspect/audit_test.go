@@ -24,7 +24,7 @@ func TestAuditAttestations(t *testing.T) {
 		name    string
 		audit   sources.AuditAction
 		outcome string
-		verdict string
+		verdict Code
 	}{
 		{"manual applied", sources.AuditAction{PlanID: "p1", Action: "manual", Outcome: "applied", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "applied", StateBehind},
 		{"advance_state applied", sources.AuditAction{PlanID: "p1", Action: "advance_state", Outcome: "applied", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "applied", StateBehind},

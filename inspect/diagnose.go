@@ -145,7 +145,7 @@ func Diagnose(ev sources.Evidence) Report {
 	return r
 }
 
-func (r *Report) add(code, step, detail string) {
+func (r *Report) add(code Code, step, detail string) {
 	r.Findings = append(r.Findings, Finding{Code: code, Step: step, Detail: detail})
 }
 
@@ -172,7 +172,7 @@ func (r *Report) finish(ev sources.Evidence) {
 		}
 		r.Findings = out
 	}
-	r.Verdict = Verdict{Code: f.Code, Severity: Severity(f.Code), Summary: summary(f, r)}
+	r.Verdict = Verdict{Code: f.Code, Severity: SeverityOf(f.Code), Summary: summary(f, r)}
 	r.Verdict.Next = NextCommands(r, ev.Pipeline)
 	r.Timeline = timeline(ev, r)
 }

@@ -138,23 +138,23 @@ func TestVerdicts(t *testing.T) {
 		name     string
 		p        *config.Pipeline
 		opts     []evOpt
-		want     string
-		findings []string // codes that must all be among the findings
+		want     Code
+		findings []Code // codes that must all be among the findings
 		partial  bool
 	}{
 		{"not found", settlement(), nil, NotFound, nil, false},
 		{"complete", settlement(), join(healthy, state("DONE"), kafka(101, 0)), Complete, nil, false},
 		{"complete uncommitted", settlement(), join(healthy, state("DONE"), kafka(100, 0)), CompleteUncommitted, nil, false},
 		{"in flight beats everything", settlement(), join(all(2, 0), state("DEBIT_DONE"), lease("c-3", t0.Add(11*time.Minute)), kafka(100, 0)),
-			InFlight, []string{InFlight, DuplicateEffect, WillRedeliver}, false},
+			InFlight, []Code{InFlight, DuplicateEffect, WillRedeliver}, false},
 		{"expired lease is not in flight", settlement(), join(all(1, 0), state("DEBIT_DONE"), lease("c-3", t0.Add(9*time.Minute)), kafka(100, 0)),
 			WillRedeliver, nil, false},
 		{"duplicate local (seed 000)", settlement(), join(all(2, 1, acked("a"), acked("b")), state("DONE"), kafka(100, 0)),
-			DuplicateEffect, []string{DuplicateEffect, CompleteUncommitted}, false},
+			DuplicateEffect, []Code{DuplicateEffect, CompleteUncommitted}, false},
 		{"duplicate beats unknown", settlement(), join(all(2, 1, unacked("a")), state("LEDGER_DONE"), kafka(100, 0)),
-			DuplicateEffect, []string{DuplicateEffect, UnknownOutcome}, false},
+			DuplicateEffect, []Code{DuplicateEffect, UnknownOutcome}, false},
 		{"unknown outcome", settlement(), join(all(1, 1, unacked("a")), state("LEDGER_DONE"), kafka(100, 0)),
-			UnknownOutcome, []string{UnknownOutcome, WillRedeliver}, false},
+			UnknownOutcome, []Code{UnknownOutcome, WillRedeliver}, false},
 		{"unacked next to acked may be a duplicate", settlement(), join(all(1, 1, acked("a"), unacked("b")), state("DONE"), kafka(101, 0)),
 			UnknownOutcome, nil, false},
 		{"probe says applied twice: duplicate (seed 001)", settlement(), join(all(1, 1,
@@ -164,7 +164,7 @@ func TestVerdicts(t *testing.T) {
 			sources.Intent{RequestID: "a", SentAt: tp(t0), Probe: &sources.ProbeResult{Outcome: sources.ProbeAbsent}}),
 			state("LEDGER_DONE"), kafka(100, 0)), WillRedeliver, nil, false},
 		{"missing effect", settlement(), join(all(0, 1, acked("a")), state("DONE"), kafka(101, 0)), MissingEffect, nil, false},
-		{"state behind", settlement(), join(all(1, 1), state("DEBIT_DONE"), kafka(100, 0)), StateBehind, []string{StateBehind, WillRedeliver}, false},
+		{"state behind", settlement(), join(all(1, 1), state("DEBIT_DONE"), kafka(100, 0)), StateBehind, []Code{StateBehind, WillRedeliver}, false},
 		{"state behind without state row", settlement(), join(all(1, 0), kafka(100, 0)), StateBehind, nil, false},
 		{"stranded: committed past", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(101, 0)), Stranded, nil, false},
 		{"stranded: deleted by retention", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(50, 200)), Stranded, nil, false},
@@ -182,7 +182,7 @@ func TestVerdicts(t *testing.T) {
 		{"skipped ok", skipPipeline(), []evOpt{entity("REFUNDED"), idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"})}, SkippedOK, nil, false},
 		{"skipped, effect present: complete", skipPipeline(), []evOpt{entity("SHIPPED"), evidence(0, 1), idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"})}, Complete, nil, false},
 		{"skipped, entity missing: not claimed wrong", skipPipeline(), []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"}),
-			func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{} }}, Complete, []string{EntityNotFound}, false},
+			func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{} }}, Complete, []Code{EntityNotFound}, false},
 		{"pending without state row: incomplete", skipPipeline(), []evOpt{entity("PAID"), idem(sources.IdempotencyRow{Key: "m-1", Action: "PENDING"})}, Incomplete, nil, false},
 		{"idempotency done: complete", skipPipeline(), []evOpt{entity("PAID"), evidence(0, 1), idem(sources.IdempotencyRow{Key: "m-1", Action: "DONE"})}, Complete, nil, false},
 		{"republished stranded op reads will redeliver", settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(101, 0), func(e *sources.Evidence) {
@@ -193,18 +193,18 @@ func TestVerdicts(t *testing.T) {
 			e.DB.Audit = []sources.AuditAction{{PlanID: "abc", Action: "reverse", Outcome: "applied", Step: "debit", ReversedID: "2", At: t0}}
 		}), Complete, nil, false},
 		{"read error is partial, never not found", settlement(), []evOpt{func(e *sources.Evidence) { e.DB.Steps[0].Err = "debit evidence: table missing" }},
-			UnknownOutcome + "|" + Incomplete, []string{ReadError}, true},
+			UnknownOutcome + "|" + Incomplete, []Code{ReadError}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := Diagnose(newEv(c.p, c.opts...))
-			if !slices.Contains(strings.Split(c.want, "|"), r.Verdict.Code) {
+			if !slices.Contains(strings.Split(string(c.want), "|"), string(r.Verdict.Code)) {
 				t.Fatalf("verdict %s, want %s; findings %v", r.Verdict.Code, c.want, r.Findings)
 			}
-			if r.Verdict.Severity != Severity(r.Verdict.Code) || r.Verdict.Severity == "" {
+			if r.Verdict.Severity != SeverityOf(r.Verdict.Code) || r.Verdict.Severity == "" {
 				t.Errorf("severity %q for %s", r.Verdict.Severity, r.Verdict.Code)
 			}
-			var codes []string
+			var codes []Code
 			for _, f := range r.Findings {
 				codes = append(codes, f.Code)
 			}
@@ -250,7 +250,7 @@ func TestStepStatuses(t *testing.T) {
 		status string // state status
 		step   int
 		opts   []evOpt
-		want   string
+		want   StepStatus
 	}{
 		{"applied", "DONE", 0, []evOpt{evidence(0, 1)}, StepApplied},
 		{"absent", "INIT", 0, nil, StepAbsent},
@@ -302,7 +302,8 @@ func TestIdempotentRemoteStepIsNotDuplicated(t *testing.T) {
 func TestRedelivery(t *testing.T) {
 	cases := []struct {
 		off, committed, start, end int64
-		reset, want                string
+		reset                      string
+		want                       RedeliveryAnswer
 	}{
 		{-1, 5, 0, 10, "latest", RedeliveryUnknown},
 		{5, 5, 0, 10, "latest", RedeliveryYes},
@@ -323,9 +324,9 @@ func TestRedelivery(t *testing.T) {
 }
 
 func TestPrecedenceOrderIsTheSpecs(t *testing.T) {
-	want := []string{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
+	want := []Code{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
 		"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "COMPLETE_UNCOMMITTED", "SKIPPED_OK", "COMPLETE"}
-	got := []string{}
+	got := []Code{}
 	for _, c := range Precedence() {
 		if c != Incomplete && c != Failed {
 			got = append(got, c)

@@ -18,7 +18,7 @@ import (
 //     restarts from offset_reset: "earliest" redelivers every retained
 //     message, "latest" none;
 //   - otherwise "yes" when committed ≤ offset.
-func Redelivery(offset, committed, logStart, logEnd int64, offsetReset string) string {
+func Redelivery(offset, committed, logStart, logEnd int64, offsetReset string) RedeliveryAnswer {
 	if offset < 0 {
 		return RedeliveryUnknown
 	}

@@ -12,7 +12,7 @@ import (
 func NextCommands(r *Report, p *config.Pipeline) []string {
 	id := ShellQuote(r.BizID)
 	pl := " --pipeline " + ShellQuote(r.Pipeline)
-	explain := "opctl explain " + r.Verdict.Code
+	explain := "opctl explain " + string(r.Verdict.Code)
 	reason := ` --reason "$REASON"`
 	plan := "opctl repair plan " + id + pl
 	switch r.Verdict.Code {

@@ -30,15 +30,15 @@ type Report struct {
 
 // Verdict is the one named diagnosis of the operation.
 type Verdict struct {
-	Code     string   `json:"code"`
-	Severity string   `json:"severity"`
+	Code     Code     `json:"code"`
+	Severity Severity `json:"severity"`
 	Summary  string   `json:"summary"`
 	Next     []string `json:"next"`
 }
 
 // Finding is one anomaly (or informational fact) seen in the evidence.
 type Finding struct {
-	Code   string `json:"code"`
+	Code   Code   `json:"code"`
 	Step   string `json:"step,omitempty"`
 	Detail string `json:"detail"`
 }
@@ -64,7 +64,7 @@ type StepView struct {
 	Index         int           `json:"index"`
 	Name          string        `json:"name"`
 	Kind          string        `json:"kind"`
-	Status        string        `json:"status"`
+	Status        StepStatus    `json:"status"`
 	EvidenceCount int           `json:"evidence_count"`
 	Evidence      []EvidenceRow `json:"evidence"`
 	Intents       []IntentView  `json:"intents,omitempty"`
@@ -74,13 +74,16 @@ type StepView struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// Step statuses (SPEC §6).
+// StepStatus is what a step's effects say (docs/verdicts.md).
+type StepStatus string
+
+// Step statuses.
 const (
-	StepApplied    = "applied"
-	StepAbsent     = "absent"
-	StepDuplicated = "duplicated"
-	StepUnknown    = "unknown"
-	StepAhead      = "ahead"
+	StepApplied    StepStatus = "applied"
+	StepAbsent     StepStatus = "absent"
+	StepDuplicated StepStatus = "duplicated"
+	StepUnknown    StepStatus = "unknown"
+	StepAhead      StepStatus = "ahead"
 )
 
 // EvidenceRow is one evidence row, marshalled as an object in column order.
@@ -172,7 +175,7 @@ type KafkaView struct {
 	GroupState     string `json:"group_state"`
 	PartitionOwner string `json:"partition_owner"`
 	// Redelivery is yes, no or unknown.
-	Redelivery string `json:"redelivery"`
+	Redelivery RedeliveryAnswer `json:"redelivery"`
 	// Located is stored, searched, republished or unknown.
 	Located string `json:"located"`
 	Detail  string `json:"detail,omitempty"`
@@ -185,11 +188,15 @@ type Event struct {
 	What   string    `json:"what"`
 }
 
+// RedeliveryAnswer says whether Kafka will hand the message to the group
+// again (see Redelivery).
+type RedeliveryAnswer string
+
 // Redelivery values.
 const (
-	RedeliveryYes     = "yes"
-	RedeliveryNo      = "no"
-	RedeliveryUnknown = "unknown"
+	RedeliveryYes     RedeliveryAnswer = "yes"
+	RedeliveryNo      RedeliveryAnswer = "no"
+	RedeliveryUnknown RedeliveryAnswer = "unknown"
 )
 
 // String renders a finding for logs and plain output.

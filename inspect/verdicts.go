@@ -4,60 +4,68 @@
 // is testable with a table of cases and no database.
 package inspect
 
-// Verdict codes (SPEC §6), plus two that the SPEC leaves open and opctl
-// documents in its README: INCOMPLETE and FAILED.
+// Code names a verdict or a finding (docs/verdicts.md). Verdict codes are
+// contract: scripts compare them.
+type Code string
+
+// Severity is how urgent a verdict is: ok, watch, action, or none for
+// NOT_FOUND.
+type Severity string
+
+// Verdict codes, plus two that opctl adds where the contract is silent
+// (docs/verdicts.md): INCOMPLETE and FAILED.
 const (
-	NotFound            = "NOT_FOUND"
-	InFlight            = "IN_FLIGHT"
-	DuplicateEffect     = "DUPLICATE_EFFECT"
-	UnknownOutcome      = "UNKNOWN_OUTCOME"
-	WronglySkipped      = "WRONGLY_SKIPPED"
-	MissingEffect       = "MISSING_EFFECT"
-	StateBehind         = "STATE_BEHIND"
-	Stranded            = "STRANDED"
-	WillRedeliver       = "WILL_REDELIVER"
-	Incomplete          = "INCOMPLETE"
-	CompleteUncommitted = "COMPLETE_UNCOMMITTED"
-	Failed              = "FAILED"
-	SkippedOK           = "SKIPPED_OK"
-	Complete            = "COMPLETE"
+	NotFound            Code = "NOT_FOUND"
+	InFlight            Code = "IN_FLIGHT"
+	DuplicateEffect     Code = "DUPLICATE_EFFECT"
+	UnknownOutcome      Code = "UNKNOWN_OUTCOME"
+	WronglySkipped      Code = "WRONGLY_SKIPPED"
+	MissingEffect       Code = "MISSING_EFFECT"
+	StateBehind         Code = "STATE_BEHIND"
+	Stranded            Code = "STRANDED"
+	WillRedeliver       Code = "WILL_REDELIVER"
+	Incomplete          Code = "INCOMPLETE"
+	CompleteUncommitted Code = "COMPLETE_UNCOMMITTED"
+	Failed              Code = "FAILED"
+	SkippedOK           Code = "SKIPPED_OK"
+	Complete            Code = "COMPLETE"
 )
 
 // Finding codes that never become a verdict: they explain what was seen.
 const (
 	// UnknownStatus: the state row's status is in no list of the config.
-	UnknownStatus = "UNKNOWN_STATUS"
+	UnknownStatus Code = "UNKNOWN_STATUS"
 	// EntityNotFound: a skip was recorded but the entity row is missing.
-	EntityNotFound = "ENTITY_NOT_FOUND"
+	EntityNotFound Code = "ENTITY_NOT_FOUND"
 	// ReadError: a source or a step's query could not be read.
-	ReadError = "READ_ERROR"
+	ReadError Code = "READ_ERROR"
 	// MessageGone: the message is below the log start (deleted by retention).
-	MessageGone = "MESSAGE_GONE"
+	MessageGone Code = "MESSAGE_GONE"
 )
 
 // Severities.
 const (
-	SeverityNone   = "—"
-	SeverityOK     = "ok"
-	SeverityWatch  = "watch"
-	SeverityAction = "action"
+	SeverityNone   Severity = "—"
+	SeverityOK     Severity = "ok"
+	SeverityWatch  Severity = "watch"
+	SeverityAction Severity = "action"
 )
 
 // Precedence lists the verdict codes, highest precedence first. The verdict
 // of an operation is the first code of this list among its findings.
-var precedence = []string{
+var precedence = []Code{
 	NotFound, InFlight, DuplicateEffect, UnknownOutcome, WronglySkipped,
 	MissingEffect, StateBehind, Stranded, WillRedeliver, Incomplete,
 	CompleteUncommitted, Failed, SkippedOK, Complete,
 }
 
 // Precedence returns the verdict codes, highest precedence first.
-func Precedence() []string { return append([]string(nil), precedence...) }
+func Precedence() []Code { return append([]Code(nil), precedence...) }
 
 // IsVerdict reports whether code is a verdict code (not an informational finding).
-func IsVerdict(code string) bool { return rank(code) >= 0 }
+func IsVerdict(code Code) bool { return rank(code) >= 0 }
 
-func rank(code string) int {
+func rank(code Code) int {
 	for i, c := range precedence {
 		if c == code {
 			return i
@@ -67,7 +75,7 @@ func rank(code string) int {
 }
 
 // Severity returns the severity of a verdict code.
-func Severity(code string) string {
+func SeverityOf(code Code) Severity {
 	switch code {
 	case NotFound:
 		return SeverityNone
@@ -83,8 +91,8 @@ func Severity(code string) string {
 
 // Explanation is what `opctl explain` prints for a verdict.
 type Explanation struct {
-	Code     string   `json:"code"`
-	Severity string   `json:"severity"`
+	Code     Code     `json:"code"`
+	Severity Severity `json:"severity"`
 	Meaning  string   `json:"meaning"`
 	Causes   []string `json:"causes"`
 	Safe     []string `json:"safe"`
@@ -93,16 +101,16 @@ type Explanation struct {
 }
 
 // Explain returns the explanation of a verdict code and whether it exists.
-func Explain(code string) (Explanation, bool) {
+func Explain(code Code) (Explanation, bool) {
 	e, ok := explanations[code]
 	if ok {
 		e.Code = code
-		e.Severity = Severity(code)
+		e.Severity = SeverityOf(code)
 	}
 	return e, ok
 }
 
-var explanations = map[string]Explanation{
+var explanations = map[Code]Explanation{
 	NotFound: {
 		Meaning: "opctl found no state row, no evidence, no intent, no idempotency record and no message for this id in this pipeline.",
 		Causes: []string{

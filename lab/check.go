@@ -18,7 +18,7 @@ import (
 type Check struct {
 	Scenario string `json:"scenario"`
 	Expectation
-	Verdict string         `json:"verdict"`
+	Verdict inspect.Code   `json:"verdict"`
 	OK      bool           `json:"ok"`
 	Report  inspect.Report `json:"-"`
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd"
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab"
 	"github.com/opctl-dev/opctl/lab/testenv"
 )
@@ -61,7 +62,7 @@ func TestScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
+	seen := map[inspect.Code]bool{}
 	for _, c := range checks {
 		seen[c.Verdict] = true
 		if !c.OK {
@@ -75,7 +76,7 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("%s %s: partial report: %v", c.Scenario, c.BizID, c.Report.Sources)
 		}
 	}
-	for _, v := range []string{"DUPLICATE_EFFECT", "WRONGLY_SKIPPED", "STRANDED", "UNKNOWN_OUTCOME", "COMPLETE_UNCOMMITTED", "STATE_BEHIND", "IN_FLIGHT", "SKIPPED_OK", "COMPLETE"} {
+	for _, v := range []inspect.Code{"DUPLICATE_EFFECT", "WRONGLY_SKIPPED", "STRANDED", "UNKNOWN_OUTCOME", "COMPLETE_UNCOMMITTED", "STATE_BEHIND", "IN_FLIGHT", "SKIPPED_OK", "COMPLETE"} {
 		if !seen[v] {
 			t.Errorf("no scenario produced %s", v)
 		}

@@ -18,20 +18,20 @@ import (
 
 // Repair is what the demo did about one affected operation.
 type Repair struct {
-	Scenario string `json:"scenario"`
-	BizID    string `json:"biz_id"`
-	Pipeline string `json:"pipeline"`
-	Before   string `json:"before"`
+	Scenario string       `json:"scenario"`
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Before   inspect.Code `json:"before"`
 	// PlanID is empty when there was no plan; Why then says why.
 	PlanID string `json:"plan_id,omitempty"`
 	Why    string `json:"why,omitempty"`
 	// Attest is what the operator attested for a manual action.
 	Attest string `json:"attest,omitempty"`
 	// PlanText is the plan as `opctl repair show` renders it.
-	PlanText string `json:"-"`
-	Applied  string `json:"applied,omitempty"`
-	After    string `json:"after"`
-	OK       bool   `json:"ok"`
+	PlanText string       `json:"-"`
+	Applied  string       `json:"applied,omitempty"`
+	After    inspect.Code `json:"after"`
+	OK       bool         `json:"ok"`
 }
 
 // RepairTimeout bounds the wait for the redriven operations to settle.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/downstream"
 )
@@ -14,9 +15,9 @@ import (
 // Expectation is what `opctl where` must say about one operation after a
 // scenario ran: the incident's affected ids and the untouched ones.
 type Expectation struct {
-	BizID    string `json:"biz_id"`
-	Pipeline string `json:"pipeline"`
-	Verdict  string `json:"expected"`
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Verdict  inspect.Code `json:"expected"`
 	// Affected is false for an untouched operation of the same run.
 	Affected bool `json:"affected"`
 }
@@ -75,7 +76,7 @@ type run struct {
 	keepLive bool
 }
 
-func (r *run) expect(pipeline, bizID, verdict string, affected bool) {
+func (r *run) expect(pipeline, bizID string, verdict inspect.Code, affected bool) {
 	r.res.Expect = append(r.res.Expect, Expectation{BizID: bizID, Pipeline: pipeline, Verdict: verdict, Affected: affected})
 }
 

@@ -115,10 +115,10 @@ type Progress struct {
 // Target is one line of the targets file (`--out`, `-o jsonl`), the input
 // of `opctl repair plan --from-file`.
 type Target struct {
-	BizID    string `json:"biz_id"`
-	Pipeline string `json:"pipeline"`
-	Check    string `json:"check"`
-	Verdict  string `json:"verdict"`
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Check    string       `json:"check"`
+	Verdict  inspect.Code `json:"verdict"`
 	// Step is set when exactly one step is at fault.
 	Step   string `json:"step,omitempty"`
 	Detail string `json:"detail"`
@@ -131,7 +131,7 @@ type Target struct {
 type Result struct {
 	Target
 	// Severity of the verdict: a Result is a target when it is "action".
-	Severity string `json:"severity"`
+	Severity inspect.Severity `json:"severity"`
 }
 
 // IsTarget reports whether the candidate's verdict calls for action.
@@ -166,7 +166,7 @@ type CheckStats struct {
 	Candidates int64 `json:"candidates"`
 	Targets    int64 `json:"targets"`
 	// Verdicts counts the candidates' verdicts.
-	Verdicts map[string]int64 `json:"verdicts"`
+	Verdicts map[inspect.Code]int64 `json:"verdicts"`
 	// Partial is true when some verdict was computed without a source.
 	Partial bool    `json:"partial"`
 	Seconds float64 `json:"seconds"`
@@ -224,7 +224,7 @@ type checkState struct {
 	pending []string
 
 	mu       sync.Mutex
-	verdicts map[string]int64
+	verdicts map[inspect.Code]int64
 }
 
 func (cs *checkState) last() string {
@@ -323,7 +323,7 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 		for _, c := range Checks() {
 			if o.wants(c) {
 				r.states = append(r.states, &checkState{p: p, check: c, status: StatusNotRun,
-					seen: map[string]bool{}, verdicts: map[string]int64{}})
+					seen: map[string]bool{}, verdicts: map[inspect.Code]int64{}})
 			}
 		}
 	}
@@ -479,7 +479,7 @@ func (r *run) summary() *Summary {
 		st := CheckStats{Pipeline: cs.p.Name, Check: cs.check, Status: cs.status, Reason: cs.reason,
 			DDL: cs.ddl, Notes: cs.notes, Rows: cs.rows.Load(), Candidates: cs.candidates.Load(),
 			Targets: cs.targets.Load(), Partial: cs.partial.Load(), Seconds: cs.dur.Seconds(),
-			Verdicts: map[string]int64{}}
+			Verdicts: map[inspect.Code]int64{}}
 		cs.mu.Lock()
 		for k, v := range cs.verdicts {
 			st.Verdicts[k] = v

@@ -122,12 +122,12 @@ func (c *collected) emit(r reconcile.Result) error {
 
 // keys returns the sorted keys of the results of the given severity, and
 // fails the test on a result reported twice.
-func (c *collected) keys(t *testing.T, severity string) []string {
+func (c *collected) keys(t *testing.T, severity inspect.Severity) []string {
 	t.Helper()
 	var out []string
 	seen := map[string]bool{}
 	for _, r := range c.results {
-		k := key(r.Pipeline, r.Check, r.BizID, r.Verdict, r.Step)
+		k := key(r.Pipeline, r.Check, r.BizID, string(r.Verdict), r.Step)
 		if seen[r.Pipeline+r.Check+r.BizID] {
 			t.Errorf("reported twice: %s", k)
 		}
@@ -422,7 +422,7 @@ func TestKafka(t *testing.T) {
 	var uncommitted []string
 	for _, r := range c.results {
 		if r.Check == reconcile.CheckUncommitted {
-			uncommitted = append(uncommitted, key(r.Pipeline, r.Check, r.BizID, r.Verdict, r.Step))
+			uncommitted = append(uncommitted, key(r.Pipeline, r.Check, r.BizID, string(r.Verdict), r.Step))
 		}
 	}
 	sort.Strings(uncommitted)
@@ -523,14 +523,14 @@ func TestSkippedEntityLookup(t *testing.T) {
 	if cancelled < 5 {
 		t.Fatalf("the generator seeded only %d cancelled skips", cancelled)
 	}
-	verdicts := func(c *collected) map[string]int64 {
-		out := map[string]int64{}
+	verdicts := func(c *collected) map[inspect.Code]int64 {
+		out := map[inspect.Code]int64{}
 		for _, r := range c.results {
 			out[r.Verdict]++
 		}
 		return out
 	}
-	isGone := func(c *collected) string {
+	isGone := func(c *collected) inspect.Code {
 		for _, r := range c.results {
 			if r.BizID == gone {
 				return r.Verdict

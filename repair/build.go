@@ -65,7 +65,7 @@ type Input struct {
 
 // CalledFor returns the action types the verdict's rule of SPEC §7 uses;
 // --action without --force must be one of them.
-func CalledFor(verdict string) []string {
+func CalledFor(verdict inspect.Code) []string {
 	switch verdict {
 	case inspect.DuplicateEffect:
 		return []string{Reverse, CompensateRemote, Manual}
@@ -468,13 +468,13 @@ func (pl *planner) effectGuards(k int) []Guard {
 	return nil
 }
 
-func hasEffect(status string) bool {
+func hasEffect(status inspect.StepStatus) bool {
 	return status == inspect.StepApplied || status == inspect.StepAhead || status == inspect.StepDuplicated
 }
 
 // --- rules ---------------------------------------------------------------
 
-func (pl *planner) rule(verdict string) error {
+func (pl *planner) rule(verdict inspect.Code) error {
 	switch verdict {
 	case inspect.DuplicateEffect:
 		return pl.duplicates()

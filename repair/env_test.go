@@ -237,7 +237,7 @@ func (e *tenv) str(q string, args ...any) string {
 	return s
 }
 
-func wantVerdict(t *testing.T, r inspect.Report, codes ...string) {
+func wantVerdict(t *testing.T, r inspect.Report, codes ...inspect.Code) {
 	t.Helper()
 	for _, c := range codes {
 		if r.Verdict.Code == c {

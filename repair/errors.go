@@ -3,6 +3,8 @@ package repair
 import (
 	"fmt"
 	"strings"
+
+	"github.com/opctl-dev/opctl/inspect"
 )
 
 // Refusal codes of a *RefusedError.
@@ -94,12 +96,12 @@ func inputErrorf(format string, args ...any) error {
 
 // NothingToRepairError says the verdict needs no repair (exit 0, no plan).
 type NothingToRepairError struct {
-	Verdict string
+	Verdict inspect.Code
 	Summary string
 }
 
 // Error reads "nothing to repair: VERDICT".
-func (e *NothingToRepairError) Error() string { return "nothing to repair: " + e.Verdict }
+func (e *NothingToRepairError) Error() string { return "nothing to repair: " + string(e.Verdict) }
 
 // NotFoundError says the operation is not known (exit 4).
 type NotFoundError struct {

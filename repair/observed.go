@@ -18,12 +18,12 @@ import (
 // Kafka's redelivery answer. The committed offset itself is left out: it
 // moves all the time, and only the redelivery answer matters.
 type Observed struct {
-	Verdict     string           `json:"verdict"`
-	Redelivery  string           `json:"redelivery"`
-	State       ObservedState    `json:"state"`
-	Idempotency []ObservedRecord `json:"idempotency"`
-	Entity      *ObservedEntity  `json:"entity,omitempty"`
-	Steps       []ObservedStep   `json:"steps"`
+	Verdict     inspect.Code             `json:"verdict"`
+	Redelivery  inspect.RedeliveryAnswer `json:"redelivery"`
+	State       ObservedState            `json:"state"`
+	Idempotency []ObservedRecord         `json:"idempotency"`
+	Entity      *ObservedEntity          `json:"entity,omitempty"`
+	Steps       []ObservedStep           `json:"steps"`
 }
 
 // ObservedState is the state row as fingerprinted.
@@ -90,7 +90,7 @@ func Observe(r inspect.Report) Observed {
 		o.Entity = &ObservedEntity{Found: r.Entity.Found, Status: r.Entity.Status}
 	}
 	for _, s := range r.Steps {
-		os := ObservedStep{Name: s.Name, Status: s.Status}
+		os := ObservedStep{Name: s.Name, Status: string(s.Status)}
 		for _, e := range s.Evidence {
 			os.Evidence = append(os.Evidence, ObservedRow{ID: inspect.IdentityString(e.Identity()), Reversed: e.Reversed})
 		}
@@ -132,8 +132,8 @@ type kv struct{ k, v string }
 func (o Observed) fields() []kv {
 	var out []kv
 	add := func(k, v string) { out = append(out, kv{k, v}) }
-	add("verdict", o.Verdict)
-	add("kafka.redelivery", o.Redelivery)
+	add("verdict", string(o.Verdict))
+	add("kafka.redelivery", string(o.Redelivery))
 	add("state.found", strconv.FormatBool(o.State.Found))
 	if o.State.Found {
 		add("state.status", o.State.Status)

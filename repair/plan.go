@@ -30,6 +30,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
 )
 
 // PlanVersion is the plan file format version written by this package.
@@ -86,7 +88,7 @@ type Plan struct {
 	Pipeline string `json:"pipeline"`
 	BizID    string `json:"biz_id"`
 	// Verdict is the verdict the plan was built for.
-	Verdict string `json:"verdict"`
+	Verdict inspect.Code `json:"verdict"`
 	// ConfigFingerprint is the sha256 of the pipeline's canonical
 	// configuration (ConfigFingerprint); apply refuses a plan whose
 	// pipeline changed.

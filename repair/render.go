@@ -44,7 +44,7 @@ func Render(w io.Writer, p *Plan, o RenderOptions) error {
 	var b strings.Builder
 	b.WriteString(o.c(ClassTitle, fmt.Sprintf("Plan %s for %s in pipeline %s", p.Short(), p.BizID, p.Pipeline)) + "\n")
 	row := func(k, v string) { fmt.Fprintf(&b, "  %-9s %s\n", k, v) }
-	v := p.Verdict
+	v := string(p.Verdict)
 	if p.Forced {
 		v += " (forced with --force)"
 	}
@@ -105,7 +105,7 @@ func observedLine(ob Observed) string {
 	for _, s := range ob.Steps {
 		parts = append(parts, s.Name+" "+s.Status)
 	}
-	parts = append(parts, "redelivery "+ob.Redelivery)
+	parts = append(parts, "redelivery "+string(ob.Redelivery))
 	return strings.Join(parts, " · ")
 }
 

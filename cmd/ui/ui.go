@@ -13,6 +13,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/opctl-dev/opctl/inspect"
 )
 
 // Styles are the styles of human output. Built once per command run.
@@ -41,13 +43,13 @@ func NewStyles(w io.Writer, color bool) Styles {
 }
 
 // Severity styles a text by a verdict severity (ok, watch, action).
-func (s Styles) Severity(sev, text string) string {
+func (s Styles) Severity(sev inspect.Severity, text string) string {
 	switch sev {
-	case "ok":
+	case inspect.SeverityOK:
 		return s.OK.Render(text)
-	case "watch":
+	case inspect.SeverityWatch:
 		return s.Watch.Render(text)
-	case "action":
+	case inspect.SeverityAction:
 		return s.Action.Render(text)
 	}
 	return s.Bold.Render(text)

@@ -47,7 +47,7 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 		pipeline = "(no pipeline)"
 	}
 	fmt.Fprintf(b, "%s  %s  %s\n", v.st.Bold.Render(r.BizID), pipeline,
-		v.st.Severity(r.Verdict.Severity, r.Verdict.Code+" ("+r.Verdict.Severity+")"))
+		v.st.Severity(r.Verdict.Severity, string(r.Verdict.Code)+" ("+string(r.Verdict.Severity)+")"))
 	fmt.Fprintf(b, "  %s\n", r.Verdict.Summary)
 	if r.Partial {
 		var why []string
@@ -66,7 +66,7 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 	v.section(b, "STEPS")
 	rows := [][]string{}
 	for _, s := range r.Steps {
-		rows = append(rows, []string{fmt.Sprint(s.Index), s.Name, s.Kind, s.Status, fmt.Sprint(s.EvidenceCount), stepDetail(s)})
+		rows = append(rows, []string{fmt.Sprint(s.Index), s.Name, s.Kind, string(s.Status), fmt.Sprint(s.EvidenceCount), stepDetail(s)})
 	}
 	v.table(b, []string{"#", "STEP", "KIND", "STATUS", "EFFECTS", "EVIDENCE"}, rows)
 
@@ -89,13 +89,13 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 
 	v.section(b, "KAFKA")
 	b.WriteString(kafkaLine(r.Kafka) + "\n")
-	fmt.Fprintf(b, "redelivery: %s\n", v.st.Bold.Render(r.Kafka.Redelivery))
+	fmt.Fprintf(b, "redelivery: %s\n", v.st.Bold.Render(string(r.Kafka.Redelivery)))
 
 	if len(r.Findings) > 0 {
 		v.section(b, "FINDINGS")
 		rows = rows[:0]
 		for _, f := range r.Findings {
-			rows = append(rows, []string{f.Code, f.Step, f.Detail})
+			rows = append(rows, []string{string(f.Code), f.Step, f.Detail})
 		}
 		v.table(b, []string{"CODE", "STEP", "DETAIL"}, rows)
 	}

@@ -188,7 +188,7 @@ func renderDemo(w io.Writer, ios *iostreams.IOStreams, rep demoReport, env *lab.
 		if !c.Affected {
 			who = "untouched"
 		}
-		rows = append(rows, []string{c.Scenario, c.BizID, c.Pipeline, who, c.Verdict, c.Expectation.Verdict, mark})
+		rows = append(rows, []string{c.Scenario, c.BizID, c.Pipeline, who, string(c.Verdict), string(c.Expectation.Verdict), mark})
 	}
 	_ = ui.Table(w, ios.IsStdoutTTY(), []string{"SCENARIO", "BIZ_ID", "PIPELINE", "OPERATION", "VERDICT", "EXPECTED", "CHECK"}, rows)
 
@@ -244,7 +244,7 @@ func renderDemo(w io.Writer, ios *iostreams.IOStreams, rep demoReport, env *lab.
 			if plan == "" {
 				plan = "-"
 			}
-			rows = append(rows, []string{r.Scenario, r.BizID, r.Before, plan, r.After, mark})
+			rows = append(rows, []string{r.Scenario, r.BizID, string(r.Before), plan, string(r.After), mark})
 		}
 		_ = ui.Table(w, ios.IsStdoutTTY(), []string{"SCENARIO", "BIZ_ID", "BEFORE", "PLAN", "AFTER", "CHECK"}, rows)
 	}
