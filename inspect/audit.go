@@ -7,7 +7,7 @@ import (
 )
 
 // Attestation outcomes an applied repair action can record in its
-// after_image "attested" object (SPEC §7; see repair).
+// after_image "attested" object (docs/verdicts.md; see package repair).
 const (
 	// AttestApplied: an unknown call took effect (probe confirmed, or an
 	// operator attested it with `repair plan --action manual --attest`).
@@ -38,10 +38,10 @@ type Attestation struct {
 type Attestations map[string]map[string]Attestation
 
 // AuditAttestations collects what the applied repair actions of an
-// operation's audit established (SPEC §7: what opctl did must not come back
-// as a finding): the rows applied reverse actions reversed, and the
-// attestations of manual, advance_state and compensate_remote actions. It
-// is the hook Diagnose uses:
+// operation's audit established (docs/verdicts.md: what opctl did must not
+// come back as a finding): the rows applied reverse actions reversed, and
+// the attestations of manual, advance_state and compensate_remote actions.
+// It is the hook Diagnose uses:
 //
 //   - an evidence row reversed by an applied reverse, or attested reversed,
 //     no longer counts;
@@ -70,7 +70,7 @@ func AuditAttestations(audit []sources.AuditAction) Attestations {
 		switch a.Action {
 		case "reverse":
 			// The evidence row an applied reverse names stops counting
-			// (SPEC §7): two reversals of one row are impossible.
+			// (docs/verdicts.md): two reversals of one row are impossible.
 			if a.ReversedID != "" {
 				set(a.Step, a.ReversedID, AttestReversed, a.PlanID)
 			}

@@ -21,8 +21,28 @@ const (
 // Diagnose computes the report for one operation from what was read. It does
 // no I/O. ev.Pipeline must be set; ev.DB, ev.Kafka and ev.Sources are used as
 // they are: a source that failed is reported in ev.Sources and makes the
-// report partial.
+// report partial. The findings and the verdict come from the rule table
+// (see table, docs/verdicts.md).
 func Diagnose(ev sources.Evidence) Report {
+	r, reached := survey(ev)
+	f := newFacts(ev, &r, reached)
+	verdict, findings := judge(table[:], &f)
+	r.Findings = findings
+	if verdict.Code == NotFound {
+		// Without a row there is no timestamp to search the message from, so
+		// an unreachable Kafka cannot hide it: only MySQL decides NOT_FOUND
+		// (docs/where.md).
+		r.Partial = ev.Sources["mysql"] != sources.StatusOK
+	}
+	r.finish(ev, verdict)
+	return r
+}
+
+// survey builds the report's views of the evidence (sources, clock, state,
+// steps, idempotency, entity, Kafka) before any rule runs, and what the state
+// status claims. A failed source or a step that could not be read makes the
+// report partial.
+func survey(ev sources.Evidence) (Report, reachedInfo) {
 	p := ev.Pipeline
 	r := Report{
 		BizID:       ev.BizID,
@@ -35,29 +55,16 @@ func Diagnose(ev sources.Evidence) Report {
 	}
 	for k, v := range ev.Sources {
 		r.Sources[k] = v
-		if v != sources.StatusOK && v != sources.StatusSkipped {
-			r.Partial = true
-		}
+		r.Partial = r.Partial || (v != sources.StatusOK && v != sources.StatusSkipped)
 	}
 	if !ev.DB.Now.IsZero() {
 		now := ev.DB.Now
 		r.DBNow = &now
 	}
-
 	reached := stateReached(p, ev.DB.State)
 	r.State = stateView(ev.DB, reached)
-	if ev.DB.State.Found && reached.unknownStatus {
-		r.add(UnknownStatus, "", fmt.Sprintf("state status %q is in no list of the config (initial, a step's done_status, terminal, failed)", ev.DB.State.Status))
-	}
-
-	att := AuditAttestations(ev.DB.Audit)
-	for i, s := range p.Steps {
-		var se sources.StepEvidence
-		if i < len(ev.DB.Steps) {
-			se = ev.DB.Steps[i]
-		}
-		r.Steps = append(r.Steps, stepView(i, s, se, reached, att))
-	}
+	r.Steps = stepViews(p, ev.DB, reached)
+	r.Partial = r.Partial || slices.ContainsFunc(r.Steps, func(s StepView) bool { return s.Error != "" })
 	for _, row := range ev.DB.Idempotency {
 		r.Idempotency = append(r.Idempotency, IdempotencyView{Key: row.Key, Action: row.Action, CreatedAt: row.CreatedAt})
 	}
@@ -65,113 +72,12 @@ func Diagnose(ev sources.Evidence) Report {
 		r.Entity = &EntityView{Found: ev.DB.Entity.Found, Status: ev.DB.Entity.Status}
 	}
 	r.Kafka = kafkaView(p, ev)
-
-	if !exists(ev, r) {
-		r.add(NotFound, "", "no state row, evidence, intent, idempotency record or message for this id")
-		// Without a row there is no timestamp to search the message from, so
-		// an unreachable Kafka cannot hide it: only MySQL decides NOT_FOUND.
-		r.Partial = ev.Sources["mysql"] != sources.StatusOK
-		r.finish(ev)
-		return r
-	}
-
-	// Rules, in the order of the verdict precedence; every one that holds is
-	// a finding, the first one is the verdict.
-	st := ev.DB.State
-	if st.Found && r.State.LeaseActive {
-		r.add(InFlight, "", fmt.Sprintf("owner %q holds the lease until %s (database clock; %s from now)",
-			st.Owner, fmtTime(*st.LeaseUntil), st.LeaseUntil.Sub(ev.DB.Now).Round(time.Second)))
-	}
-	for i, sv := range r.Steps {
-		if sv.Error != "" {
-			r.add(ReadError, sv.Name, sv.Error)
-			r.Partial = true
-		}
-		if sv.Status == StepDuplicated {
-			r.add(DuplicateEffect, sv.Name, effectDetail(p.Steps[i], sv))
-		}
-	}
-	for i, sv := range r.Steps {
-		if sv.Status == StepUnknown && sv.Error == "" {
-			r.add(UnknownOutcome, sv.Name, unknownDetail(p.Steps[i], sv))
-		}
-	}
-	skipped := skippedRecord(ev.DB.Idempotency)
-	if skipped != nil && p.Entity != nil {
-		effect := p.StepIndex(p.Entity.EffectStep)
-		switch {
-		case ev.DB.Entity == nil || !ev.DB.Entity.Found:
-			r.add(EntityNotFound, p.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED but the entity was not found; opctl cannot tell whether the skip was right", skipped.Key))
-		case slices.Contains(p.Entity.Cancels, ev.DB.Entity.Status):
-			r.add(SkippedOK, p.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED and the entity is %s (cancels the effect)", skipped.Key, ev.DB.Entity.Status))
-		case effect >= 0 && r.Steps[effect].Status == StepAbsent:
-			r.add(WronglySkipped, p.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED, the entity is %s (not cancelling) and step %s has no effect", skipped.Key, ev.DB.Entity.Status, p.Entity.EffectStep))
-		}
-	}
-	if st.Found && reached.n >= 0 {
-		for i, sv := range r.Steps {
-			if i < reached.n && sv.Status == StepAbsent {
-				r.add(MissingEffect, sv.Name, fmt.Sprintf("state %s claims step %s done, but it left no %s", st.Status, sv.Name, effectNoun(p.Steps[i])))
-			}
-		}
-	}
-	terminal := isTerminal(p, ev.DB)
-	for i, sv := range r.Steps {
-		if sv.Status == StepAhead && !terminal {
-			r.add(StateBehind, sv.Name, fmt.Sprintf("step %s took effect but the state is %s: a resume from the state row would do it again", sv.Name, st.Status))
-		} else if p.State != nil && !st.Found && (sv.Status == StepApplied || sv.Status == StepDuplicated) && !terminal {
-			r.add(StateBehind, sv.Name, fmt.Sprintf("step %s took effect (%s) but there is no state row: a redelivery would start from scratch", sv.Name, effectDetail(p.Steps[i], sv)))
-		}
-	}
-
-	anchored := st.Found || r.Kafka.Located == sources.LocatedRepublished
-	switch {
-	case !terminal && anchored && r.Kafka.Redelivery == RedeliveryNo:
-		r.add(Stranded, "", strandedDetail(r.Kafka))
-	case !terminal && anchored && r.Kafka.Redelivery == RedeliveryYes:
-		r.add(WillRedeliver, "", fmt.Sprintf("committed offset %s ≤ message offset %s and the message is retained", fmtPtr(r.Kafka.Committed), fmtPtr(r.Kafka.Offset)))
-	case !terminal:
-		r.add(Incomplete, "", incompleteDetail(anchored, r.Kafka))
-	case st.Found && r.Kafka.Redelivery == RedeliveryYes:
-		r.add(CompleteUncommitted, "", fmt.Sprintf("terminal (%s) but committed offset %s ≤ message offset %s: it will be read again", st.Status, fmtPtr(r.Kafka.Committed), fmtPtr(r.Kafka.Offset)))
-	}
-	if st.Found && slices.Contains(stateFailed(p), st.Status) {
-		r.add(Failed, "", fmt.Sprintf("state %s is a failed status", st.Status))
-	}
-	if terminal {
-		r.add(Complete, "", completeDetail(st, &r))
-	}
-	r.finish(ev)
-	return r
+	return r, reached
 }
 
-func (r *Report) add(code Code, step, detail string) {
-	r.Findings = append(r.Findings, Finding{Code: code, Step: step, Detail: detail})
-}
-
-// finish picks the verdict, sorts the timeline and writes the next commands.
-func (r *Report) finish(ev sources.Evidence) {
-	best := -1
-	var f Finding
-	for _, x := range r.Findings {
-		if k := rank(x.Code); k >= 0 && (best < 0 || k < best) {
-			best, f = k, x
-		}
-	}
-	if best < 0 { // cannot happen: every path adds a verdict finding
-		f = Finding{Code: Incomplete, Detail: "no rule matched"}
-	}
-	// Complete is only the verdict when nothing else is wrong; the finding
-	// list keeps only verdict-relevant facts, so drop a Complete that lost.
-	if f.Code != Complete {
-		out := r.Findings[:0]
-		for _, x := range r.Findings {
-			if x.Code != Complete {
-				out = append(out, x)
-			}
-		}
-		r.Findings = out
-	}
+// finish writes the verdict from the verdict finding f, the next commands
+// and the timeline.
+func (r *Report) finish(ev sources.Evidence, f Finding) {
 	r.Verdict = Verdict{Code: f.Code, Severity: SeverityOf(f.Code), Summary: summary(f, r)}
 	r.Verdict.Next = NextCommands(r, ev.Pipeline)
 	r.Timeline = timeline(ev, r)
@@ -225,7 +131,7 @@ func stateView(db sources.DBEvidence, reached reachedInfo) StateView {
 	return v
 }
 
-// isTerminal implements SPEC §6: terminal by the state row (terminal or failed
+// isTerminal implements docs/verdicts.md: terminal by the state row (terminal or failed
 // list), or with no state row by idempotency records that are all DONE or
 // SKIPPED.
 func isTerminal(p *config.Pipeline, db sources.DBEvidence) bool {
@@ -244,8 +150,8 @@ func isTerminal(p *config.Pipeline, db sources.DBEvidence) bool {
 }
 
 // skippedRecord returns the newest SKIPPED idempotency record, or nil.
-func skippedRecord(rows []sources.IdempotencyRow) *sources.IdempotencyRow {
-	var out *sources.IdempotencyRow
+func skippedRecord(rows []IdempotencyView) *IdempotencyView {
+	var out *IdempotencyView
 	for i := range rows {
 		if rows[i].Action == ActionSkipped {
 			out = &rows[i]
@@ -281,17 +187,55 @@ func truthy(v sources.Value) bool {
 	return false
 }
 
-// stepView computes one step's status (SPEC §6 "Counting a step's effects").
+// stepViews computes every step's view, in pipeline order.
+func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo) []StepView {
+	att := AuditAttestations(db.Audit)
+	out := []StepView{}
+	for i, s := range p.Steps {
+		var se sources.StepEvidence
+		if i < len(db.Steps) {
+			se = db.Steps[i]
+		}
+		out = append(out, stepView(i, s, se, reached, att))
+	}
+	return out
+}
+
+// stepView computes one step's status (docs/verdicts.md, "Counting a step's
+// effects"): its evidence rows, intents and {biz_id} probe counted as
+// effects, less what opctl's audit says was reversed or compensated.
 func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, att Attestations) StepView {
-	v := StepView{Index: i + 1, Name: s.Name, Kind: s.Kind, Evidence: []EvidenceRow{}, Error: se.Err}
+	v := StepView{Index: i + 1, Name: s.Name, Kind: s.Kind, Error: se.Err}
 	if reached.n >= 0 {
 		b := i < reached.n
 		v.Reached = &b
 	}
 	count, unknown := 0, 0
-	for _, row := range se.Rows {
+	v.Evidence, count = evidenceRows(s.Name, se.Rows, att)
+	for _, in := range se.Intents {
+		iv := intentView(s.Name, in, att)
+		switch iv.Outcome {
+		case "acked", "applied":
+			count++
+		case "unknown":
+			unknown++
+		}
+		v.Intents = append(v.Intents, iv)
+	}
+	v.Probe, count, unknown = bizProbe(s.Name, se, att, count, unknown)
+	v.EvidenceCount = count
+	v.Status = stepStatus(s, v, unknown)
+	return v
+}
+
+// evidenceRows returns a step's evidence rows and how many of them count as
+// an effect: a row opctl reversed, or whose `reversed` column is set, does
+// not.
+func evidenceRows(step string, rows []sources.Row, att Attestations) ([]EvidenceRow, int) {
+	out, count := []EvidenceRow{}, 0
+	for _, row := range rows {
 		er := EvidenceRow{Row: row}
-		if att.is(s.Name, IdentityString(row.Identity()), AttestReversed) {
+		if att.is(step, IdentityString(row.Identity()), AttestReversed) {
 			er.Reversed = true
 		} else if rv, ok := row.Get("reversed"); ok && truthy(rv) {
 			er.Reversed = true
@@ -299,80 +243,97 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 		if !er.Reversed {
 			count++
 		}
-		v.Evidence = append(v.Evidence, er)
+		out = append(out, er)
 	}
-	for _, in := range se.Intents {
-		iv := IntentView{RequestID: in.RequestID, SentAt: in.SentAt, AckedAt: in.AckedAt, Result: in.Result}
-		attested := false
-		switch {
-		case att.is(s.Name, in.RequestID, AttestCompensated):
-			iv.Outcome, attested = AttestCompensated, true
-		case in.AckedAt != nil:
-			iv.Outcome = "acked"
-			count++
-		case in.Probe != nil && in.Probe.Outcome == sources.ProbeApplied:
-			iv.Outcome = "applied"
-			count++
-		case in.Probe != nil && in.Probe.Outcome == sources.ProbeAbsent:
-			iv.Outcome = "absent"
-		case att.is(s.Name, in.RequestID, AttestApplied):
-			iv.Outcome, attested = "applied", true
-			count++
-		case att.is(s.Name, in.RequestID, AttestAbsent):
-			iv.Outcome, attested = "absent", true
-		default:
-			iv.Outcome = "unknown"
-			unknown++
-		}
-		if in.Probe != nil {
-			iv.Probe = probeText(*in.Probe)
-		}
-		if attested {
-			iv.Probe = joinNote(iv.Probe, att.note(s.Name, in.RequestID))
-		}
-		v.Intents = append(v.Intents, iv)
+	return out, count
+}
+
+// intentView is one intent with its outcome: acked, applied, absent,
+// compensated or unknown.
+func intentView(step string, in sources.Intent, att Attestations) IntentView {
+	iv := IntentView{RequestID: in.RequestID, SentAt: in.SentAt, AckedAt: in.AckedAt, Result: in.Result}
+	outcome, attested := intentOutcome(step, in, att)
+	iv.Outcome = outcome
+	if in.Probe != nil {
+		iv.Probe = probeText(*in.Probe)
 	}
-	if bp := se.BizProbe; bp != nil {
-		v.Probe = &ProbeView{URL: bp.URL, Outcome: bp.Outcome, Count: bp.Count, Detail: bp.Detail}
-		switch {
-		case bp.Count != nil:
-			// The downstream's own journal is the effect count (SPEC §6).
-			count = *bp.Count
-			unknown = 0
-		case bp.Outcome == sources.ProbeApplied:
-			if count == 0 {
-				count = 1
-			}
-		case bp.Outcome == sources.ProbeInconclusive && count == 0 && len(se.Intents) == 0:
-			switch {
-			case att.is(s.Name, AttestAll, AttestApplied):
-				count = 1
-				v.Probe.Detail = joinNote(v.Probe.Detail, att.note(s.Name, AttestAll))
-			case att.is(s.Name, AttestAll, AttestAbsent):
-				v.Probe.Detail = joinNote(v.Probe.Detail, att.note(s.Name, AttestAll))
-			default:
-				unknown++
-			}
-		}
+	if attested {
+		iv.Probe = joinNote(iv.Probe, att.note(step, in.RequestID))
 	}
-	v.EvidenceCount = count
+	return iv
+}
+
+// intentOutcome decides an intent's outcome, and whether it comes from an
+// attestation of opctl's audit: a compensation first, then the ack, then the
+// probe, then what was attested.
+func intentOutcome(step string, in sources.Intent, att Attestations) (outcome string, attested bool) {
+	switch {
+	case att.is(step, in.RequestID, AttestCompensated):
+		return AttestCompensated, true
+	case in.AckedAt != nil:
+		return "acked", false
+	case in.Probe != nil && in.Probe.Outcome == sources.ProbeApplied:
+		return "applied", false
+	case in.Probe != nil && in.Probe.Outcome == sources.ProbeAbsent:
+		return "absent", false
+	case att.is(step, in.RequestID, AttestApplied):
+		return "applied", true
+	case att.is(step, in.RequestID, AttestAbsent):
+		return "absent", true
+	}
+	return "unknown", false
+}
+
+// bizProbe folds the answer of a step's probe keyed by {biz_id} into the
+// effect count and the unknown count, and returns its view (nil without a
+// probe).
+func bizProbe(step string, se sources.StepEvidence, att Attestations, count, unknown int) (*ProbeView, int, int) {
+	bp := se.BizProbe
+	if bp == nil {
+		return nil, count, unknown
+	}
+	v := &ProbeView{URL: bp.URL, Outcome: bp.Outcome, Count: bp.Count, Detail: bp.Detail}
+	switch {
+	case bp.Count != nil:
+		// The downstream's own journal is the effect count (docs/verdicts.md).
+		return v, *bp.Count, 0
+	case bp.Outcome == sources.ProbeApplied:
+		return v, max(count, 1), unknown
+	case bp.Outcome != sources.ProbeInconclusive || count != 0 || len(se.Intents) != 0:
+		return v, count, unknown
+	}
+	// Inconclusive and nothing else known: what opctl's audit attested about
+	// the step as a whole decides.
+	switch {
+	case att.is(step, AttestAll, AttestApplied):
+		count = 1
+		v.Detail = joinNote(v.Detail, att.note(step, AttestAll))
+	case att.is(step, AttestAll, AttestAbsent):
+		v.Detail = joinNote(v.Detail, att.note(step, AttestAll))
+	default:
+		unknown++
+	}
+	return v, count, unknown
+}
+
+// stepStatus is what a step's counted effects say. A remote step marked
+// idempotent is never duplicated.
+func stepStatus(s config.Step, v StepView, unknown int) StepStatus {
 	dupOK := s.Kind == config.KindRemote && s.Idempotent
 	switch {
-	case se.Err != "":
-		v.Status = StepUnknown
-	case count >= 2 && !dupOK:
-		v.Status = StepDuplicated
+	case v.Error != "":
+		return StepUnknown
+	case v.EvidenceCount >= 2 && !dupOK:
+		return StepDuplicated
 	case unknown > 0 && !dupOK:
 		// An unacked intent next to an acked one may be a second effect.
-		v.Status = StepUnknown
-	case count >= 1 && v.Reached != nil && !*v.Reached:
-		v.Status = StepAhead
-	case count >= 1:
-		v.Status = StepApplied
-	default:
-		v.Status = StepAbsent
+		return StepUnknown
+	case v.EvidenceCount >= 1 && v.Reached != nil && !*v.Reached:
+		return StepAhead
+	case v.EvidenceCount >= 1:
+		return StepApplied
 	}
-	return v
+	return StepAbsent
 }
 
 func probeText(p sources.ProbeResult) string {
@@ -385,98 +346,6 @@ func probeText(p sources.ProbeResult) string {
 		return fmt.Sprintf("%s (%s)", p.Outcome, p.Status)
 	}
 	return p.Outcome
-}
-
-func effectNoun(s config.Step) string {
-	if s.Kind == config.KindRemote {
-		return "acked or confirmed call"
-	}
-	return "evidence row"
-}
-
-func effectDetail(s config.Step, v StepView) string {
-	if v.Probe != nil && v.Probe.Count != nil {
-		return fmt.Sprintf("the downstream reports %d effects", *v.Probe.Count)
-	}
-	if s.Kind == config.KindRemote {
-		return fmt.Sprintf("%d acked or confirmed calls", v.EvidenceCount)
-	}
-	return fmt.Sprintf("%d evidence rows", v.EvidenceCount)
-}
-
-func unknownDetail(s config.Step, v StepView) string {
-	var unknown []string
-	for _, in := range v.Intents {
-		if in.Outcome == "unknown" {
-			d := in.RequestID
-			if in.Probe != "" {
-				d += " (probe " + in.Probe + ")"
-			} else if s.Probe == "" {
-				d += " (no probe configured)"
-			}
-			unknown = append(unknown, d)
-		}
-	}
-	if len(unknown) == 0 && v.Probe != nil {
-		return fmt.Sprintf("no intent recorded and the probe was inconclusive: %s", v.Probe.Detail)
-	}
-	msg := fmt.Sprintf("sent, no ack and no conclusive probe: %s", strings.Join(unknown, ", "))
-	if v.EvidenceCount > 0 {
-		msg += fmt.Sprintf("; %d other call(s) took effect, so this one may be a duplicate", v.EvidenceCount)
-	}
-	return msg
-}
-
-func strandedDetail(k KafkaView) string {
-	if strings.Contains(k.Detail, "below log start") || (k.Offset != nil && k.LogStart != nil && *k.Offset < *k.LogStart) {
-		return fmt.Sprintf("message offset %s is below log start %s: deleted by retention, never redelivered", fmtPtr(k.Offset), fmtPtr(k.LogStart))
-	}
-	if k.Committed == nil {
-		return "the group has no committed offset and offset_reset is latest: the message will not be read again"
-	}
-	return fmt.Sprintf("committed offset %s > message offset %s: the group has moved past it", fmtPtr(k.Committed), fmtPtr(k.Offset))
-}
-
-func incompleteDetail(anchored bool, k KafkaView) string {
-	if !anchored {
-		return "not terminal and there is no state row to anchor the Kafka position"
-	}
-	if k.Detail != "" {
-		return "not terminal, and whether Kafka will redeliver is unknown: " + k.Detail
-	}
-	return "not terminal, and whether Kafka will redeliver is unknown"
-}
-
-func completeDetail(st sources.StateRow, r *Report) string {
-	if st.Found {
-		return fmt.Sprintf("state %s, every step applied once, redelivery %s", st.Status, r.Kafka.Redelivery)
-	}
-	acts := make([]string, 0, len(r.Idempotency))
-	for _, x := range r.Idempotency {
-		acts = append(acts, x.Key+" "+x.Action)
-	}
-	return "no state row; idempotency records: " + strings.Join(acts, ", ")
-}
-
-// exists reports whether anything at all was found for the id.
-func exists(ev sources.Evidence, r Report) bool {
-	if ev.DB.State.Found || len(ev.DB.Idempotency) > 0 || ev.Kafka.Message != nil {
-		return true
-	}
-	for _, s := range r.Steps {
-		if len(s.Evidence) > 0 || len(s.Intents) > 0 || (s.Probe != nil && s.Probe.Count != nil && *s.Probe.Count > 0) {
-			return true
-		}
-		if s.Error != "" {
-			return true // could not read: do not claim NOT_FOUND
-		}
-	}
-	for _, a := range ev.DB.Audit {
-		if a.Outcome != "" {
-			return true
-		}
-	}
-	return false
 }
 
 func fmtTime(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") }
@@ -513,56 +382,68 @@ func summary(f Finding, r *Report) string {
 // timeline gathers every timestamped fact, oldest first.
 func timeline(ev sources.Evidence, r *Report) []Event {
 	p := ev.Pipeline
-	ev2 := []Event{}
-	add := func(t *time.Time, src, what string) {
-		if t != nil && !t.IsZero() {
-			ev2 = append(ev2, Event{At: *t, Source: src, What: what})
-		}
-	}
-	st := ev.DB.State
-	if st.Found && p.State != nil {
-		add(st.CreatedAt, p.State.Table, "state row created (msg "+orDash(st.MsgID)+")")
-		what := "state " + st.Status
-		if st.Version != nil {
-			what += fmt.Sprintf(" (version %d)", *st.Version)
-		}
-		add(st.UpdatedAt, p.State.Table, what+" last updated")
-		if st.LeaseUntil != nil && st.Owner != "" {
-			add(st.LeaseUntil, p.State.Table, "lease of "+st.Owner+" expires")
-		}
+	out := events{}
+	if ev.DB.State.Found && p.State != nil {
+		out.state(p.State.Table, ev.DB.State)
 	}
 	for i, s := range p.Steps {
-		sv := r.Steps[i]
-		src := tableOf(s.Evidence, s.Name)
-		for _, row := range sv.Evidence {
-			t := firstTime(row.Row)
-			what := fmt.Sprintf("%s: %s", s.Name, rowText(row.Row))
-			if row.Reversed {
-				what += " (reversed)"
-			}
-			add(t, src, what)
-		}
-		isrc := tableOf(s.Intent, s.Name)
-		for _, in := range sv.Intents {
-			add(in.SentAt, isrc, fmt.Sprintf("%s: call sent (request %s)", s.Name, in.RequestID))
-			add(in.AckedAt, isrc, fmt.Sprintf("%s: call acked (request %s, %s)", s.Name, in.RequestID, orDash(in.Result)))
-		}
+		out.step(s, r.Steps[i])
 	}
 	if p.Idempotency != nil {
 		for _, x := range ev.DB.Idempotency {
-			add(x.CreatedAt, p.Idempotency.Table, fmt.Sprintf("message %s recorded %s", x.Key, x.Action))
+			out.add(x.CreatedAt, p.Idempotency.Table, fmt.Sprintf("message %s recorded %s", x.Key, x.Action))
 		}
 	}
 	if m := ev.Kafka.Message; m != nil {
 		t := m.Timestamp
-		add(&t, "kafka", fmt.Sprintf("message produced to %s partition %d offset %d", p.Topic, m.Partition, m.Offset))
+		out.add(&t, "kafka", fmt.Sprintf("message produced to %s partition %d offset %d", p.Topic, m.Partition, m.Offset))
 	}
 	for _, a := range ev.DB.Audit {
 		t := a.At
-		add(&t, "opctl audit", fmt.Sprintf("%s %s (plan %.12s, action %d)", a.Action, a.Outcome, a.PlanID, a.ActionIndex))
+		out.add(&t, "opctl audit", fmt.Sprintf("%s %s (plan %.12s, action %d)", a.Action, a.Outcome, a.PlanID, a.ActionIndex))
 	}
-	sort.SliceStable(ev2, func(i, j int) bool { return ev2[i].At.Before(ev2[j].At) })
-	return ev2
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// events is a timeline being gathered.
+type events []Event
+
+// add appends an event when its time is known.
+func (e *events) add(t *time.Time, src, what string) {
+	if t != nil && !t.IsZero() {
+		*e = append(*e, Event{At: *t, Source: src, What: what})
+	}
+}
+
+// state adds the state row's creation, last update and lease expiry.
+func (e *events) state(table string, st sources.StateRow) {
+	e.add(st.CreatedAt, table, "state row created (msg "+orDash(st.MsgID)+")")
+	what := "state " + st.Status
+	if st.Version != nil {
+		what += fmt.Sprintf(" (version %d)", *st.Version)
+	}
+	e.add(st.UpdatedAt, table, what+" last updated")
+	if st.LeaseUntil != nil && st.Owner != "" {
+		e.add(st.LeaseUntil, table, "lease of "+st.Owner+" expires")
+	}
+}
+
+// step adds a step's evidence rows and its intents' calls and acks.
+func (e *events) step(s config.Step, sv StepView) {
+	src := tableOf(s.Evidence, s.Name)
+	for _, row := range sv.Evidence {
+		what := fmt.Sprintf("%s: %s", s.Name, rowText(row.Row))
+		if row.Reversed {
+			what += " (reversed)"
+		}
+		e.add(firstTime(row.Row), src, what)
+	}
+	isrc := tableOf(s.Intent, s.Name)
+	for _, in := range sv.Intents {
+		e.add(in.SentAt, isrc, fmt.Sprintf("%s: call sent (request %s)", s.Name, in.RequestID))
+		e.add(in.AckedAt, isrc, fmt.Sprintf("%s: call acked (request %s, %s)", s.Name, in.RequestID, orDash(in.Result)))
+	}
 }
 
 func orDash(s string) string {

@@ -234,7 +234,7 @@ func TestEveryVerdictHasAnExplanationAndSeverity(t *testing.T) {
 		if !ok || e.Meaning == "" || e.Repair == "" || len(e.Safe) == 0 {
 			t.Errorf("%s: incomplete explanation %+v", c, e)
 		}
-		if Severity(c) == "" {
+		if SeverityOf(c) == "" {
 			t.Errorf("%s: no severity", c)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // Redelivery decides whether Kafka will hand a message to the group again
-// (SPEC §2, §6). Inputs: the message offset (-1 unknown), the group's
+// (docs/where.md). Inputs: the message offset (-1 unknown), the group's
 // committed offset on the partition (-1 none), the partition's log start and
 // end, and the consumer's auto.offset.reset. Fetch them with
 // sources.Kafka.Group and Locate.
@@ -51,14 +51,13 @@ func kafkaView(p *config.Pipeline, ev sources.Evidence) KafkaView {
 		v.Located = sources.LocatedUnknown
 	}
 	part, off := k.Partition, k.Offset
-	// A message opctl republished is the operation's newest message (SPEC §7).
-	for _, a := range ev.DB.Audit {
-		if a.Action == "republish" && a.Outcome == "published" && a.Partition != nil && a.Offset != nil {
-			part, off = *a.Partition, *a.Offset
-			v.Located = sources.LocatedRepublished
-			v.Topic = p.EffectiveRedriveTopic()
-			v.Detail = fmt.Sprintf("republished by opctl plan %.12s", a.PlanID)
-		}
+	// A message opctl republished is the operation's newest message
+	// (docs/where.md).
+	if a := lastRepublish(ev.DB.Audit); a != nil {
+		part, off = *a.Partition, *a.Offset
+		v.Located = sources.LocatedRepublished
+		v.Topic = p.EffectiveRedriveTopic()
+		v.Detail = fmt.Sprintf("republished by opctl plan %.12s", a.PlanID)
 	}
 	if part >= 0 {
 		pp := part
@@ -68,22 +67,40 @@ func kafkaView(p *config.Pipeline, ev sources.Evidence) KafkaView {
 		oo := off
 		v.Offset = &oo
 	}
-	kafkaOK := ev.Sources["kafka"] == sources.StatusOK
 	pv, havePart := k.Group.Partitions[part]
-	if part >= 0 && havePart && kafkaOK {
-		if pv.Committed >= 0 {
-			c := pv.Committed
-			v.Committed = &c
-		}
-		ls, le := pv.LogStart, pv.LogEnd
-		v.LogStart, v.LogEnd = &ls, &le
-		v.PartitionOwner = pv.Owner
-		if v.Topic == k.Group.Topic || k.Group.Topic == "" {
-			v.Redelivery = Redelivery(off, pv.Committed, pv.LogStart, pv.LogEnd, p.EffectiveOffsetReset())
-		}
-		if off >= 0 && off < pv.LogStart && v.Detail == "" {
-			v.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, pv.LogStart)
-		}
+	if part >= 0 && havePart && ev.Sources["kafka"] == sources.StatusOK {
+		v.position(p, k.Group.Topic, pv, off)
 	}
 	return v
+}
+
+// lastRepublish returns the newest republish of the audit that was
+// published, nil when there is none.
+func lastRepublish(audit []sources.AuditAction) *sources.AuditAction {
+	var out *sources.AuditAction
+	for i, a := range audit {
+		if a.Action == "republish" && a.Outcome == "published" && a.Partition != nil && a.Offset != nil {
+			out = &audit[i]
+		}
+	}
+	return out
+}
+
+// position fills in the group's and the log's view of the message's
+// partition, and decides redelivery when the group reads the topic the
+// message is in (groupTopic "" means it does).
+func (v *KafkaView) position(p *config.Pipeline, groupTopic string, pv sources.PartitionView, off int64) {
+	if pv.Committed >= 0 {
+		c := pv.Committed
+		v.Committed = &c
+	}
+	ls, le := pv.LogStart, pv.LogEnd
+	v.LogStart, v.LogEnd = &ls, &le
+	v.PartitionOwner = pv.Owner
+	if v.Topic == groupTopic || groupTopic == "" {
+		v.Redelivery = Redelivery(off, pv.Committed, pv.LogStart, pv.LogEnd, p.EffectiveOffsetReset())
+	}
+	if off >= 0 && off < pv.LogStart && v.Detail == "" {
+		v.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, pv.LogStart)
+	}
 }

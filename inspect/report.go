@@ -10,7 +10,7 @@ import (
 )
 
 // Report is the triage of one operation in one pipeline: the JSON object of
-// `opctl where -o json` (SPEC §6).
+// `opctl where -o json` (docs/where.md).
 type Report struct {
 	BizID       string            `json:"biz_id"`
 	Pipeline    string            `json:"pipeline"`

@@ -1,0 +1,418 @@
+package inspect
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// rule is one row of the verdict table: the code it reports, the severity of
+// that code as a verdict, and the pure function that looks for it.
+type rule struct {
+	code Code
+	// severity is the code's severity as a verdict; "" marks an
+	// informational rule, whose findings never become the verdict.
+	severity Severity
+	see      func(*facts) []seen
+	// final: when the rule sees something, no later rule runs.
+	final bool
+	// fallback: the rule runs only when no earlier rule gave the verdict.
+	fallback bool
+}
+
+// isVerdict reports whether the rule's findings can be the verdict.
+func (ru rule) isVerdict() bool { return ru.severity != "" }
+
+// seen is one thing a rule saw: the step it is about ("" for the whole
+// operation) and the detail shown to the operator.
+type seen struct{ step, detail string }
+
+// table is every rule, highest precedence first (docs/verdicts.md). The
+// verdict is the first verdict rule that sees something; the findings are
+// listed in table order, a rule's own in step order. The informational
+// rules sit next to the verdict they explain. The compiler lays the table
+// out statically: nothing runs at init.
+var table = [...]rule{
+	// Nothing found: nothing else to say.
+	{code: NotFound, severity: SeverityNone, see: seeNotFound, final: true},
+	{code: UnknownStatus, see: seeUnknownStatus},
+	{code: InFlight, severity: SeverityWatch, see: seeInFlight},
+	{code: ReadError, see: seeReadError},
+	{code: DuplicateEffect, severity: SeverityAction, see: seeDuplicateEffect},
+	{code: UnknownOutcome, severity: SeverityAction, see: seeUnknownOutcome},
+	{code: EntityNotFound, see: seeEntityNotFound},
+	{code: WronglySkipped, severity: SeverityAction, see: seeWronglySkipped},
+	{code: MissingEffect, severity: SeverityAction, see: seeMissingEffect},
+	{code: StateBehind, severity: SeverityAction, see: seeStateBehind},
+	{code: Stranded, severity: SeverityAction, see: seeStranded},
+	{code: WillRedeliver, severity: SeverityWatch, see: seeWillRedeliver},
+	{code: Incomplete, severity: SeverityWatch, see: seeIncomplete},
+	{code: CompleteUncommitted, severity: SeverityWatch, see: seeCompleteUncommitted},
+	{code: Failed, severity: SeverityWatch, see: seeFailed},
+	{code: SkippedOK, severity: SeverityOK, see: seeSkippedOK},
+	// COMPLETE is said only when nothing else is wrong.
+	{code: Complete, severity: SeverityOK, see: seeComplete, fallback: true},
+}
+
+// judge runs rules in order on f and returns the verdict finding and every
+// finding, in rule order.
+func judge(rules []rule, f *facts) (verdict Finding, findings []Finding) {
+	findings = []Finding{}
+	decided := false
+	for _, ru := range rules {
+		if ru.fallback && decided {
+			continue
+		}
+		saw := ru.see(f)
+		if len(saw) == 0 {
+			continue
+		}
+		first := len(findings)
+		for _, s := range saw {
+			findings = append(findings, Finding{Code: ru.code, Step: s.step, Detail: s.detail})
+		}
+		if ru.isVerdict() && !decided {
+			verdict, decided = findings[first], true
+		}
+		if ru.final {
+			break
+		}
+	}
+	// Cannot happen with the table: a terminal operation is at least COMPLETE,
+	// an unfinished one STRANDED, WILL_REDELIVER or INCOMPLETE.
+	if !decided {
+		verdict = Finding{Code: Incomplete, Detail: "no rule matched"}
+	}
+	return verdict, findings
+}
+
+// facts is what the rules look at: the views Diagnose built from the
+// evidence, and the flags several rules share. Rules only read it.
+type facts struct {
+	pipeline *config.Pipeline
+	state    StateView
+	// unknownStatus: the state status is in no list of the config.
+	unknownStatus bool
+	// now is the database clock.
+	now time.Time
+	// steps has one view per pipeline step, in pipeline order.
+	steps       []StepView
+	idempotency []IdempotencyView
+	entity      *EntityView
+	kafka       KafkaView
+	// message is the Kafka record read back, nil when none was.
+	message *sources.Message
+	// audit is opctl's own audit of the operation.
+	audit []sources.AuditAction
+	// terminal: the state row, or without one the idempotency records, say
+	// the operation ended (docs/verdicts.md).
+	terminal bool
+	// anchored: the Kafka position is anchored by a state row or by a
+	// message opctl republished.
+	anchored bool
+}
+
+// newFacts gathers the facts the rules read from the evidence and the
+// report's views of it.
+func newFacts(ev sources.Evidence, r *Report, reached reachedInfo) facts {
+	return facts{
+		pipeline: ev.Pipeline, state: r.State, unknownStatus: reached.unknownStatus, now: ev.DB.Now,
+		steps: r.Steps, idempotency: r.Idempotency, entity: r.Entity, kafka: r.Kafka,
+		message: ev.Kafka.Message, audit: ev.DB.Audit,
+		terminal: isTerminal(ev.Pipeline, ev.DB),
+		anchored: r.State.Found || r.Kafka.Located == sources.LocatedRepublished,
+	}
+}
+
+// one is a rule's single sighting.
+func one(step, detail string) []seen { return []seen{{step: step, detail: detail}} }
+
+// perStep collects, in step order, the detail look returns for each step;
+// "" means look saw nothing on that step.
+func perStep(f *facts, look func(i int, s config.Step, v StepView) string) []seen {
+	var out []seen
+	for i, v := range f.steps {
+		if d := look(i, f.pipeline.Steps[i], v); d != "" {
+			out = append(out, seen{step: v.Name, detail: d})
+		}
+	}
+	return out
+}
+
+// seeNotFound: nothing at all was found for the id.
+func seeNotFound(f *facts) []seen {
+	if f.found() {
+		return nil
+	}
+	return one("", "no state row, evidence, intent, idempotency record or message for this id")
+}
+
+// found reports whether anything at all was found for the id. A step that
+// could not be read counts: opctl does not claim NOT_FOUND on a read error.
+func (f *facts) found() bool {
+	if f.state.Found || len(f.idempotency) > 0 || f.message != nil {
+		return true
+	}
+	for _, s := range f.steps {
+		if len(s.Evidence) > 0 || len(s.Intents) > 0 || s.Error != "" || (s.Probe != nil && s.Probe.Count != nil && *s.Probe.Count > 0) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(f.audit, func(a sources.AuditAction) bool { return a.Outcome != "" })
+}
+
+// seeUnknownStatus: the state status is in no list of the config.
+func seeUnknownStatus(f *facts) []seen {
+	if !f.state.Found || !f.unknownStatus {
+		return nil
+	}
+	return one("", fmt.Sprintf("state status %q is in no list of the config (initial, a step's done_status, terminal, failed)", f.state.Status))
+}
+
+// seeInFlight: a live owner holds the lease by the database clock.
+func seeInFlight(f *facts) []seen {
+	st := f.state
+	if !st.Found || !st.LeaseActive || st.LeaseUntil == nil {
+		return nil
+	}
+	return one("", fmt.Sprintf("owner %q holds the lease until %s (database clock; %s from now)",
+		st.Owner, fmtTime(*st.LeaseUntil), st.LeaseUntil.Sub(f.now).Round(time.Second)))
+}
+
+// seeReadError: a step's query failed.
+func seeReadError(f *facts) []seen {
+	return perStep(f, func(_ int, _ config.Step, v StepView) string { return v.Error })
+}
+
+// seeDuplicateEffect: a step's effect exists more than once.
+func seeDuplicateEffect(f *facts) []seen {
+	return perStep(f, func(_ int, s config.Step, v StepView) string {
+		if v.Status != StepDuplicated {
+			return ""
+		}
+		return effectDetail(s, v)
+	})
+}
+
+// seeUnknownOutcome: nothing says whether a step took effect (a step that
+// could not be read is a READ_ERROR instead).
+func seeUnknownOutcome(f *facts) []seen {
+	return perStep(f, func(_ int, s config.Step, v StepView) string {
+		if v.Status != StepUnknown || v.Error != "" {
+			return ""
+		}
+		return unknownDetail(s, v)
+	})
+}
+
+// seeEntityNotFound: a skip was recorded but the entity it read is missing,
+// so opctl cannot judge the skip.
+func seeEntityNotFound(f *facts) []seen {
+	rec := f.skipped()
+	if rec == nil || f.entityFound() {
+		return nil
+	}
+	return one(f.pipeline.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED but the entity was not found; opctl cannot tell whether the skip was right", rec.Key))
+}
+
+// seeWronglySkipped: a skip was recorded, the entity does not cancel the
+// effect, and the effect step has none.
+func seeWronglySkipped(f *facts) []seen {
+	rec := f.skipped()
+	if rec == nil || !f.entityFound() || f.entityCancels() {
+		return nil
+	}
+	e := f.pipeline.Entity
+	i := f.pipeline.StepIndex(e.EffectStep)
+	if i < 0 || i >= len(f.steps) || f.steps[i].Status != StepAbsent {
+		return nil
+	}
+	return one(e.EffectStep, fmt.Sprintf("record %s is SKIPPED, the entity is %s (not cancelling) and step %s has no effect", rec.Key, f.entity.Status, e.EffectStep))
+}
+
+// seeSkippedOK: a skip was recorded and the entity cancels the effect.
+func seeSkippedOK(f *facts) []seen {
+	rec := f.skipped()
+	if rec == nil || !f.entityCancels() {
+		return nil
+	}
+	return one(f.pipeline.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED and the entity is %s (cancels the effect)", rec.Key, f.entity.Status))
+}
+
+// skipped returns the newest SKIPPED idempotency record when the pipeline
+// names the entity a skip decision read, nil otherwise.
+func (f *facts) skipped() *IdempotencyView {
+	if f.pipeline.Entity == nil {
+		return nil
+	}
+	return skippedRecord(f.idempotency)
+}
+
+// entityFound reports whether the entity row was read and found.
+func (f *facts) entityFound() bool { return f.entity != nil && f.entity.Found }
+
+// entityCancels reports whether the entity was found in a status that
+// cancels the effect. Call it only after skipped() returned a record.
+func (f *facts) entityCancels() bool {
+	return f.entityFound() && slices.Contains(f.pipeline.Entity.Cancels, f.entity.Status)
+}
+
+// seeMissingEffect: the state claims a step done that left no effect.
+func seeMissingEffect(f *facts) []seen {
+	st := f.state
+	if !st.Found || st.Reached < 0 {
+		return nil
+	}
+	return perStep(f, func(i int, s config.Step, v StepView) string {
+		if i >= st.Reached || v.Status != StepAbsent {
+			return ""
+		}
+		return fmt.Sprintf("state %s claims step %s done, but it left no %s", st.Status, v.Name, effectNoun(s))
+	})
+}
+
+// seeStateBehind: a step of an unfinished operation took effect that the
+// state row does not claim (or there is no state row at all).
+func seeStateBehind(f *facts) []seen {
+	if f.terminal {
+		return nil
+	}
+	noRow := f.pipeline.State != nil && !f.state.Found
+	return perStep(f, func(_ int, s config.Step, v StepView) string {
+		switch {
+		case v.Status == StepAhead:
+			return fmt.Sprintf("step %s took effect but the state is %s: a resume from the state row would do it again", v.Name, f.state.Status)
+		case noRow && (v.Status == StepApplied || v.Status == StepDuplicated):
+			return fmt.Sprintf("step %s took effect (%s) but there is no state row: a redelivery would start from scratch", v.Name, effectDetail(s, v))
+		}
+		return ""
+	})
+}
+
+// seeStranded: unfinished, anchored, and Kafka will not redeliver.
+func seeStranded(f *facts) []seen {
+	if f.terminal || !f.anchored || f.kafka.Redelivery != RedeliveryNo {
+		return nil
+	}
+	return one("", strandedDetail(f.kafka))
+}
+
+// seeWillRedeliver: unfinished, anchored, and Kafka will redeliver.
+func seeWillRedeliver(f *facts) []seen {
+	k := f.kafka
+	if f.terminal || !f.anchored || k.Redelivery != RedeliveryYes {
+		return nil
+	}
+	return one("", fmt.Sprintf("committed offset %s ≤ message offset %s and the message is retained", fmtPtr(k.Committed), fmtPtr(k.Offset)))
+}
+
+// seeIncomplete: unfinished, and whether Kafka will redeliver is unknown or
+// not anchored.
+func seeIncomplete(f *facts) []seen {
+	known := f.kafka.Redelivery == RedeliveryYes || f.kafka.Redelivery == RedeliveryNo
+	if f.terminal || (f.anchored && known) {
+		return nil
+	}
+	return one("", incompleteDetail(f.anchored, f.kafka))
+}
+
+// seeCompleteUncommitted: the state row is terminal but Kafka will
+// redeliver.
+func seeCompleteUncommitted(f *facts) []seen {
+	k := f.kafka
+	if !f.terminal || !f.state.Found || k.Redelivery != RedeliveryYes {
+		return nil
+	}
+	return one("", fmt.Sprintf("terminal (%s) but committed offset %s ≤ message offset %s: it will be read again", f.state.Status, fmtPtr(k.Committed), fmtPtr(k.Offset)))
+}
+
+// seeFailed: the state status is a failed status.
+func seeFailed(f *facts) []seen {
+	if !f.state.Found || !slices.Contains(stateFailed(f.pipeline), f.state.Status) {
+		return nil
+	}
+	return one("", fmt.Sprintf("state %s is a failed status", f.state.Status))
+}
+
+// seeComplete: the operation is terminal.
+func seeComplete(f *facts) []seen {
+	if !f.terminal {
+		return nil
+	}
+	return one("", completeDetail(f))
+}
+
+func effectNoun(s config.Step) string {
+	if s.Kind == config.KindRemote {
+		return "acked or confirmed call"
+	}
+	return "evidence row"
+}
+
+func effectDetail(s config.Step, v StepView) string {
+	if v.Probe != nil && v.Probe.Count != nil {
+		return fmt.Sprintf("the downstream reports %d effects", *v.Probe.Count)
+	}
+	if s.Kind == config.KindRemote {
+		return fmt.Sprintf("%d acked or confirmed calls", v.EvidenceCount)
+	}
+	return fmt.Sprintf("%d evidence rows", v.EvidenceCount)
+}
+
+func unknownDetail(s config.Step, v StepView) string {
+	var unknown []string
+	for _, in := range v.Intents {
+		if in.Outcome == "unknown" {
+			d := in.RequestID
+			if in.Probe != "" {
+				d += " (probe " + in.Probe + ")"
+			} else if s.Probe == "" {
+				d += " (no probe configured)"
+			}
+			unknown = append(unknown, d)
+		}
+	}
+	if len(unknown) == 0 && v.Probe != nil {
+		return fmt.Sprintf("no intent recorded and the probe was inconclusive: %s", v.Probe.Detail)
+	}
+	msg := fmt.Sprintf("sent, no ack and no conclusive probe: %s", strings.Join(unknown, ", "))
+	if v.EvidenceCount > 0 {
+		msg += fmt.Sprintf("; %d other call(s) took effect, so this one may be a duplicate", v.EvidenceCount)
+	}
+	return msg
+}
+
+func strandedDetail(k KafkaView) string {
+	if strings.Contains(k.Detail, "below log start") || (k.Offset != nil && k.LogStart != nil && *k.Offset < *k.LogStart) {
+		return fmt.Sprintf("message offset %s is below log start %s: deleted by retention, never redelivered", fmtPtr(k.Offset), fmtPtr(k.LogStart))
+	}
+	if k.Committed == nil {
+		return "the group has no committed offset and offset_reset is latest: the message will not be read again"
+	}
+	return fmt.Sprintf("committed offset %s > message offset %s: the group has moved past it", fmtPtr(k.Committed), fmtPtr(k.Offset))
+}
+
+func incompleteDetail(anchored bool, k KafkaView) string {
+	if !anchored {
+		return "not terminal and there is no state row to anchor the Kafka position"
+	}
+	if k.Detail != "" {
+		return "not terminal, and whether Kafka will redeliver is unknown: " + k.Detail
+	}
+	return "not terminal, and whether Kafka will redeliver is unknown"
+}
+
+func completeDetail(f *facts) string {
+	if f.state.Found {
+		return fmt.Sprintf("state %s, every step applied once, redelivery %s", f.state.Status, f.kafka.Redelivery)
+	}
+	acts := make([]string, 0, len(f.idempotency))
+	for _, x := range f.idempotency {
+		acts = append(acts, x.Key+" "+x.Action)
+	}
+	return "no state row; idempotency records: " + strings.Join(acts, ", ")
+}

@@ -1,0 +1,520 @@
+package inspect
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// The documented verdict precedence (docs/verdicts.md), highest first.
+func TestPrecedenceIsTheDocumentedOrder(t *testing.T) {
+	want := []Code{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
+		"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "INCOMPLETE", "COMPLETE_UNCOMMITTED", "FAILED", "SKIPPED_OK", "COMPLETE"}
+	if got := Precedence(); !slices.Equal(got, want) {
+		t.Fatalf("precedence\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestSeverities(t *testing.T) {
+	cases := []struct {
+		code Code
+		want Severity // "": not a verdict
+	}{
+		{NotFound, SeverityNone},
+		{InFlight, SeverityWatch},
+		{DuplicateEffect, SeverityAction},
+		{UnknownOutcome, SeverityAction},
+		{WronglySkipped, SeverityAction},
+		{MissingEffect, SeverityAction},
+		{StateBehind, SeverityAction},
+		{Stranded, SeverityAction},
+		{WillRedeliver, SeverityWatch},
+		{Incomplete, SeverityWatch},
+		{CompleteUncommitted, SeverityWatch},
+		{Failed, SeverityWatch},
+		{SkippedOK, SeverityOK},
+		{Complete, SeverityOK},
+		{UnknownStatus, ""},
+		{ReadError, ""},
+		{EntityNotFound, ""},
+		{MessageGone, ""},
+		{"BOGUS", ""},
+	}
+	for _, c := range cases {
+		t.Run(string(c.code), func(t *testing.T) {
+			if got := SeverityOf(c.code); got != c.want {
+				t.Errorf("SeverityOf = %q, want %q", got, c.want)
+			}
+			if got := IsVerdict(c.code); got != (c.want != "") {
+				t.Errorf("IsVerdict = %v", got)
+			}
+		})
+	}
+}
+
+// The table wires each code to its own rule, once, and only NOT_FOUND stops
+// the table and only COMPLETE waits for no other verdict.
+func TestTableWiring(t *testing.T) {
+	want := []struct {
+		code            Code
+		see             func(*facts) []seen
+		final, fallback bool
+	}{
+		{NotFound, seeNotFound, true, false},
+		{UnknownStatus, seeUnknownStatus, false, false},
+		{InFlight, seeInFlight, false, false},
+		{ReadError, seeReadError, false, false},
+		{DuplicateEffect, seeDuplicateEffect, false, false},
+		{UnknownOutcome, seeUnknownOutcome, false, false},
+		{EntityNotFound, seeEntityNotFound, false, false},
+		{WronglySkipped, seeWronglySkipped, false, false},
+		{MissingEffect, seeMissingEffect, false, false},
+		{StateBehind, seeStateBehind, false, false},
+		{Stranded, seeStranded, false, false},
+		{WillRedeliver, seeWillRedeliver, false, false},
+		{Incomplete, seeIncomplete, false, false},
+		{CompleteUncommitted, seeCompleteUncommitted, false, false},
+		{Failed, seeFailed, false, false},
+		{SkippedOK, seeSkippedOK, false, false},
+		{Complete, seeComplete, false, true},
+	}
+	if len(table) != len(want) {
+		t.Fatalf("%d rules, want %d", len(table), len(want))
+	}
+	for i, w := range want {
+		ru := table[i]
+		t.Run(string(w.code), func(t *testing.T) {
+			if ru.code != w.code {
+				t.Fatalf("rule %d is %s", i, ru.code)
+			}
+			if reflect.ValueOf(ru.see).Pointer() != reflect.ValueOf(w.see).Pointer() {
+				t.Errorf("wired to the wrong function")
+			}
+			if ru.final != w.final || ru.fallback != w.fallback {
+				t.Errorf("final %v fallback %v", ru.final, ru.fallback)
+			}
+		})
+	}
+}
+
+// sees returns a rule function that sees the given details.
+func sees(details ...string) func(*facts) []seen {
+	return func(*facts) []seen {
+		var out []seen
+		for _, d := range details {
+			out = append(out, seen{detail: d})
+		}
+		return out
+	}
+}
+
+func TestJudge(t *testing.T) {
+	cases := []struct {
+		name     string
+		rules    []rule
+		verdict  Finding
+		findings []Finding
+	}{
+		{"the first verdict rule that sees something is the verdict, with its first finding",
+			[]rule{{code: "A", severity: SeverityWatch, see: sees()}, {code: "B", severity: SeverityAction, see: sees("b1", "b2")}, {code: "C", severity: SeverityWatch, see: sees("c")}},
+			Finding{Code: "B", Detail: "b1"}, []Finding{{Code: "B", Detail: "b1"}, {Code: "B", Detail: "b2"}, {Code: "C", Detail: "c"}}},
+		{"an informational rule is never the verdict",
+			[]rule{{code: "I", see: sees("i")}, {code: "B", severity: SeverityAction, see: sees("b")}},
+			Finding{Code: "B", Detail: "b"}, []Finding{{Code: "I", Detail: "i"}, {Code: "B", Detail: "b"}}},
+		{"a final rule that sees something stops the table",
+			[]rule{{code: "F", severity: SeverityNone, see: sees("f"), final: true}, {code: "B", severity: SeverityAction, see: sees("b")}},
+			Finding{Code: "F", Detail: "f"}, []Finding{{Code: "F", Detail: "f"}}},
+		{"a final rule that sees nothing does not stop the table",
+			[]rule{{code: "F", severity: SeverityNone, see: sees(), final: true}, {code: "B", severity: SeverityAction, see: sees("b")}},
+			Finding{Code: "B", Detail: "b"}, []Finding{{Code: "B", Detail: "b"}}},
+		{"a fallback rule does not run once a verdict is given",
+			[]rule{{code: "B", severity: SeverityAction, see: sees("b")}, {code: "X", severity: SeverityOK, see: sees("x"), fallback: true}},
+			Finding{Code: "B", Detail: "b"}, []Finding{{Code: "B", Detail: "b"}}},
+		{"a fallback rule after informational findings only is the verdict",
+			[]rule{{code: "I", see: sees("i")}, {code: "X", severity: SeverityOK, see: sees("x"), fallback: true}},
+			Finding{Code: "X", Detail: "x"}, []Finding{{Code: "I", Detail: "i"}, {Code: "X", Detail: "x"}}},
+		{"later verdict rules still add findings",
+			[]rule{{code: "A", severity: SeverityAction, see: sees("a")}, {code: "B", severity: SeverityWatch, see: sees("b")}},
+			Finding{Code: "A", Detail: "a"}, []Finding{{Code: "A", Detail: "a"}, {Code: "B", Detail: "b"}}},
+		{"no verdict rule saw anything: INCOMPLETE, which is not a finding",
+			[]rule{{code: "I", see: sees("i")}, {code: "B", severity: SeverityAction, see: sees()}},
+			Finding{Code: Incomplete, Detail: "no rule matched"}, []Finding{{Code: "I", Detail: "i"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			verdict, findings := judge(c.rules, &facts{})
+			if verdict != c.verdict {
+				t.Errorf("verdict %+v, want %+v", verdict, c.verdict)
+			}
+			if !slices.Equal(findings, c.findings) {
+				t.Errorf("findings %+v, want %+v", findings, c.findings)
+			}
+		})
+	}
+	if _, findings := judge(nil, &facts{}); findings == nil {
+		t.Error("findings nil: the JSON would say null, not []")
+	}
+}
+
+// ruleCase is one case of a rule test: set changes the base facts
+// (settlement, nothing found, redelivery unknown).
+type ruleCase struct {
+	name string
+	set  func(f *facts)
+	want []seen
+}
+
+func baseFacts() facts {
+	return facts{
+		pipeline: settlement(),
+		state:    StateView{Reached: -1},
+		now:      t0.Add(10 * time.Minute),
+		steps:    []StepView{stepAs("debit", StepAbsent, 0), stepAs("ledger", StepAbsent, 0), stepAs("notify", StepAbsent, 0)},
+		kafka:    KafkaView{Topic: "settlement-event", Redelivery: RedeliveryUnknown, Located: sources.LocatedUnknown},
+	}
+}
+
+func stepAs(name string, status StepStatus, count int) StepView {
+	return StepView{Name: name, Status: status, EvidenceCount: count, Evidence: []EvidenceRow{}}
+}
+
+// stateAt sets a state row with the given status claiming n steps done.
+func stateAt(status string, n int) func(*facts) {
+	return func(f *facts) { f.state = StateView{Found: true, Status: status, Reached: n} }
+}
+
+func testRule(t *testing.T, see func(*facts) []seen, cases []ruleCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := baseFacts()
+			if c.set != nil {
+				c.set(&f)
+			}
+			if got := see(&f); !slices.Equal(got, c.want) {
+				t.Errorf("saw %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestSeeNotFound(t *testing.T) {
+	nf := one("", "no state row, evidence, intent, idempotency record or message for this id")
+	n0, n1 := 0, 1
+	testRule(t, seeNotFound, []ruleCase{
+		{"nothing at all is not found", nil, nf},
+		{"a state row is found", stateAt("INIT", 0), nil},
+		{"an idempotency record is found", func(f *facts) { f.idempotency = []IdempotencyView{{Key: "m-1", Action: ActionPending}} }, nil},
+		{"a message read back is found", func(f *facts) { f.message = &sources.Message{Offset: 100} }, nil},
+		{"an evidence row is found", func(f *facts) { f.steps[1].Evidence = []EvidenceRow{{Row: row(1)}} }, nil},
+		{"an intent is found", func(f *facts) { f.steps[2].Intents = []IntentView{{RequestID: "a", Outcome: "unknown"}} }, nil},
+		{"a probe counting effects is found", func(f *facts) { f.steps[2].Probe = &ProbeView{Outcome: sources.ProbeApplied, Count: &n1} }, nil},
+		{"a probe counting no effect is not", func(f *facts) { f.steps[2].Probe = &ProbeView{Outcome: sources.ProbeAbsent, Count: &n0} }, nf},
+		{"a step that could not be read is never not found", func(f *facts) { f.steps[0].Error = "debit evidence: table missing" }, nil},
+		{"an audit action with an outcome is found", func(f *facts) { f.audit = []sources.AuditAction{{Action: "republish", Outcome: "publishing"}} }, nil},
+		{"an audit action without an outcome is not", func(f *facts) { f.audit = []sources.AuditAction{{Action: "republish"}} }, nf},
+	})
+}
+
+func TestSeeUnknownStatus(t *testing.T) {
+	testRule(t, seeUnknownStatus, []ruleCase{
+		{"a status in no list of the config", func(f *facts) { stateAt("WEIRD", -1)(f); f.unknownStatus = true },
+			one("", `state status "WEIRD" is in no list of the config (initial, a step's done_status, terminal, failed)`)},
+		{"a known status", stateAt("DEBIT_DONE", 1), nil},
+		{"no state row", func(f *facts) { f.unknownStatus = true }, nil},
+	})
+}
+
+func TestSeeInFlight(t *testing.T) {
+	lease := func(active bool, until time.Time) func(*facts) {
+		return func(f *facts) {
+			stateAt("DEBIT_DONE", 1)(f)
+			f.state.Owner, f.state.LeaseUntil, f.state.LeaseActive = "c-3", tp(until), active
+		}
+	}
+	testRule(t, seeInFlight, []ruleCase{
+		{"a live lease, timed by the database clock", lease(true, t0.Add(11*time.Minute+400*time.Millisecond)),
+			one("", `owner "c-3" holds the lease until 2026-11-29 10:11:00.400 (database clock; 1m0s from now)`)},
+		{"an expired lease", lease(false, t0.Add(9*time.Minute)), nil},
+		{"no state row", func(f *facts) { lease(true, t0.Add(11*time.Minute))(f); f.state.Found = false }, nil},
+	})
+}
+
+func TestSeeReadError(t *testing.T) {
+	testRule(t, seeReadError, []ruleCase{
+		{"every step that could not be read, in step order", func(f *facts) {
+			f.steps[2].Error, f.steps[0].Error = "notify intent: timeout", "debit evidence: table missing"
+		}, []seen{{"debit", "debit evidence: table missing"}, {"notify", "notify intent: timeout"}}},
+		{"every step read", nil, nil},
+	})
+}
+
+func TestSeeDuplicateEffect(t *testing.T) {
+	n := 2
+	testRule(t, seeDuplicateEffect, []ruleCase{
+		{"a local step counts evidence rows", func(f *facts) { f.steps[0] = stepAs("debit", StepDuplicated, 2) },
+			one("debit", "2 evidence rows")},
+		{"a remote step counts calls", func(f *facts) { f.steps[2] = stepAs("notify", StepDuplicated, 3) },
+			one("notify", "3 acked or confirmed calls")},
+		{"the downstream's own count wins", func(f *facts) {
+			f.steps[2] = stepAs("notify", StepDuplicated, 2)
+			f.steps[2].Probe = &ProbeView{Outcome: sources.ProbeApplied, Count: &n}
+		}, one("notify", "the downstream reports 2 effects")},
+		{"several steps, in step order", func(f *facts) {
+			f.steps[2], f.steps[0] = stepAs("notify", StepDuplicated, 2), stepAs("debit", StepDuplicated, 3)
+		}, []seen{{"debit", "3 evidence rows"}, {"notify", "2 acked or confirmed calls"}}},
+		{"an effect applied once", func(f *facts) { f.steps[0] = stepAs("debit", StepApplied, 1) }, nil},
+	})
+}
+
+func TestSeeUnknownOutcome(t *testing.T) {
+	unknown := func(count int, in ...IntentView) func(*facts) {
+		return func(f *facts) { f.steps[2] = stepAs("notify", StepUnknown, count); f.steps[2].Intents = in }
+	}
+	a := IntentView{RequestID: "a", Outcome: "unknown"}
+	testRule(t, seeUnknownOutcome, []ruleCase{
+		{"an unacked call nobody answered for", unknown(0, a), one("notify", "sent, no ack and no conclusive probe: a")},
+		{"the probe's answer is shown", unknown(0, IntentView{RequestID: "a", Outcome: "unknown", Probe: "inconclusive: timeout after 2s"}),
+			one("notify", "sent, no ack and no conclusive probe: a (probe inconclusive: timeout after 2s)")},
+		{"a step with no probe says so", func(f *facts) { unknown(0, a)(f); f.pipeline.Steps[2].Probe = "" },
+			one("notify", "sent, no ack and no conclusive probe: a (no probe configured)")},
+		{"next to an effect it may be a duplicate", unknown(1, IntentView{RequestID: "b", Outcome: "acked"}, a),
+			one("notify", "sent, no ack and no conclusive probe: a; 1 other call(s) took effect, so this one may be a duplicate")},
+		{"an inconclusive {biz_id} probe without intents", func(f *facts) {
+			unknown(0)(f)
+			f.steps[2].Probe = &ProbeView{Outcome: sources.ProbeInconclusive, Detail: "connection refused"}
+		}, one("notify", "no intent recorded and the probe was inconclusive: connection refused")},
+		{"a step that could not be read is a read error instead", func(f *facts) { unknown(0, a)(f); f.steps[2].Error = "boom" }, nil},
+		{"an acked call", func(f *facts) { f.steps[2] = stepAs("notify", StepApplied, 1) }, nil},
+	})
+}
+
+// skipCase sets the seed-003 pipeline, whose one step points is absent, with
+// the entity and idempotency records given.
+func skipCase(entity *EntityView, rows ...IdempotencyView) func(*facts) {
+	return func(f *facts) {
+		f.pipeline, f.entity, f.idempotency = skipPipeline(), entity, rows
+		f.steps = []StepView{stepAs("points", StepAbsent, 0)}
+	}
+}
+
+// skip1 and done2 are idempotency records: m-1 SKIPPED, m-2 DONE.
+func skip1() IdempotencyView { return IdempotencyView{Key: "m-1", Action: ActionSkipped} }
+func done2() IdempotencyView { return IdempotencyView{Key: "m-2", Action: ActionDone} }
+
+func TestSeeEntityNotFound(t *testing.T) {
+	want := one("points", "record m-1 is SKIPPED but the entity was not found; opctl cannot tell whether the skip was right")
+	testRule(t, seeEntityNotFound, []ruleCase{
+		{"a skip and no entity row read", skipCase(nil, skip1()), want},
+		{"a skip and the entity row missing", skipCase(&EntityView{}, skip1()), want},
+		{"the newest skip is named", skipCase(nil, IdempotencyView{Key: "m-0", Action: ActionSkipped}, done2(), skip1()), want},
+		{"the entity found", skipCase(&EntityView{Found: true, Status: "SHIPPED"}, skip1()), nil},
+		{"no skip recorded", skipCase(nil, done2()), nil},
+		{"a pipeline without entity", func(f *facts) { skipCase(nil, skip1())(f); f.pipeline.Entity = nil }, nil},
+	})
+}
+
+func TestSeeWronglySkipped(t *testing.T) {
+	shipped := &EntityView{Found: true, Status: "SHIPPED"}
+	testRule(t, seeWronglySkipped, []ruleCase{
+		{"a skip, the entity not cancelling, the effect missing (seed 003)", skipCase(shipped, done2(), skip1()),
+			one("points", "record m-1 is SKIPPED, the entity is SHIPPED (not cancelling) and step points has no effect")},
+		{"the effect present", func(f *facts) { skipCase(shipped, skip1())(f); f.steps[0].Status = StepApplied }, nil},
+		{"the entity cancelling", skipCase(&EntityView{Found: true, Status: "REFUNDED"}, skip1()), nil},
+		{"the entity missing", skipCase(&EntityView{}, skip1()), nil},
+		{"an effect step the pipeline lacks", func(f *facts) { skipCase(shipped, skip1())(f); f.pipeline.Entity.EffectStep = "nosuch" }, nil},
+		{"no skip recorded", skipCase(shipped, done2()), nil},
+	})
+}
+
+func TestSeeSkippedOK(t *testing.T) {
+	refunded := &EntityView{Found: true, Status: "REFUNDED"}
+	want := one("points", "record m-1 is SKIPPED and the entity is REFUNDED (cancels the effect)")
+	testRule(t, seeSkippedOK, []ruleCase{
+		{"a skip and the entity cancelling", skipCase(refunded, skip1()), want},
+		{"cancelling, whatever the effect step says", func(f *facts) { skipCase(refunded, skip1())(f); f.steps[0].Status = StepApplied }, want},
+		{"the entity not cancelling", skipCase(&EntityView{Found: true, Status: "PAID"}, skip1()), nil},
+		{"the entity missing", skipCase(&EntityView{Status: "REFUNDED"}, skip1()), nil},
+		{"no skip recorded", skipCase(refunded, done2()), nil},
+	})
+}
+
+func TestSeeMissingEffect(t *testing.T) {
+	testRule(t, seeMissingEffect, []ruleCase{
+		{"a claimed local step without evidence", func(f *facts) { stateAt("LEDGER_DONE", 2)(f); f.steps[0].Status = StepApplied },
+			one("ledger", "state LEDGER_DONE claims step ledger done, but it left no evidence row")},
+		{"a claimed remote step without a call", func(f *facts) {
+			stateAt("DONE", 3)(f)
+			f.steps[0].Status, f.steps[1].Status = StepApplied, StepApplied
+		}, one("notify", "state DONE claims step notify done, but it left no acked or confirmed call")},
+		{"several steps, in step order", stateAt("LEDGER_DONE", 2), []seen{
+			{"debit", "state LEDGER_DONE claims step debit done, but it left no evidence row"},
+			{"ledger", "state LEDGER_DONE claims step ledger done, but it left no evidence row"}}},
+		{"an unclaimed step may be absent", func(f *facts) { stateAt("DEBIT_DONE", 1)(f); f.steps[0].Status = StepApplied }, nil},
+		{"an unknown step is not missing", func(f *facts) { stateAt("DEBIT_DONE", 1)(f); f.steps[0].Status = StepUnknown }, nil},
+		{"a status that claims nothing", stateAt("FAILED", -1), nil},
+		{"no state row", func(f *facts) { f.state.Reached = 2 }, nil},
+	})
+}
+
+func TestSeeStateBehind(t *testing.T) {
+	testRule(t, seeStateBehind, []ruleCase{
+		{"a step ahead of the state", func(f *facts) { stateAt("DEBIT_DONE", 1)(f); f.steps[1] = stepAs("ledger", StepAhead, 1) },
+			one("ledger", "step ledger took effect but the state is DEBIT_DONE: a resume from the state row would do it again")},
+		{"an effect and no state row", func(f *facts) { f.steps[0] = stepAs("debit", StepApplied, 1) },
+			one("debit", "step debit took effect (1 evidence rows) but there is no state row: a redelivery would start from scratch")},
+		{"a duplicate and no state row", func(f *facts) { f.steps[2] = stepAs("notify", StepDuplicated, 2) },
+			one("notify", "step notify took effect (2 acked or confirmed calls) but there is no state row: a redelivery would start from scratch")},
+		{"several steps, in step order", func(f *facts) {
+			stateAt("INIT", 0)(f)
+			f.steps[2], f.steps[0] = stepAs("notify", StepAhead, 1), stepAs("debit", StepAhead, 1)
+		}, []seen{
+			{"debit", "step debit took effect but the state is INIT: a resume from the state row would do it again"},
+			{"notify", "step notify took effect but the state is INIT: a resume from the state row would do it again"}}},
+		{"a terminal operation is never behind", func(f *facts) {
+			stateAt("DEBIT_DONE", 1)(f)
+			f.steps[1], f.terminal = stepAs("ledger", StepAhead, 1), true
+		}, nil},
+		{"a terminal operation without state row neither", func(f *facts) { f.steps[0], f.terminal = stepAs("debit", StepApplied, 1), true }, nil},
+		{"a pipeline without state table", func(f *facts) { f.pipeline.State = nil; f.steps[0] = stepAs("debit", StepApplied, 1) }, nil},
+		{"an applied step the state claims", func(f *facts) { stateAt("DEBIT_DONE", 1)(f); f.steps[0] = stepAs("debit", StepApplied, 1) }, nil},
+	})
+}
+
+// at places the message at offset off with the group's committed offset
+// (-1: none) and log start, and the redelivery answer.
+func at(off, committed, logStart int64, red RedeliveryAnswer) func(*facts) {
+	return func(f *facts) {
+		f.kafka.Partition, f.kafka.Offset, f.kafka.LogStart = pp(3), ip(off), ip(logStart)
+		if committed >= 0 {
+			f.kafka.Committed = ip(committed)
+		}
+		f.kafka.Redelivery, f.kafka.Located = red, sources.LocatedStored
+	}
+}
+
+// and applies several changes in order.
+func and(sets ...func(*facts)) func(*facts) {
+	return func(f *facts) {
+		for _, s := range sets {
+			s(f)
+		}
+	}
+}
+
+// anchor and ended set the anchored and terminal flags.
+func anchor(f *facts) { f.anchored = true }
+func ended(f *facts)  { f.terminal = true }
+
+func TestSeeStranded(t *testing.T) {
+	testRule(t, seeStranded, []ruleCase{
+		{"the group committed past the message", and(anchor, at(100, 101, 0, RedeliveryNo)),
+			one("", "committed offset 101 > message offset 100: the group has moved past it")},
+		{"the message deleted by retention", and(anchor, at(50, 40, 200, RedeliveryNo)),
+			one("", "message offset 50 is below log start 200: deleted by retention, never redelivered")},
+		{"the search said below log start", and(anchor, func(f *facts) {
+			f.kafka.Redelivery, f.kafka.Detail = RedeliveryNo, "offset 50 is below log start 200: deleted by retention"
+		}), one("", "message offset none is below log start none: deleted by retention, never redelivered")},
+		{"never committed, offset_reset latest", and(anchor, at(100, -1, 0, RedeliveryNo)),
+			one("", "the group has no committed offset and offset_reset is latest: the message will not be read again")},
+		{"a terminal operation", and(anchor, ended, at(100, 101, 0, RedeliveryNo)), nil},
+		{"no anchor", at(100, 101, 0, RedeliveryNo), nil},
+		{"Kafka will redeliver", and(anchor, at(100, 100, 0, RedeliveryYes)), nil},
+		{"redelivery unknown", anchor, nil},
+	})
+}
+
+func TestSeeWillRedeliver(t *testing.T) {
+	testRule(t, seeWillRedeliver, []ruleCase{
+		{"anchored and redelivered", and(anchor, at(100, 100, 0, RedeliveryYes)),
+			one("", "committed offset 100 ≤ message offset 100 and the message is retained")},
+		{"redelivered, never committed, offset_reset earliest", and(anchor, at(100, -1, 0, RedeliveryYes)),
+			one("", "committed offset none ≤ message offset 100 and the message is retained")},
+		{"a terminal operation", and(anchor, ended, at(100, 100, 0, RedeliveryYes)), nil},
+		{"no anchor", at(100, 100, 0, RedeliveryYes), nil},
+		{"Kafka will not redeliver", and(anchor, at(100, 101, 0, RedeliveryNo)), nil},
+		{"redelivery unknown", anchor, nil},
+	})
+}
+
+func TestSeeIncomplete(t *testing.T) {
+	testRule(t, seeIncomplete, []ruleCase{
+		{"no anchor, whatever Kafka says", at(100, 100, 0, RedeliveryYes),
+			one("", "not terminal and there is no state row to anchor the Kafka position")},
+		{"anchored, redelivery unknown", anchor, one("", "not terminal, and whether Kafka will redeliver is unknown")},
+		{"anchored, redelivery unknown, with why", and(anchor, func(f *facts) { f.kafka.Detail = "scanned 5000 records" }),
+			one("", "not terminal, and whether Kafka will redeliver is unknown: scanned 5000 records")},
+		{"anchored and redelivered", and(anchor, at(100, 100, 0, RedeliveryYes)), nil},
+		{"anchored and not redelivered", and(anchor, at(100, 101, 0, RedeliveryNo)), nil},
+		{"a terminal operation", ended, nil},
+	})
+}
+
+func TestSeeCompleteUncommitted(t *testing.T) {
+	testRule(t, seeCompleteUncommitted, []ruleCase{
+		{"a terminal state row and Kafka will redeliver", and(stateAt("DONE", 3), ended, at(100, 100, 0, RedeliveryYes)),
+			one("", "terminal (DONE) but committed offset 100 ≤ message offset 100: it will be read again")},
+		{"committed past the message", and(stateAt("DONE", 3), ended, at(100, 101, 0, RedeliveryNo)), nil},
+		{"redelivery unknown", and(stateAt("DONE", 3), ended), nil},
+		{"not terminal", and(stateAt("LEDGER_DONE", 2), at(100, 100, 0, RedeliveryYes)), nil},
+		{"terminal by idempotency records, no state row", and(ended, at(100, 100, 0, RedeliveryYes)), nil},
+	})
+}
+
+func TestSeeFailed(t *testing.T) {
+	testRule(t, seeFailed, []ruleCase{
+		{"a failed status", stateAt("FAILED", -1), one("", "state FAILED is a failed status")},
+		{"a terminal status", stateAt("DONE", 3), nil},
+		{"no state row", nil, nil},
+		{"a failed status on a row that was not found", func(f *facts) { f.state.Status = "FAILED" }, nil},
+		{"a pipeline without state table", func(f *facts) { stateAt("FAILED", -1)(f); f.pipeline.State = nil }, nil},
+	})
+}
+
+func TestSeeComplete(t *testing.T) {
+	testRule(t, seeComplete, []ruleCase{
+		{"a terminal state row", and(stateAt("DONE", 3), ended, at(100, 101, 0, RedeliveryNo)),
+			one("", "state DONE, every step applied once, redelivery no")},
+		{"terminal by idempotency records", and(ended, func(f *facts) { f.idempotency = []IdempotencyView{done2(), skip1()} }),
+			one("", "no state row; idempotency records: m-2 DONE, m-1 SKIPPED")},
+		{"not terminal", stateAt("LEDGER_DONE", 2), nil},
+	})
+}
+
+// newFacts anchors the Kafka position by a state row or by opctl's
+// republish, and takes terminal from isTerminal.
+func TestNewFacts(t *testing.T) {
+	republished := func(e *sources.Evidence) {
+		e.Kafka.Group.Partitions[4] = sources.PartitionView{Partition: 4, Committed: 10, LogEnd: 20}
+		e.DB.Audit = []sources.AuditAction{{PlanID: "abc", Action: "republish", Outcome: "published", Partition: pp(4), Offset: ip(15), At: t0}}
+	}
+	cases := []struct {
+		name               string
+		opts               []evOpt
+		anchored, terminal bool
+	}{
+		{"a state row anchors", []evOpt{state("DEBIT_DONE")}, true, false},
+		{"a republished message anchors", []evOpt{republished}, true, false},
+		{"a message found by search alone does not", []evOpt{kafka(100, 0)}, false, false},
+		{"a terminal state row", []evOpt{state("DONE")}, true, true},
+		{"a failed state row is terminal", []evOpt{state("FAILED")}, true, true},
+		{"idempotency records all done or skipped", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone}, sources.IdempotencyRow{Key: "m-2", Action: ActionSkipped})}, false, true},
+		{"a pending idempotency record", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionPending})}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := newEv(settlement(), c.opts...)
+			r, reached := survey(ev)
+			f := newFacts(ev, &r, reached)
+			if f.anchored != c.anchored || f.terminal != c.terminal {
+				t.Errorf("anchored %v terminal %v, want %v %v", f.anchored, f.terminal, c.anchored, c.terminal)
+			}
+			if len(f.steps) != len(r.Steps) || f.kafka.Located != r.Kafka.Located || f.state != r.State {
+				t.Errorf("facts do not carry the report's views: %+v", f)
+			}
+		})
+	}
+}
