@@ -11,12 +11,24 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
-	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
-// AuditOptions are the parsed flags of `opctl audit`.
+// Auditor reads the audit log (*repair.Service).
+type Auditor interface {
+	Audit(ctx context.Context, f sources.AuditFilter) (*sources.AuditLog, error)
+}
+
+// AuditOptions are the parsed flags of `opctl audit` and its dependencies.
 type AuditOptions struct {
+	IO      *iostreams.IOStreams
+	Format  Format
+	Timeout time.Duration
+	Auditor func() (Auditor, error)
+
 	BizID    string
 	PlanID   string
 	Pipeline string
@@ -25,7 +37,8 @@ type AuditOptions struct {
 
 // NewCmdAudit builds `opctl audit`. runF replaces the run function in tests.
 func NewCmdAudit(f *Factory, runF func(context.Context, *AuditOptions) error) *cobra.Command {
-	opts := &AuditOptions{}
+	opts := &AuditOptions{IO: f.IOStreams}
+	opts.Auditor = func() (Auditor, error) { return f.Service(connect.Options{}) }
 	c := &cobra.Command{
 		Use:   "audit [--biz-id X] [--plan ID]",
 		Short: "Read opctl's audit log: what repairs did, and attempts that changed nothing",
@@ -43,14 +56,15 @@ prints {"actions": [...], "attempts": [...]} with the full images.`,
 				return usageErrorf("--limit must be positive")
 			}
 			if opts.BizID != "" {
-				if err := ValidateBizID(opts.BizID); err != nil {
+				if err := sources.ValidateBizID(opts.BizID); err != nil {
 					return err
 				}
 			}
+			opts.Format, opts.Timeout = f.Globals.Output, f.Globals.Timeout
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runAudit(c.Context(), f, opts)
+			return runAudit(c.Context(), opts)
 		},
 	}
 	c.Flags().StringVar(&opts.BizID, "biz-id", "", "only this operation")
@@ -61,30 +75,26 @@ prints {"actions": [...], "attempts": [...]} with the full images.`,
 	return c
 }
 
-func runAudit(ctx context.Context, f *Factory, opts *AuditOptions) error {
-	cfg, err := f.Config()
+func runAudit(ctx context.Context, opts *AuditOptions) error {
+	svc, err := opts.Auditor()
 	if err != nil {
 		return err
 	}
-	db, err := f.MySQL(cfg)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, f.Globals.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	log, err := repair.ReadAudit(cctx, db.DB(), cfg.Audit, repair.AuditFilter{BizID: opts.BizID, PlanID: opts.PlanID, Pipeline: opts.Pipeline, Limit: opts.Limit})
+	log, err := svc.Audit(cctx, sources.AuditFilter{BizID: opts.BizID, PlanID: opts.PlanID, Pipeline: opts.Pipeline, Limit: opts.Limit})
 	if err != nil {
 		return err
 	}
-	out := f.IOStreams.Out
-	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
+	out := opts.IO.Out
+	if opts.Format != FormatTable {
 		enc := json.NewEncoder(out)
-		if f.Globals.Output == "json" {
+		if opts.Format == FormatJSON {
 			enc.SetIndent("", "  ")
 		}
 		return enc.Encode(log)
 	}
-	return renderAudit(out, f.IOStreams.IsStdoutTTY(), ui.NewStyles(out, f.IOStreams.ColorEnabled()), log)
+	return renderAudit(out, opts.IO.IsStdoutTTY(), ui.NewStyles(out, opts.IO.ColorEnabled()), log)
 }
 
 // auditLine is one row of the human audit view: an action or an attempt.
@@ -93,7 +103,7 @@ type auditLine struct {
 	cols []string
 }
 
-func renderAudit(w io.Writer, tty bool, st ui.Styles, log *repair.AuditLog) error {
+func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) error {
 	var lines []auditLine
 	for _, a := range log.Actions {
 		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{

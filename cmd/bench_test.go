@@ -14,12 +14,10 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
-	"github.com/opctl-dev/opctl/internal/triage"
-	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources/config"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	"github.com/opctl-dev/opctl/sources/connect"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
-	"github.com/opctl-dev/opctl/sources/probe"
 )
 
 // benchFixture is seed 001's F-1: one operation, four steps (order row, WMS
@@ -64,23 +62,20 @@ func BenchmarkWhere(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		db, err := mysqlsrc.Open(f.db.DSN, 5*time.Second)
+		cfg.MySQL.DSN, cfg.Kafka.Brokers = f.db.DSN, f.k.Brokers
+		c, err := connect.Open(cfg, connect.Options{Timeout: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer db.Close()
-		cfg.Kafka.Brokers = f.k.Brokers
-		k := kafkasrc.New(cfg.Kafka, 5*time.Second)
-		defer k.Close()
-		col := &sources.Collector{DB: db, Kafka: k, Prober: probe.New(5 * time.Second), AuditTable: "opctl_audit", Timeout: 5 * time.Second}
-		pl := []*config.Pipeline{cfg.Pipeline("fulfilment")}
+		defer c.Close()
+		svc := repair.NewService(c)
 		var stats mysqlsrc.ReadStats
 		for b.Loop() {
-			rs, err := triage.Triage(context.Background(), col, pl, "F-1")
-			if err != nil || rs[0].Verdict.Code != "DUPLICATE_EFFECT" {
-				b.Fatalf("%v %+v", err, rs)
+			t, err := svc.Triage(context.Background(), "F-1", "fulfilment")
+			if err != nil || t.Ops[0].Report.Verdict.Code != "DUPLICATE_EFFECT" {
+				b.Fatalf("%v %+v", err, t)
 			}
-			stats = db.Stats()
+			stats = c.Reader.Stats()
 		}
 		b.ReportMetric(float64(stats.CriticalPath), "mysql-seq/op")
 		b.ReportMetric(float64(stats.Statements), "mysql-stmts/op")

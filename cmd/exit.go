@@ -8,16 +8,16 @@ import (
 	"github.com/opctl-dev/opctl/sources"
 )
 
-// Exit codes (SPEC §5). This is the one place they are defined.
+// Exit statuses (docs/exit-codes.md), as every command returns them.
 const (
-	ExitOK          = 0
-	ExitError       = 1
-	ExitUsage       = 2
-	ExitAttention   = 3
-	ExitNotFound    = 4
-	ExitRefused     = 5
-	ExitPartial     = 6
-	ExitInterrupted = 130
+	ExitOK          = sources.ExitOK
+	ExitError       = sources.ExitError
+	ExitUsage       = sources.ExitUsage
+	ExitAttention   = sources.ExitAttention
+	ExitNotFound    = sources.ExitNotFound
+	ExitRefused     = sources.ExitRefused
+	ExitPartial     = sources.ExitPartial
+	ExitInterrupted = sources.ExitInterrupted
 )
 
 // exitStatusHelp is appended to every command's help (restic's habit).
@@ -33,23 +33,29 @@ EXIT STATUS
   130  interrupted
 `
 
-// CodeError carries an exit code. With a nil Err nothing more is printed:
-// the command already wrote its output (a verdict that needs attention).
-type CodeError struct {
-	Code int
-	Err  error
-}
+// exitCoder is an error that carries its exit status: the typed errors of
+// the packages (a refusal, an unknown id, a bad id, an unreachable MySQL,
+// ...) and the two of this package below.
+type exitCoder interface{ ExitCode() int }
 
-// Error is the wrapped error's message, or "exit N".
-func (e *CodeError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit %d", e.Code)
+// SilentError ends a command whose output already says everything (a
+// verdict that needs attention, a partial read): nothing more is printed,
+// the process exits with Code.
+type SilentError struct{ Code int }
+
+// Error is "exit N".
+func (e *SilentError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
+
+// ExitCode is the status.
+func (e *SilentError) ExitCode() int { return e.Code }
+
+// exitWith is nil for status 0, else a SilentError with the status.
+func exitWith(code int) error {
+	if code == ExitOK {
+		return nil
 	}
-	return e.Err.Error()
+	return &SilentError{Code: code}
 }
-
-// Unwrap returns the wrapped error.
-func (e *CodeError) Unwrap() error { return e.Err }
 
 // UsageError is a bad invocation: exit 2.
 type UsageError struct{ Err error }
@@ -60,11 +66,16 @@ func (e *UsageError) Error() string { return e.Err.Error() }
 // Unwrap returns the usage problem.
 func (e *UsageError) Unwrap() error { return e.Err }
 
+// ExitCode is exit 2.
+func (e *UsageError) ExitCode() int { return ExitUsage }
+
 func usageErrorf(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
 }
 
-// exitCode maps an error to the exit code of SPEC §5.
+// exitCode is the one place an error becomes an exit status: none is 0,
+// an interrupt 130, an error that carries its status that status, any
+// other error 1.
 func exitCode(err error, interrupted bool) int {
 	if err == nil {
 		return ExitOK
@@ -72,17 +83,22 @@ func exitCode(err error, interrupted bool) int {
 	if interrupted || errors.Is(err, context.Canceled) {
 		return ExitInterrupted
 	}
-	var ee *CodeError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	var ue *UsageError
-	if errors.As(err, &ue) {
-		return ExitUsage
-	}
-	var ce *sources.ConnError
-	if errors.As(err, &ce) {
-		return ExitError
+	var c exitCoder
+	if errors.As(err, &c) {
+		return c.ExitCode()
 	}
 	return ExitError
 }
+
+// RefusedError is a command that refused to go on (exit 5): a confirmation
+// that was not given, nothing changed.
+type RefusedError struct{ Err error }
+
+// Error says what was refused.
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ExitCode is exit 5.
+func (e *RefusedError) ExitCode() int { return ExitRefused }

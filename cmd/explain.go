@@ -66,15 +66,15 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 		e, _ := inspect.Explain(c)
 		list = append(list, e)
 	}
-	if f.Globals.Output != "table" {
+	if f.Globals.Output != FormatTable {
 		enc := json.NewEncoder(out)
-		if f.Globals.Output == "json" {
+		if f.Globals.Output == FormatJSON {
 			enc.SetIndent("", "  ")
 		}
 		if opts.Code != "" {
 			return enc.Encode(list[0])
 		}
-		if f.Globals.Output == "jsonl" {
+		if f.Globals.Output == FormatJSONL {
 			for _, e := range list {
 				if err := enc.Encode(e); err != nil {
 					return err

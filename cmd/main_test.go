@@ -10,8 +10,8 @@ import (
 // that test runs leave no temp dirs behind.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if opctlBin != "" {
-		os.RemoveAll(filepath.Dir(opctlBin))
+	for _, bin := range opctlBins {
+		os.RemoveAll(filepath.Dir(bin))
 	}
 	os.Exit(code)
 }

@@ -14,11 +14,26 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
-// ReconcileOptions are the parsed flags of `opctl reconcile`.
+// ReconcileFunc runs a reconcile over the clients of the config
+// (reconcile.Run).
+type ReconcileFunc func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error)
+
+// ReconcileOptions are the parsed flags of `opctl reconcile` and its
+// dependencies.
 type ReconcileOptions struct {
+	IO      *iostreams.IOStreams
+	Timeout time.Duration
+	// Config returns the configuration (the pipelines and the audit table).
+	Config func() (*config.Config, error)
+	// Reconcile runs the scan (opened on first use).
+	Reconcile func() (ReconcileFunc, error)
+
 	Pipeline      string
 	Checks        []string
 	Since         time.Duration
@@ -31,15 +46,28 @@ type ReconcileOptions struct {
 	// Out is the targets file (JSONL), "" for none.
 	Out string
 	// Output is table, json, jsonl or prometheus.
-	Output string
+	Output Format
 }
 
 // NewCmdReconcile builds `opctl reconcile`. runF replaces the run function in tests.
 func NewCmdReconcile(f *Factory, runF func(context.Context, *ReconcileOptions) error) *cobra.Command {
-	opts := &ReconcileOptions{}
+	opts := &ReconcileOptions{IO: f.IOStreams, Config: f.Config}
+	opts.Reconcile = func() (ReconcileFunc, error) {
+		c, err := f.Clients(connect.Options{})
+		if err != nil {
+			return nil, err
+		}
+		d := reconcile.Deps{DB: c.Reader, Prober: c.Prober, KafkaMissing: c.KafkaMissing}
+		if c.Kafka != nil {
+			d.Kafka = c.Kafka
+		}
+		return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
+			return reconcile.Run(ctx, d, o, emit)
+		}, nil
+	}
 	since := durationFlag{d: reconcile.DefaultSince}
 	older := durationFlag{d: reconcile.DefaultOlderThan}
-	var checks, shard string
+	var checks, shard, output string
 	c := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Scan whole tables for half-completed operations (batch, throttled)",
@@ -80,10 +108,11 @@ interrupted.`,
 			if opts.Since <= 0 || opts.OlderThan < 0 {
 				return usageErrorf("--since must be positive and --older-than not negative")
 			}
+			opts.Output = Format(output)
 			switch opts.Output {
-			case "table", "json", "jsonl", "prometheus":
+			case FormatTable, FormatJSON, FormatJSONL, FormatPrometheus:
 			default:
-				return usageErrorf("--output %q: want table, json, jsonl or prometheus", opts.Output)
+				return usageErrorf("--output %q: want table, json, jsonl or prometheus", output)
 			}
 			opts.Checks = nil
 			for _, s := range strings.Split(checks, ",") {
@@ -106,10 +135,11 @@ interrupted.`,
 			if opts.Rate < 0 || opts.Chunk <= 0 || opts.Chunk > 10000 || opts.Concurrency <= 0 || opts.Concurrency > 64 {
 				return usageErrorf("--rate must be >= 0, --chunk 1..10000, --concurrency 1..64")
 			}
+			opts.Timeout = f.Globals.Timeout
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runReconcile(c.Context(), f, opts)
+			return runReconcile(c.Context(), opts)
 		},
 	}
 	fl := c.Flags()
@@ -124,7 +154,7 @@ interrupted.`,
 	fl.IntVar(&opts.Concurrency, "concurrency", reconcile.DefaultConcurrency, "batches of candidates triaged at once (each batch: one statement per query)")
 	fl.StringVar(&opts.Out, "out", "", "write the targets as JSONL to this file (for 'opctl repair plan --from-file')")
 	// A local -o shadows the global one: reconcile adds "prometheus".
-	fl.StringVarP(&opts.Output, "output", "o", "table", "output format: table|json|jsonl|prometheus")
+	fl.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|json|jsonl|prometheus")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	_ = c.RegisterFlagCompletionFunc("check", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return reconcile.Checks(), cobra.ShellCompDirectiveNoFileComp
@@ -188,24 +218,18 @@ func parseShard(s string) (int, int, error) {
 	return i, n, nil
 }
 
-func runReconcile(ctx context.Context, f *Factory, opts *ReconcileOptions) error {
-	cfg, err := f.Config()
+func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
+	cfg, err := opts.Config()
 	if err != nil {
 		return err
 	}
-	pipelines, err := selectPipelines(cfg, opts.Pipeline)
+	pipelines, err := cfg.Select(opts.Pipeline)
 	if err != nil {
 		return err
 	}
-	db, err := f.MySQL(cfg)
+	run, err := opts.Reconcile()
 	if err != nil {
 		return err
-	}
-	deps := reconcile.Deps{DB: db, Prober: f.Prober()}
-	if k, why := f.Kafka(cfg); k != nil {
-		deps.Kafka = k
-	} else {
-		deps.KafkaMissing = why
 	}
 
 	var out *targetsFile
@@ -216,22 +240,22 @@ func runReconcile(ctx context.Context, f *Factory, opts *ReconcileOptions) error
 		}
 		defer out.Close()
 	}
-	io := f.IOStreams
+	io := opts.IO
 	view := newReconcileView(io, opts.Output)
 	var bar *progressBar
-	if opts.Output == "table" && io.IsStdoutTTY() {
+	if opts.Output == FormatTable && io.IsStdoutTTY() {
 		bar = newProgressBar(io.ErrOut, io.ColorEnabled())
 	}
 	ro := reconcile.Options{
 		Pipelines: pipelines, Checks: opts.Checks, Since: opts.Since, OlderThan: opts.OlderThan,
 		Rate: opts.Rate, Chunk: opts.Chunk, Shard: opts.Shard, Shards: opts.Shards,
 		AllowFullScan: opts.AllowFullScan, Concurrency: opts.Concurrency,
-		AuditTable: cfg.Audit.AuditTable(), Timeout: f.Globals.Timeout,
+		AuditTable: cfg.Audit.AuditTable(), Timeout: opts.Timeout,
 	}
 	if bar != nil {
 		ro.Progress = bar.Update
 	}
-	sum, runErr := reconcile.Run(ctx, deps, ro, func(r reconcile.Result) error {
+	sum, runErr := run(ctx, ro, func(r reconcile.Result) error {
 		if bar != nil {
 			bar.Found(r)
 		}
@@ -264,31 +288,16 @@ func runReconcile(ctx context.Context, f *Factory, opts *ReconcileOptions) error
 		}
 		fmt.Fprintf(io.ErrOut, "opctl: interrupted after %d rows of check %s on pipeline %s (%s); %d target(s) found so far\n",
 			in.Rows, in.Check, in.Pipeline, last, sum.Targets)
-		return &CodeError{Code: ExitInterrupted}
+		return exitWith(ExitInterrupted)
 	}
 	if runErr != nil {
 		return runErr
 	}
-	if opts.Output != "table" {
+	if opts.Output != FormatTable {
 		// The table shows it; other formats keep stdout machine-readable.
 		fmt.Fprintln(io.ErrOut, summaryLine(sum))
 	}
-	return reconcileExit(sum)
-}
-
-// reconcileExit maps a finished run to its exit code: refused (a check
-// would need a full scan and did not run) wins, then partial (Kafka could
-// not be read: verdicts may miss something), then attention (targets found).
-func reconcileExit(sum *reconcile.Summary) error {
-	switch {
-	case sum.Refused:
-		return &CodeError{Code: ExitRefused}
-	case sum.Partial:
-		return &CodeError{Code: ExitPartial}
-	case sum.Targets > 0:
-		return &CodeError{Code: ExitAttention}
-	}
-	return nil
+	return exitWith(sum.ExitCode())
 }
 
 func summaryLine(sum *reconcile.Summary) string {

@@ -23,13 +23,13 @@ type reconcileView interface {
 	Finish(sum *reconcile.Summary) error
 }
 
-func newReconcileView(io *iostreams.IOStreams, output string) reconcileView {
+func newReconcileView(io *iostreams.IOStreams, output Format) reconcileView {
 	switch output {
-	case "json":
+	case FormatJSON:
 		return &reconcileJSONView{w: io.Out, targets: []reconcile.Target{}}
-	case "jsonl":
+	case FormatJSONL:
 		return &reconcileJSONLView{enc: json.NewEncoder(io.Out)}
-	case "prometheus":
+	case FormatPrometheus:
 		return &reconcilePromView{w: io.Out, now: time.Now}
 	}
 	return &reconcileHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}

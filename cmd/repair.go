@@ -16,16 +16,28 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
-	"github.com/opctl-dev/opctl/sources/probe"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
-// RepairPlanOptions are the parsed flags of `opctl repair plan`.
+// Repairer is what the repair commands need (*repair.Service).
+type Repairer interface {
+	PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *repair.Operation, error)
+	PlanTargets(ctx context.Context, r io.Reader, name, pipeline string, o plans.Options) (*repair.Batch, error)
+	Apply(ctx context.Context, plan *plans.Plan, o repair.ApplyOptions) (*repair.Result, error)
+}
+
+// RepairPlanOptions are the parsed flags of `opctl repair plan` and its
+// dependencies.
 type RepairPlanOptions struct {
+	IO     *iostreams.IOStreams
+	Format Format
+	// Repairer returns the repair service (opened on first use).
+	Repairer func() (Repairer, error)
+
 	BizID    string
 	Pipeline string
 	Action   string
@@ -44,11 +56,18 @@ type RepairPlanOptions struct {
 
 // RepairShowOptions are the parsed flags of `opctl repair show`.
 type RepairShowOptions struct {
-	File string
+	IO     *iostreams.IOStreams
+	Format Format
+	File   string
 }
 
-// RepairApplyOptions are the parsed flags of `opctl repair apply`.
+// RepairApplyOptions are the parsed flags of `opctl repair apply` and its
+// dependencies.
 type RepairApplyOptions struct {
+	IO       *iostreams.IOStreams
+	Format   Format
+	Repairer func() (Repairer, error)
+
 	File     string
 	DryRun   bool
 	Yes      bool
@@ -85,12 +104,15 @@ and sends nothing.`,
 }
 
 func newCmdRepairPlan(f *Factory, runF func(context.Context, *RepairPlanOptions) error) *cobra.Command {
-	opts := &RepairPlanOptions{}
+	opts := &RepairPlanOptions{IO: f.IOStreams}
+	opts.Repairer = func() (Repairer, error) {
+		return f.Service(connect.Options{SearchWindow: opts.SearchWindow, SearchLimit: opts.SearchLimit})
+	}
 	c := &cobra.Command{
 		Use:   "plan <biz_id> --reason TEXT [--out plan.json]",
 		Short: "Build the repair plan for an operation's verdict",
 		Long: `Triage the operation exactly as 'opctl where' does and build the plan the
-verdict calls for (SPEC §7), or the one --action forces:
+verdict calls for (docs/repair.md), or the one --action forces:
 
   DUPLICATE_EFFECT   reverse the newest extra evidence rows (local step with
                      reverse), compensate_remote (remote step with compensate),
@@ -128,17 +150,18 @@ reported and skipped; the plans are written to --out as JSON lines.`,
 			return exactArgs(1, "one <biz_id> (or --from-file)")(nil, args)
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			opts.Format = f.Globals.Output
 			if len(args) == 1 {
 				opts.BizID = args[0]
-				if err := ValidateBizID(opts.BizID); err != nil {
+				if err := sources.ValidateBizID(opts.BizID); err != nil {
 					return err
 				}
 			}
 			if strings.TrimSpace(opts.Reason) == "" {
 				return usageErrorf("--reason is required: say why this repair is made (an incident, a ticket)")
 			}
-			if opts.Action != "" && !repair.IsActionType(opts.Action) {
-				return usageErrorf("--action %q: want one of %s", opts.Action, strings.Join(repair.ActionTypes(), ", "))
+			if opts.Action != "" && !plans.IsActionType(opts.Action) {
+				return usageErrorf("--action %q: want one of %s", opts.Action, strings.Join(plans.ActionTypeNames(), ", "))
 			}
 			if opts.Force && opts.Action == "" {
 				return usageErrorf("--force needs --action")
@@ -152,12 +175,12 @@ reported and skipped; the plans are written to --out as JSON lines.`,
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runRepairPlan(c.Context(), f, opts)
+			return runRepairPlan(c.Context(), opts)
 		},
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "the pipeline (default: the one pipeline that knows the id)")
-	fl.StringVar(&opts.Action, "action", "", "force a plan of this action type: "+strings.Join(repair.ActionTypes(), "|"))
+	fl.StringVar(&opts.Action, "action", "", "force a plan of this action type: "+strings.Join(plans.ActionTypeNames(), "|"))
 	fl.StringVar(&opts.FromStep, "from-step", "", "step name or 1-based index: where a republish resumes, or the step an action acts on")
 	fl.BoolVar(&opts.Force, "force", false, "let --action act on a verdict that does not call for it (never past a live lease)")
 	fl.StringVar(&opts.Reason, "reason", "", "why this repair is made (required; recorded in the plan and the audit)")
@@ -166,17 +189,17 @@ reported and skipped; the plans are written to --out as JSON lines.`,
 	fl.StringVar(&opts.Operator, "operator", "", "who makes the plan (default: $USER)")
 	fl.StringVar(&opts.Out, "out", "", "write the plan file here (JSON; JSON lines with --from-file)")
 	fl.StringVar(&opts.FromFile, "from-file", "", "plan every target of a JSONL file (opctl reconcile --out)")
-	fl.DurationVar(&opts.SearchWindow, "search-window", 5*time.Minute, "message search: ± this around the operation's earliest timestamp")
-	fl.IntVar(&opts.SearchLimit, "search-limit", 50000, "message search: at most this many records read")
+	fl.DurationVar(&opts.SearchWindow, "search-window", sources.DefaultSearchWindow, "message search: ± this around the operation's earliest timestamp")
+	fl.IntVar(&opts.SearchLimit, "search-limit", sources.DefaultSearchLimit, "message search: at most this many records read")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	_ = c.RegisterFlagCompletionFunc("action", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return repair.ActionTypes(), cobra.ShellCompDirectiveNoFileComp
+		return plans.ActionTypeNames(), cobra.ShellCompDirectiveNoFileComp
 	})
 	return c
 }
 
 func newCmdRepairShow(f *Factory, runF func(context.Context, *RepairShowOptions) error) *cobra.Command {
-	opts := &RepairShowOptions{}
+	opts := &RepairShowOptions{IO: f.IOStreams}
 	return &cobra.Command{
 		Use:   "show <plan.json>",
 		Short: "Render a plan file and check its id",
@@ -187,17 +210,18 @@ file of plans (repair plan --from-file --out) shows each.`,
   opctl repair show plan.json -o json`,
 		Args: exactArgs(1, "one <plan.json>"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.File = args[0]
+			opts.File, opts.Format = args[0], f.Globals.Output
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runRepairShow(c.Context(), f, opts)
+			return runRepairShow(c.Context(), opts)
 		},
 	}
 }
 
 func newCmdRepairApply(f *Factory, runF func(context.Context, *RepairApplyOptions) error) *cobra.Command {
-	opts := &RepairApplyOptions{}
+	opts := &RepairApplyOptions{IO: f.IOStreams}
+	opts.Repairer = func() (Repairer, error) { return f.Service(connect.Options{}) }
 	c := &cobra.Command{
 		Use:   "apply <plan.json> [--dry-run] [--yes]",
 		Short: "Apply a reviewed plan: re-check every guard, then act",
@@ -226,14 +250,14 @@ what would happen with the row counts each statement affected.`,
   opctl repair apply plan.json --yes --operator alice -o json`,
 		Args: exactArgs(1, "one <plan.json>"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.File = args[0]
+			opts.File, opts.Format = args[0], f.Globals.Output
 			if opts.Operator == "" {
 				opts.Operator = defaultOperator()
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runRepairApply(c.Context(), f, opts)
+			return runRepairApply(c.Context(), opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.DryRun, "dry-run", false, "run the SQL in rolled-back transactions and send nothing")
@@ -253,180 +277,49 @@ func defaultOperator() string {
 	return "unknown"
 }
 
-// repairError maps the repair package's errors to exit codes.
-func repairError(err error) error {
-	var (
-		rf *repair.RefusedError
-		ie *repair.InputError
-		nf *repair.NotFoundError
-	)
-	switch {
-	case errors.As(err, &rf):
-		return &CodeError{Code: ExitRefused, Err: err}
-	case errors.As(err, &ie):
-		return &UsageError{Err: err}
-	case errors.As(err, &nf):
-		return &CodeError{Code: ExitNotFound, Err: err}
-	}
-	return err
-}
-
-func runRepairPlan(ctx context.Context, f *Factory, opts *RepairPlanOptions) error {
-	cfg, err := f.Config()
+func runRepairPlan(ctx context.Context, opts *RepairPlanOptions) error {
+	svc, err := opts.Repairer()
 	if err != nil {
 		return err
 	}
-	col, err := f.Collector(cfg, opts.SearchWindow, opts.SearchLimit)
-	if err != nil {
-		return err
-	}
-	var counter repair.PartitionCounter
-	if k, _ := f.Kafka(cfg); k != nil {
-		counter = k
-	}
-	v := newRepairPlanView(f)
+	v := newRepairPlanView(opts.IO, opts.Format)
 	if opts.FromFile != "" {
-		return runRepairPlanFile(ctx, f, cfg, col, counter, opts, v)
+		return runRepairPlanFile(ctx, svc, opts, v)
 	}
-	pipelines, err := selectPipelines(cfg, opts.Pipeline)
-	if err != nil {
-		return err
-	}
-	ev, err := pickOperation(ctx, cfg, col, pipelines, opts.BizID, opts.Pipeline != "")
-	if err != nil {
-		return err
-	}
-	plan, rep, err := repair.PrepareFrom(ctx, cfg, *ev, counter, planOptions(opts))
-	var nothing *repair.NothingToRepairError
+	plan, op, err := svc.PlanID(ctx, opts.BizID, opts.Pipeline, planOptions(opts))
+	var nothing *plans.NothingToRepairError
 	switch {
 	case errors.As(err, &nothing):
-		return v.Nothing(rep)
+		return v.Nothing(op.Report)
 	case err != nil:
-		return repairError(err)
+		return err
 	}
 	if opts.Out != "" {
-		if err := writePlanFile(opts.Out, func(w io.Writer) error { return repair.Encode(w, plan) }); err != nil {
+		if err := writePlanFile(opts.Out, func(w io.Writer) error { return plans.Encode(w, plan) }); err != nil {
 			return err
 		}
 	}
 	return v.Plan(plan, opts.Out)
 }
 
-func planOptions(opts *RepairPlanOptions) repair.Options {
-	return repair.Options{Reason: opts.Reason, Operator: opts.Operator, Action: opts.Action, FromStep: opts.FromStep,
+func planOptions(opts *RepairPlanOptions) plans.Options {
+	return plans.Options{Reason: opts.Reason, Operator: opts.Operator, Action: plans.ActionType(opts.Action), FromStep: opts.FromStep,
 		Force: opts.Force, Attest: opts.Attest, Outcome: opts.Outcome}
 }
 
-// pickOperation collects the id in the given pipelines and returns the
-// evidence of the one that knows it. Several that know it: a usage error
-// asking for --pipeline; none: not found (exit 4).
-func pickOperation(ctx context.Context, cfg *config.Config, col *sources.Collector, pipelines []*config.Pipeline, bizID string, explicit bool) (*sources.Evidence, error) {
-	evs := make([]sources.Evidence, len(pipelines))
-	errs := make([]error, len(pipelines))
-	done := make(chan int, len(pipelines))
-	for i, p := range pipelines {
-		go func() {
-			evs[i], errs[i] = col.Collect(ctx, p, bizID)
-			done <- i
-		}()
-	}
-	for range pipelines {
-		<-done
-	}
-	var known []int
-	for i := range pipelines {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if explicit || inspect.Diagnose(evs[i]).Verdict.Code != inspect.NotFound {
-			known = append(known, i)
-		}
-	}
-	switch {
-	case len(known) == 0:
-		return nil, &CodeError{Code: ExitNotFound, Err: fmt.Errorf("%s is not known to any pipeline (%s)", bizID, strings.Join(cfg.PipelineNames(), ", "))}
-	case len(known) > 1:
-		names := make([]string, len(known))
-		for i, k := range known {
-			names[i] = pipelines[k].Name
-		}
-		return nil, usageErrorf("%s is known to pipelines %s: pass --pipeline", bizID, strings.Join(names, ", "))
-	}
-	return &evs[known[0]], nil
-}
-
-// planTarget is one line of a reconcile targets file.
-type planTarget struct {
-	BizID    string       `json:"biz_id"`
-	Pipeline string       `json:"pipeline"`
-	Check    string       `json:"check"`
-	Verdict  inspect.Code `json:"verdict"`
-	Step     string       `json:"step"`
-}
-
-func runRepairPlanFile(ctx context.Context, f *Factory, cfg *config.Config, col *sources.Collector, counter repair.PartitionCounter, opts *RepairPlanOptions, v repairPlanView) error {
+func runRepairPlanFile(ctx context.Context, svc Repairer, opts *RepairPlanOptions, v repairPlanView) error {
 	in, err := os.Open(opts.FromFile)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	var plans []*repair.Plan
-	var skipped []planSkip
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		var tg planTarget
-		if err := json.Unmarshal([]byte(text), &tg); err != nil || tg.BizID == "" {
-			return usageErrorf("%s:%d: not a target line ({\"biz_id\",\"pipeline\",...})", opts.FromFile, line)
-		}
-		if err := ValidateBizID(tg.BizID); err != nil {
-			return usageErrorf("%s:%d: %v", opts.FromFile, line, err)
-		}
-		name := tg.Pipeline
-		if opts.Pipeline != "" {
-			name = opts.Pipeline
-		}
-		pipelines, err := selectPipelines(cfg, name)
-		if err != nil {
-			skipped = append(skipped, planSkip{BizID: tg.BizID, Pipeline: tg.Pipeline, Why: err.Error()})
-			continue
-		}
-		ev, err := pickOperation(ctx, cfg, col, pipelines, tg.BizID, name != "")
-		if err != nil {
-			var ce *sources.ConnError
-			if errors.As(err, &ce) {
-				return err
-			}
-			skipped = append(skipped, planSkip{BizID: tg.BizID, Pipeline: tg.Pipeline, Why: err.Error()})
-			continue
-		}
-		o := planOptions(opts)
-		if o.FromStep == "" && tg.Step != "" && o.Action != "" {
-			o.FromStep = tg.Step
-		}
-		plan, rep, err := repair.PrepareFrom(ctx, cfg, *ev, counter, o)
-		if err != nil {
-			var ie *repair.InputError
-			if errors.As(err, &ie) {
-				return repairError(err)
-			}
-			skipped = append(skipped, planSkip{BizID: tg.BizID, Pipeline: ev.Pipeline.Name, Verdict: rep.Verdict.Code, Why: err.Error()})
-			continue
-		}
-		plans = append(plans, plan)
-	}
-	if err := sc.Err(); err != nil {
+	batch, err := svc.PlanTargets(ctx, in, opts.FromFile, opts.Pipeline, planOptions(opts))
+	if err != nil {
 		return err
 	}
 	if err := writePlanFile(opts.Out, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
-		for _, p := range plans {
+		for _, p := range batch.Plans {
 			if err := enc.Encode(p); err != nil {
 				return err
 			}
@@ -435,15 +328,7 @@ func runRepairPlanFile(ctx context.Context, f *Factory, cfg *config.Config, col 
 	}); err != nil {
 		return err
 	}
-	return v.Batch(plans, skipped, opts.Out)
-}
-
-// planSkip is a target that got no plan.
-type planSkip struct {
-	BizID    string       `json:"biz_id"`
-	Pipeline string       `json:"pipeline"`
-	Verdict  inspect.Code `json:"verdict,omitempty"`
-	Why      string       `json:"why"`
+	return v.Batch(batch.Plans, batch.Skipped, opts.Out)
 }
 
 // writePlanFile writes a plan file atomically (temporary file + rename).
@@ -452,8 +337,7 @@ func writePlanFile(path string, write func(io.Writer) error) error {
 	if err := write(&buf); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".opctl-plan-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".opctl-plan-*")
 	if err != nil {
 		return err
 	}
@@ -471,32 +355,14 @@ func writePlanFile(path string, write func(io.Writer) error) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// readPlanFile reads one plan file.
-func readPlanFile(path string) (*repair.Plan, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	p, err := repair.Decode(fh)
-	if err != nil {
-		// A JSON plan with unknown fields was changed after it was made.
-		if strings.Contains(err.Error(), "unknown field") {
-			return nil, &CodeError{Code: ExitRefused, Err: fmt.Errorf("%s: refused: tampered plan: %v", path, err)}
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
-}
-
-func runRepairShow(_ context.Context, f *Factory, opts *RepairShowOptions) error {
-	plans, err := readPlans(opts.File)
+func runRepairShow(_ context.Context, opts *RepairShowOptions) error {
+	ps, err := readPlans(opts.File)
 	if err != nil {
 		return err
 	}
-	v := newRepairPlanView(f)
+	v := newRepairPlanView(opts.IO, opts.Format)
 	var bad error
-	for _, p := range plans {
+	for _, p := range ps {
 		verr := p.Verify()
 		if err := v.Show(p, verr); err != nil {
 			return err
@@ -505,37 +371,17 @@ func runRepairShow(_ context.Context, f *Factory, opts *RepairShowOptions) error
 			bad = verr
 		}
 	}
-	if bad != nil {
-		return &CodeError{Code: ExitRefused, Err: bad}
-	}
-	return nil
+	return bad
 }
 
-// openWrite opens the write path (mysql.write_dsn, default mysql.dsn).
-func openWrite(f *Factory, cfg *config.Config) (*mysqlsrc.Reader, error) {
-	if err := cfg.ValidateMySQL(); err != nil {
-		return nil, err
-	}
-	w, err := mysqlsrc.Open(cfg.MySQL.EffectiveWriteDSN(), f.Globals.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	f.onClose(w.Close)
-	return w, nil
-}
-
-func runRepairApply(ctx context.Context, f *Factory, opts *RepairApplyOptions) error {
-	plans, err := readPlans(opts.File)
+func runRepairApply(ctx context.Context, opts *RepairApplyOptions) error {
+	ps, err := readPlans(opts.File)
 	if err != nil {
 		return err
 	}
-	cfg, err := f.Config()
-	if err != nil {
-		return err
-	}
-	v := newRepairApplyView(f, opts.DryRun)
-	var verified []*repair.Plan
-	for _, p := range plans {
+	v := newRepairApplyView(opts.IO, opts.Format, opts.DryRun)
+	var verified []*plans.Plan
+	for _, p := range ps {
 		if p.Verify() == nil {
 			if err := v.Plan(p); err != nil {
 				return err
@@ -544,41 +390,28 @@ func runRepairApply(ctx context.Context, f *Factory, opts *RepairApplyOptions) e
 		}
 	}
 	if len(verified) > 0 && !opts.Yes && !opts.DryRun {
-		if err := confirmApply(f, verified); err != nil {
+		if err := confirmApply(opts.IO, verified); err != nil {
 			return err
 		}
 	}
-	col, err := f.Collector(cfg, 5*time.Minute, 50000)
+	svc, err := opts.Repairer()
 	if err != nil {
 		return err
 	}
-	w, err := openWrite(f, cfg)
-	if err != nil {
-		return err
-	}
-	pr := probe.New(f.Globals.Timeout)
-	ap := &repair.Applier{Config: cfg, DB: w.DB(), Collector: col, Prober: pr, Poster: pr,
-		Operator: opts.Operator, DryRun: opts.DryRun, Progress: v.Progress}
-	if k, _ := f.Kafka(cfg); k != nil {
-		ap.Kafka, ap.Group = k, k
-	}
-	if fp := os.Getenv(repair.FailpointEnv); fp != "" {
-		// TEST ONLY: see repair.FailpointEnv.
-		ap.Failpoint, ap.Crash = fp, crashNow(f)
-	}
-	if cfg.Audit.File != "" {
-		mf, err := os.OpenFile(cfg.Audit.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			return fmt.Errorf("audit.file: %w", err)
+	ao := repair.ApplyOptions{DryRun: opts.DryRun, Operator: opts.Operator, Progress: v.Progress}
+	if len(ps) == 1 {
+		res, err := svc.Apply(ctx, ps[0], ao)
+		if verr := v.Result(res, err); verr != nil {
+			return verr
 		}
-		defer mf.Close()
-		ap.Mirror = mf
+		return err
 	}
-	// Plans of a JSONL file are independent operations: a refused one does
-	// not stop the others. An error wins over a refusal in the exit code.
-	var first, refused error
-	for _, p := range plans {
-		res, err := ap.Apply(ctx, p)
+	// The plans of a JSONL file are independent operations: a refused one
+	// does not stop the others. An error wins over a refusal in the exit
+	// status.
+	worst := ExitOK
+	for _, p := range ps {
+		res, err := svc.Apply(ctx, p, ao)
 		if verr := v.Result(res, err); verr != nil {
 			return verr
 		}
@@ -588,82 +421,51 @@ func runRepairApply(ctx context.Context, f *Factory, opts *RepairApplyOptions) e
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		err = repairError(err)
-		if len(plans) > 1 {
-			fmt.Fprintf(f.IOStreams.ErrOut, "opctl: plan %s (%s): %v\n", p.Short(), p.BizID, err)
-		}
-		var ce *CodeError
-		if errors.As(err, &ce) && ce.Code == ExitRefused {
-			if refused == nil {
-				refused = err
-			}
-		} else if first == nil {
-			first = err
+		fmt.Fprintf(opts.IO.ErrOut, "opctl: plan %s (%s): %v\n", p.Short(), p.BizID, err)
+		code := exitCode(err, false)
+		if worst == ExitOK || (worst == ExitRefused && code != ExitRefused) {
+			worst = code
 		}
 	}
-	if len(plans) > 1 {
-		switch {
-		case first != nil:
-			return &CodeError{Code: exitCode(first, false)}
-		case refused != nil:
-			return &CodeError{Code: ExitRefused}
-		}
-		return nil
-	}
-	if first != nil {
-		return first
-	}
-	return refused
+	return exitWith(worst)
 }
 
-// readPlans reads a plan file: one plan, or JSON lines of plans
-// (repair plan --from-file --out).
-func readPlans(path string) ([]*repair.Plan, error) {
+// readPlans reads a plan file: one plan, or JSON lines of plans (repair plan
+// --from-file --out). A field a plan does not have means the file was
+// changed after it was made: refused as tampered (exit 5).
+func readPlans(path string) ([]*plans.Plan, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	plans, err := repair.DecodeAll(fh)
+	ps, err := plans.DecodeAll(fh)
 	if err != nil {
 		if strings.Contains(err.Error(), "unknown field") {
-			return nil, &CodeError{Code: ExitRefused, Err: fmt.Errorf("%s: refused: tampered plan: %v", path, err)}
+			return nil, &plans.RefusedError{Code: plans.CodeTampered, Detail: fmt.Sprintf("%s: %v", path, err)}
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(plans) == 0 {
+	if len(ps) == 0 {
 		return nil, fmt.Errorf("%s: no plan in the file", path)
 	}
-	return plans, nil
+	return ps, nil
 }
 
 // confirmApply asks on a terminal, like terraform apply: only "yes" goes on.
-func confirmApply(f *Factory, plans []*repair.Plan) error {
-	if !f.IOStreams.IsStdinTTY() {
-		return &CodeError{Code: ExitRefused, Err: fmt.Errorf("apply needs confirmation and stdin is not a terminal: pass --yes (or --dry-run); nothing was changed")}
+func confirmApply(ios *iostreams.IOStreams, ps []*plans.Plan) error {
+	if !ios.IsStdinTTY() {
+		return &RefusedError{Err: errors.New("apply needs confirmation and stdin is not a terminal: pass --yes (or --dry-run); nothing was changed")}
 	}
-	if len(plans) == 1 {
-		p := plans[0]
-		fmt.Fprintf(f.IOStreams.ErrOut, "\nApply these %d action(s) to %s in pipeline %s?\n  Only 'yes' will be accepted: ", len(p.Actions), p.BizID, p.Pipeline)
+	if len(ps) == 1 {
+		p := ps[0]
+		fmt.Fprintf(ios.ErrOut, "\nApply these %d action(s) to %s in pipeline %s?\n  Only 'yes' will be accepted: ", len(p.Actions), p.BizID, p.Pipeline)
 	} else {
-		fmt.Fprintf(f.IOStreams.ErrOut, "\nApply these %d plans?\n  Only 'yes' will be accepted: ", len(plans))
+		fmt.Fprintf(ios.ErrOut, "\nApply these %d plans?\n  Only 'yes' will be accepted: ", len(ps))
 	}
-	line, _ := bufio.NewReader(f.IOStreams.In).ReadString('\n')
+	line, _ := bufio.NewReader(ios.In).ReadString('\n')
 	if strings.TrimSpace(line) != "yes" {
-		return &CodeError{Code: ExitRefused, Err: errors.New("apply not confirmed; nothing was changed")}
+		return &RefusedError{Err: errors.New("apply not confirmed; nothing was changed")}
 	}
 	return nil
-}
-
-// crashNow is the TEST ONLY failpoint crash: the process kills itself with
-// SIGKILL (no deferred function runs, no connection is closed cleanly), as
-// a power cut or an OOM kill would.
-func crashNow(f *Factory) func(string) {
-	return func(point string) {
-		fmt.Fprintf(f.IOStreams.ErrOut, "opctl: TEST FAILPOINT %s reached: killing the process\n", point)
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			_ = p.Kill()
-		}
-		select {} // wait for the signal
-	}
 }

@@ -15,40 +15,48 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
+// failpointEnv is the variable a binary built with -tags failpoint reads
+// (repair/failpoint.go).
+const failpointEnv = "OPCTL_TEST_FAILPOINT"
+
 var (
-	opctlBinOnce sync.Once
-	opctlBin     string
-	opctlBinErr  error
+	opctlBinMu sync.Mutex
+	opctlBins  = map[string]string{}
 )
 
-// buildOpctl builds the opctl binary once per test run, for tests that
-// need a real process to kill.
-func buildOpctl(t *testing.T) string {
+// buildOpctl builds the opctl binary once per test run and build tags, for
+// tests that need a real process to kill (tags "failpoint") or the shipped
+// binary itself (tags "").
+func buildOpctl(t *testing.T, tags string) string {
 	t.Helper()
-	opctlBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "opctl-bin-")
-		if err != nil {
-			opctlBinErr = err
-			return
-		}
-		opctlBin = filepath.Join(dir, "opctl")
-		cmd := exec.Command("go", "build", "-o", opctlBin, "github.com/opctl-dev/opctl")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			opctlBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if opctlBinErr != nil {
-		t.Fatal(opctlBinErr)
+	opctlBinMu.Lock()
+	defer opctlBinMu.Unlock()
+	if bin, ok := opctlBins[tags]; ok {
+		return bin
 	}
-	return opctlBin
+	dir, err := os.MkdirTemp("", "opctl-bin-") // removed by TestMain
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "opctl")
+	args := []string{"build", "-o", bin}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "github.com/opctl-dev/opctl")...)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", tags, err, out)
+	}
+	opctlBins[tags] = bin
+	return bin
 }
 
 // execOpctl runs the built binary with extra environment; it returns the
@@ -153,7 +161,7 @@ func settlementSnapshot(biz string) func(*testing.T, *fixture, *crashWMS) string
 
 func TestRepairApplyCrashSafety(t *testing.T) {
 	t.Parallel()
-	bin := buildOpctl(t)
+	bin := buildOpctl(t, "failpoint")
 	cases := []crashCase{
 		{
 			name: "two reversals", biz: "PAY-6", config: "settlement", topic: "settlement-event",
@@ -232,7 +240,7 @@ func runCrashCase(t *testing.T, bin string, c crashCase, kill string) (string, i
 		t.Fatalf("plan: exit %d %s", code, errOut)
 	}
 	if kill != "" {
-		code, _, errOut := execOpctl(t, bin, []string{repair.FailpointEnv + "=" + kill}, append(args, "repair", "apply", plan, "--yes")...)
+		code, _, errOut := execOpctl(t, bin, []string{failpointEnv + "=" + kill}, append(args, "repair", "apply", plan, "--yes")...)
 		if code != -1 || !strings.Contains(errOut, "TEST FAILPOINT "+kill) {
 			t.Fatalf("%s: the apply was not killed: exit %d %s", kill, code, errOut)
 		}
@@ -250,7 +258,7 @@ func runCrashCase(t *testing.T, bin string, c crashCase, kill string) (string, i
 		// The record was sent twice: both copies carry the same opctl-plan
 		// and msg_id, the key a consumer dedupes replays by.
 		a, b := readRecord(t, f, c.topic, c.biz, end-2), readRecord(t, f, c.topic, c.biz, end-1)
-		if a.Headers[repair.HeaderPlan] == "" || a.Headers[repair.HeaderPlan] != b.Headers[repair.HeaderPlan] || a.Headers["msg_id"] != b.Headers["msg_id"] {
+		if a.Headers[plans.HeaderPlan] == "" || a.Headers[plans.HeaderPlan] != b.Headers[plans.HeaderPlan] || a.Headers["msg_id"] != b.Headers["msg_id"] {
 			t.Errorf("the two copies differ in their dedupe key: %v / %v", a.Headers, b.Headers)
 		}
 	}
@@ -259,7 +267,7 @@ func runCrashCase(t *testing.T, bin string, c crashCase, kill string) (string, i
 
 func readRecord(t *testing.T, f *fixture, topic, biz string, off int64) *sources.Message {
 	t.Helper()
-	p, _ := kafkasrc.PartitionFor("murmur2", []byte(biz), f.parts)
+	p, _ := sources.PartitionFor("murmur2", []byte(biz), f.parts)
 	kr := kafkasrc.New(config.Kafka{Brokers: f.k.Brokers, Version: "3.5.0"}, 5*time.Second)
 	defer kr.Close()
 	loc, err := kr.Locate(context.Background(), sources.LocateRequest{Topic: topic, Partition: p, Offset: off})
@@ -273,7 +281,7 @@ func readRecord(t *testing.T, f *fixture, topic, biz string, off int64) *sources
 // to.
 func redriveEnd(t *testing.T, f *fixture, topic, biz string) int64 {
 	t.Helper()
-	p, err := kafkasrc.PartitionFor("murmur2", []byte(biz), f.parts)
+	p, err := sources.PartitionFor("murmur2", []byte(biz), f.parts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
-	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
@@ -134,7 +134,7 @@ func TestRepairPlanApplyAuditCLI(t *testing.T) {
 		t.Fatalf("audit: exit %d\n%s", code, out)
 	}
 	code, out, _ = f.run("audit", "--plan", "PAY-6"[:0]+readPlanID(t, plan)[:12], "-o", "json")
-	var log repair.AuditLog
+	var log sources.AuditLog
 	if err := json.Unmarshal([]byte(out), &log); err != nil || code != ExitOK || len(log.Actions) != 2 {
 		t.Fatalf("audit json: exit %d %v\n%s", code, err, out)
 	}
@@ -149,11 +149,11 @@ func TestRepairPlanApplyAuditCLI(t *testing.T) {
 
 func readPlanID(t *testing.T, path string) string {
 	t.Helper()
-	p, err := readPlanFile(path)
-	if err != nil {
-		t.Fatal(err)
+	ps, err := readPlans(path)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("%s: %d plans, %v", path, len(ps), err)
 	}
-	return p.ID
+	return ps[0].ID
 }
 
 func TestRepairExitCodes(t *testing.T) {

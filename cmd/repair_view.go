@@ -7,55 +7,57 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/repair/plans"
 )
 
 // repairPlanView renders `repair plan` and `repair show`; one human and one
 // JSON implementation, chosen once.
 type repairPlanView interface {
-	Plan(p *repair.Plan, saved string) error
+	Plan(p *plans.Plan, saved string) error
 	Nothing(rep inspect.Report) error
-	Show(p *repair.Plan, verifyErr error) error
-	Batch(plans []*repair.Plan, skipped []planSkip, out string) error
+	Show(p *plans.Plan, verifyErr error) error
+	Batch(ps []*plans.Plan, skipped []repair.Skip, out string) error
 }
 
 // repairApplyView renders `repair apply`.
 type repairApplyView interface {
-	Plan(p *repair.Plan) error
+	Plan(p *plans.Plan) error
 	Progress(ar repair.ActionResult)
 	Result(res *repair.Result, err error) error
 }
 
-func newRepairPlanView(f *Factory) repairPlanView {
-	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
-		return &repairPlanJSON{w: f.IOStreams.Out, lines: f.Globals.Output == "jsonl"}
+func newRepairPlanView(ios *iostreams.IOStreams, format Format) repairPlanView {
+	if format != FormatTable {
+		return &repairPlanJSON{w: ios.Out, lines: format == FormatJSONL}
 	}
-	return &repairPlanHuman{w: f.IOStreams.Out, st: ui.NewStyles(f.IOStreams.Out, f.IOStreams.ColorEnabled())}
+	return &repairPlanHuman{w: ios.Out, st: ui.NewStyles(ios.Out, ios.ColorEnabled())}
 }
 
-func newRepairApplyView(f *Factory, dry bool) repairApplyView {
-	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
-		return &repairApplyJSON{w: f.IOStreams.Out}
+func newRepairApplyView(ios *iostreams.IOStreams, format Format, dry bool) repairApplyView {
+	if format != FormatTable {
+		return &repairApplyJSON{w: ios.Out}
 	}
-	return &repairApplyHuman{w: f.IOStreams.Out, st: ui.NewStyles(f.IOStreams.Out, f.IOStreams.ColorEnabled()), dry: dry}
+	return &repairApplyHuman{w: ios.Out, st: ui.NewStyles(ios.Out, ios.ColorEnabled()), dry: dry}
 }
 
 // renderOptions colours a plan's diff with the command's styles (plain when
 // piped or with NO_COLOR).
-func renderOptions(st ui.Styles) repair.RenderOptions {
-	return repair.RenderOptions{Colorize: func(class, text string) string {
+func renderOptions(st ui.Styles) plans.RenderOptions {
+	return plans.RenderOptions{Colorize: func(class, text string) string {
 		switch class {
-		case repair.ClassTitle:
+		case plans.ClassTitle:
 			return st.Bold.Render(text)
-		case repair.ClassAdd:
+		case plans.ClassAdd:
 			return st.OK.Render(text)
-		case repair.ClassRemove, repair.ClassManual:
+		case plans.ClassRemove, plans.ClassManual:
 			return st.Action.Render(text)
-		case repair.ClassChange:
+		case plans.ClassChange:
 			return st.Watch.Render(text)
-		case repair.ClassGuard, repair.ClassDim:
+		case plans.ClassGuard, plans.ClassDim:
 			return st.Dim.Render(text)
 		}
 		return text
@@ -69,9 +71,9 @@ type repairPlanHuman struct {
 	st ui.Styles
 }
 
-func (v *repairPlanHuman) Plan(p *repair.Plan, saved string) error {
+func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
 	var b strings.Builder
-	if err := repair.Render(&b, p, renderOptions(v.st)); err != nil {
+	if err := plans.Render(&b, p, renderOptions(v.st)); err != nil {
 		return err
 	}
 	b.WriteString("\n")
@@ -90,12 +92,12 @@ func (v *repairPlanHuman) Nothing(rep inspect.Report) error {
 	return err
 }
 
-func (v *repairPlanHuman) Show(p *repair.Plan, verr error) error {
+func (v *repairPlanHuman) Show(p *plans.Plan, verr error) error {
 	var b strings.Builder
 	if verr != nil {
 		b.WriteString(v.st.Action.Render("TAMPERED: "+verr.Error()) + "\n\n")
 	}
-	if err := repair.Render(&b, p, renderOptions(v.st)); err != nil {
+	if err := plans.Render(&b, p, renderOptions(v.st)); err != nil {
 		return err
 	}
 	if verr == nil {
@@ -105,19 +107,19 @@ func (v *repairPlanHuman) Show(p *repair.Plan, verr error) error {
 	return err
 }
 
-func (v *repairPlanHuman) Batch(plans []*repair.Plan, skipped []planSkip, out string) error {
+func (v *repairPlanHuman) Batch(ps []*plans.Plan, skipped []repair.Skip, out string) error {
 	var b strings.Builder
-	for _, p := range plans {
+	for _, p := range ps {
 		acts := make([]string, len(p.Actions))
 		for i, a := range p.Actions {
-			acts[i] = a.Type
+			acts[i] = string(a.Type)
 		}
 		fmt.Fprintf(&b, "planned  %s  %s  %s  %s  (%s)\n", p.Short(), p.Pipeline, p.BizID, p.Verdict, strings.Join(acts, ", "))
 	}
 	for _, s := range skipped {
 		fmt.Fprintf(&b, "skipped  %s  %s  %s\n", s.Pipeline, s.BizID, s.Why)
 	}
-	fmt.Fprintf(&b, "\n%d plan(s) written to %s, %d target(s) skipped.\n", len(plans), out, len(skipped))
+	fmt.Fprintf(&b, "\n%d plan(s) written to %s, %d target(s) skipped.\n", len(ps), out, len(skipped))
 	_, err := io.WriteString(v.w, b.String())
 	return err
 }
@@ -128,9 +130,9 @@ type repairApplyHuman struct {
 	dry bool
 }
 
-func (v *repairApplyHuman) Plan(p *repair.Plan) error {
+func (v *repairApplyHuman) Plan(p *plans.Plan) error {
 	var b strings.Builder
-	if err := repair.Render(&b, p, renderOptions(v.st)); err != nil {
+	if err := plans.Render(&b, p, renderOptions(v.st)); err != nil {
 		return err
 	}
 	if v.dry {
@@ -142,7 +144,7 @@ func (v *repairApplyHuman) Plan(p *repair.Plan) error {
 }
 
 func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
-	out := ar.Outcome
+	out := string(ar.Outcome)
 	switch ar.Outcome {
 	case repair.OutcomeApplied, repair.OutcomePublished:
 		out = v.st.OK.Render(out)
@@ -187,17 +189,17 @@ func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
 	}
 	var msg string
 	switch res.Outcome {
-	case "applied":
+	case repair.OutcomeApplied:
 		msg = v.st.OK.Render(fmt.Sprintf("applied %d/%d", res.Applied+res.Previously, res.Total))
 		if res.Previously > 0 {
 			msg += fmt.Sprintf(" (%d by an earlier apply, %d now)", res.Previously, res.Applied)
 		}
 		msg += fmt.Sprintf(". Check it: opctl where %s --pipeline %s", inspect.ShellQuote(res.BizID), inspect.ShellQuote(res.Pipeline))
-	case "already_applied":
+	case repair.OutcomeAlreadyApplied:
 		msg = v.st.OK.Render(fmt.Sprintf("already applied: all %d action(s) took effect earlier; nothing changed", res.Total))
-	case "would_apply":
+	case repair.OutcomeWouldApply:
 		msg = v.st.Watch.Render(fmt.Sprintf("would apply %d/%d (dry run: rolled back, nothing sent)", res.Applied+res.Previously, res.Total))
-	case "refused", "failed":
+	case repair.OutcomeRefused, repair.OutcomeFailed:
 		done := res.Previously
 		if !res.DryRun {
 			done += res.Applied
@@ -229,14 +231,14 @@ func (v *repairPlanJSON) enc() *json.Encoder {
 	return e
 }
 
-func (v *repairPlanJSON) Plan(p *repair.Plan, _ string) error { return v.enc().Encode(p) }
+func (v *repairPlanJSON) Plan(p *plans.Plan, _ string) error { return v.enc().Encode(p) }
 
 func (v *repairPlanJSON) Nothing(rep inspect.Report) error {
 	return v.enc().Encode(map[string]any{"biz_id": rep.BizID, "pipeline": rep.Pipeline, "verdict": rep.Verdict.Code,
 		"nothing_to_repair": true, "summary": rep.Verdict.Summary})
 }
 
-func (v *repairPlanJSON) Show(p *repair.Plan, verr error) error {
+func (v *repairPlanJSON) Show(p *plans.Plan, verr error) error {
 	out := map[string]any{"plan": p, "verified": verr == nil}
 	if verr != nil {
 		out["error"] = verr.Error()
@@ -244,20 +246,20 @@ func (v *repairPlanJSON) Show(p *repair.Plan, verr error) error {
 	return v.enc().Encode(out)
 }
 
-func (v *repairPlanJSON) Batch(plans []*repair.Plan, skipped []planSkip, out string) error {
-	ids := make([]map[string]string, len(plans))
-	for i, p := range plans {
+func (v *repairPlanJSON) Batch(ps []*plans.Plan, skipped []repair.Skip, out string) error {
+	ids := make([]map[string]string, len(ps))
+	for i, p := range ps {
 		ids[i] = map[string]string{"id": p.ID, "biz_id": p.BizID, "pipeline": p.Pipeline, "verdict": string(p.Verdict)}
 	}
 	if skipped == nil {
-		skipped = []planSkip{}
+		skipped = []repair.Skip{}
 	}
 	return v.enc().Encode(map[string]any{"out": out, "plans": ids, "skipped": skipped})
 }
 
 type repairApplyJSON struct{ w io.Writer }
 
-func (v *repairApplyJSON) Plan(*repair.Plan) error      { return nil }
+func (v *repairApplyJSON) Plan(*plans.Plan) error       { return nil }
 func (v *repairApplyJSON) Progress(repair.ActionResult) {}
 func (v *repairApplyJSON) Result(res *repair.Result, _ error) error {
 	if res == nil {

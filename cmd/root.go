@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,9 @@ import (
 // Main runs opctl with the process's arguments and streams and returns the
 // exit code; main.go passes it to os.Exit.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM and SIGHUP are an interrupt like Ctrl-C: commands stop
+	// cleanly and say how far they got.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return Run(ctx, iostreams.System(), os.Args[1:])
 }
@@ -44,8 +47,8 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	}
 	code := exitCode(err, ctx.Err() != nil)
 	if err != nil {
-		var ee *CodeError
-		if !(errors.As(err, &ee) && ee.Err == nil) {
+		var silent *SilentError
+		if !errors.As(err, &silent) {
 			msg := err.Error()
 			if code == ExitInterrupted {
 				msg = "interrupted"
@@ -62,6 +65,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 // NewCmdRoot builds the command tree. Commands are added here explicitly:
 // no init() registration, no package-level command variables.
 func NewCmdRoot(f *Factory) *cobra.Command {
+	var output string
 	root := &cobra.Command{
 		Use:   "opctl <command>",
 		Short: "Find and repair half-completed Kafka consumer operations",
@@ -75,10 +79,11 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		SilenceErrors: true,
 		Version:       f.Version,
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			switch f.Globals.Output {
-			case "table", "json", "jsonl":
+			switch Format(output) {
+			case FormatTable, FormatJSON, FormatJSONL:
+				f.Globals.Output = Format(output)
 			default:
-				return usageErrorf("--output %q: want table, json or jsonl", f.Globals.Output)
+				return usageErrorf("--output %q: want table, json or jsonl", output)
 			}
 			if f.Globals.Timeout <= 0 {
 				return usageErrorf("--timeout %s: must be positive", f.Globals.Timeout)
@@ -93,7 +98,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 	pf.StringVar(&g.ConfigPath, "config", "", "config file (default: $OPCTL_CONFIG, ./opctl.yaml, $XDG_CONFIG_HOME/opctl/config.yaml)")
 	pf.StringVar(&g.MySQLDSN, "mysql-dsn", "", "MySQL DSN for the read path, overrides mysql.dsn")
 	pf.StringSliceVar(&g.Brokers, "brokers", nil, "Kafka brokers host:port,..., overrides kafka.brokers")
-	pf.StringVarP(&g.Output, "output", "o", "table", "output format: table|json|jsonl")
+	pf.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|json|jsonl")
 	pf.BoolVar(&g.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
 	pf.DurationVar(&g.Timeout, "timeout", g.Timeout, "timeout per source (MySQL, Kafka, each probe)")
 

@@ -7,18 +7,33 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
-// SchemaOptions are the parsed flags of `opctl schema print|check|apply`.
+// SchemaOptions are the parsed flags of `opctl schema print|check|apply` and
+// their dependencies.
 type SchemaOptions struct {
+	IO      *iostreams.IOStreams
+	Format  Format
+	Timeout time.Duration
+	// Config returns the configuration.
+	Config func() (*config.Config, error)
+	// Inspector reads table metadata on the read path.
+	Inspector func() (schema.Inspector, error)
+	// Exec runs DDL on the write path (mysql.write_dsn) and names its
+	// server.
+	Exec func(ctx context.Context, cfg *config.Config, stmts []string) (addr string, err error)
+
 	// Action is print, check or apply.
 	Action   string
 	Audit    bool
@@ -57,10 +72,19 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 			if opts.Audit && opts.Indexes {
 				return usageErrorf("--audit and --indexes: pick one")
 			}
+			opts.IO, opts.Format, opts.Timeout, opts.Config = f.IOStreams, f.Globals.Output, f.Globals.Timeout, f.Config
+			opts.Inspector = func() (schema.Inspector, error) {
+				c, err := f.Clients(connect.Options{})
+				if err != nil {
+					return nil, err
+				}
+				return c.Reader, nil
+			}
+			opts.Exec = execDDL
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runSchema(c.Context(), f, opts)
+			return runSchema(c.Context(), opts)
 		}
 	}
 
@@ -106,12 +130,12 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 	return root
 }
 
-func runSchema(ctx context.Context, f *Factory, opts *SchemaOptions) error {
-	out := f.IOStreams.Out
+func runSchema(ctx context.Context, opts *SchemaOptions) error {
+	out := opts.IO.Out
 	switch opts.Action {
 	case "print":
 		table := ""
-		if cfg, err := f.Config(); err == nil {
+		if cfg, err := opts.Config(); err == nil {
 			table = cfg.Audit.AuditTable()
 		}
 		stmts := schema.AuditDDL(table)
@@ -128,19 +152,19 @@ func runSchema(ctx context.Context, f *Factory, opts *SchemaOptions) error {
 		_, err := io.WriteString(out, schema.Script(stmts))
 		return err
 	case "check":
-		rep, _, err := schemaCheck(ctx, f, opts.Pipeline)
+		rep, _, err := schemaCheck(ctx, opts)
 		if err != nil {
 			return err
 		}
-		if err := renderSchemaCheck(f, rep); err != nil {
+		if err := renderSchemaCheck(opts, rep); err != nil {
 			return err
 		}
 		if len(rep.Missing()) > 0 {
-			return &CodeError{Code: ExitAttention}
+			return exitWith(ExitAttention)
 		}
 		return nil
 	case "apply":
-		return runSchemaApply(ctx, f, opts)
+		return runSchemaApply(ctx, opts)
 	}
 	return usageErrorf("unknown schema action %q", opts.Action)
 }
@@ -153,20 +177,20 @@ func dialectName(d string) string {
 }
 
 // schemaCheck compares the read database with the config.
-func schemaCheck(ctx context.Context, f *Factory, pipeline string) (*schema.Report, *config.Config, error) {
-	cfg, err := f.Config()
+func schemaCheck(ctx context.Context, opts *SchemaOptions) (*schema.Report, *config.Config, error) {
+	cfg, err := opts.Config()
 	if err != nil {
 		return nil, nil, err
 	}
-	pipelines, err := selectPipelines(cfg, pipeline)
+	pipelines, err := cfg.Select(opts.Pipeline)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := f.MySQL(cfg)
+	db, err := opts.Inspector()
 	if err != nil {
 		return nil, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.Globals.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	var needs []schema.Need
 	for _, p := range pipelines {
@@ -179,11 +203,11 @@ func schemaCheck(ctx context.Context, f *Factory, pipeline string) (*schema.Repo
 	return rep, cfg, nil
 }
 
-func renderSchemaCheck(f *Factory, rep *schema.Report) error {
-	out := f.IOStreams.Out
-	if f.Globals.Output == "json" || f.Globals.Output == "jsonl" {
+func renderSchemaCheck(opts *SchemaOptions, rep *schema.Report) error {
+	out := opts.IO.Out
+	if opts.Format != FormatTable {
 		enc := json.NewEncoder(out)
-		if f.Globals.Output == "json" {
+		if opts.Format == FormatJSON {
 			enc.SetIndent("", "  ")
 		}
 		return enc.Encode(struct {
@@ -191,8 +215,8 @@ func renderSchemaCheck(f *Factory, rep *schema.Report) error {
 			DDL   []string      `json:"ddl"`
 		}{rep.Items, append([]string{}, rep.DDL()...)})
 	}
-	tty := f.IOStreams.IsStdoutTTY()
-	st := ui.NewStyles(out, f.IOStreams.ColorEnabled())
+	tty := opts.IO.IsStdoutTTY()
+	st := ui.NewStyles(out, opts.IO.ColorEnabled())
 	rows := [][]string{}
 	for _, it := range rep.Items {
 		status := it.Status
@@ -246,7 +270,7 @@ func renderSchemaCheck(f *Factory, rep *schema.Report) error {
 	return err
 }
 
-func runSchemaApply(ctx context.Context, f *Factory, opts *SchemaOptions) error {
+func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 	var (
 		stmts []string
 		what  string
@@ -256,24 +280,24 @@ func runSchemaApply(ctx context.Context, f *Factory, opts *SchemaOptions) error 
 	)
 	switch {
 	case opts.Audit:
-		cfg, err = f.Config()
+		cfg, err = opts.Config()
 		if err != nil {
 			return err
 		}
 		stmts, what = schema.AuditDDL(cfg.Audit.AuditTable()), "create the audit tables"
 	case opts.Indexes:
 		var rep *schema.Report
-		rep, cfg, err = schemaCheck(ctx, f, opts.Pipeline)
+		rep, cfg, err = schemaCheck(ctx, opts)
 		if err != nil {
 			return err
 		}
 		stmts, what, ask = rep.DDL(), "add the indexes reconcile needs", true
 		if len(stmts) == 0 {
-			fmt.Fprintln(f.IOStreams.Out, "nothing to add: every index reconcile needs is there")
+			fmt.Fprintln(opts.IO.Out, "nothing to add: every index reconcile needs is there")
 			return nil
 		}
 	default:
-		cfg, err = f.Config()
+		cfg, err = opts.Config()
 		if err != nil {
 			return err
 		}
@@ -283,37 +307,42 @@ func runSchemaApply(ctx context.Context, f *Factory, opts *SchemaOptions) error 
 		}
 		what, ask = "create the recommended tables of the anchored design", true
 	}
-	out := f.IOStreams.Out
+	out := opts.IO.Out
 	if opts.DryRun {
 		fmt.Fprintf(out, "-- dry run: would %s on %s\n\n", what, writeAddr(cfg))
 		_, err := io.WriteString(out, schema.Script(stmts))
 		return err
 	}
 	if ask && !opts.Yes {
-		if !f.IOStreams.IsStdinTTY() {
-			return &CodeError{Code: ExitRefused, Err: fmt.Errorf("schema apply: %d statement(s) to %s on %s: pass --yes, or --dry-run to see them", len(stmts), what, writeAddr(cfg))}
+		if !opts.IO.IsStdinTTY() {
+			return &RefusedError{Err: fmt.Errorf("schema apply: %d statement(s) to %s on %s: pass --yes, or --dry-run to see them", len(stmts), what, writeAddr(cfg))}
 		}
-		fmt.Fprintf(f.IOStreams.ErrOut, "%s\nRun these %d statement(s) to %s on %s? [y/N] ", schema.Script(stmts), len(stmts), what, writeAddr(cfg))
-		line, _ := bufio.NewReader(f.IOStreams.In).ReadString('\n')
+		fmt.Fprintf(opts.IO.ErrOut, "%s\nRun these %d statement(s) to %s on %s? [y/N] ", schema.Script(stmts), len(stmts), what, writeAddr(cfg))
+		line, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return &CodeError{Code: ExitRefused, Err: fmt.Errorf("schema apply: not confirmed; nothing was changed")}
+			return &RefusedError{Err: fmt.Errorf("schema apply: not confirmed; nothing was changed")}
 		}
 	}
-	if err := cfg.ValidateMySQL(); err != nil {
-		return err
-	}
-	w, err := mysqlsrc.Open(cfg.MySQL.EffectiveWriteDSN(), 0)
+	addr, err := opts.Exec(ctx, cfg, stmts)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	// DDL on a large table can take longer than a read: no per-call timeout
-	// beyond the DSN's own; Ctrl-C cancels.
-	if err := w.Exec(ctx, stmts); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "applied %d statement(s) on %s: %s\n", len(stmts), w.Addr(), what)
+	fmt.Fprintf(out, "applied %d statement(s) on %s: %s\n", len(stmts), addr, what)
 	return nil
+}
+
+// execDDL runs DDL on the write path. DDL on a large table can take longer
+// than a read: no per-call timeout beyond the DSN's own; Ctrl-C cancels.
+func execDDL(ctx context.Context, cfg *config.Config, stmts []string) (string, error) {
+	if err := cfg.ValidateMySQL(); err != nil {
+		return "", err
+	}
+	w, err := mysqlsrc.OpenWriter(cfg.MySQL.EffectiveWriteDSN(), 0)
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	return w.Addr(), w.Exec(ctx, stmts)
 }
 
 // writeAddr names the write database for messages, never with the password.

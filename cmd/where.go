@@ -2,22 +2,29 @@ package cmd
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/triage"
+	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
-// WhereOptions are the parsed flags of `opctl where`.
+// Triager triages one id (*repair.Service).
+type Triager interface {
+	Triage(ctx context.Context, bizID, pipeline string) (*repair.Triage, error)
+}
+
+// WhereOptions are the parsed flags of `opctl where` and its dependencies.
 type WhereOptions struct {
+	IO     *iostreams.IOStreams
+	Format Format
+	// Triager returns the triage service (opened on first use).
+	Triager func() (Triager, error)
+
 	BizID        string
 	Pipeline     string
 	SearchWindow time.Duration
@@ -26,14 +33,17 @@ type WhereOptions struct {
 
 // NewCmdWhere builds `opctl where`. runF replaces the run function in tests.
 func NewCmdWhere(f *Factory, runF func(context.Context, *WhereOptions) error) *cobra.Command {
-	opts := &WhereOptions{}
+	opts := &WhereOptions{IO: f.IOStreams}
+	opts.Triager = func() (Triager, error) {
+		return f.Service(connect.Options{SearchWindow: opts.SearchWindow, SearchLimit: opts.SearchLimit})
+	}
 	c := &cobra.Command{
 		Use:   "where <biz_id>",
 		Short: "Triage one operation: steps, Kafka position, verdict, next commands",
 		Long: `Join the state row, every step's evidence and intents, the idempotency records,
 the entity's status, opctl's audit and the Kafka position of the message, and
 print the timeline, each step's status, whether Kafka will redeliver, the
-verdict and the exact next commands.
+verdict and the exact next commands (docs/where.md).
 
 Without --pipeline every configured pipeline is tried and those that know the
 id are reported (-o json then prints an array when more than one does).`,
@@ -43,8 +53,8 @@ id are reported (-o json then prints an array when more than one does).`,
   opctl where PAY-1 --search-window 10m --search-limit 100000`,
 		Args: exactArgs(1, "one <biz_id>"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.BizID = args[0]
-			if err := ValidateBizID(opts.BizID); err != nil {
+			opts.BizID, opts.Format = args[0], f.Globals.Output
+			if err := sources.ValidateBizID(opts.BizID); err != nil {
 				return err
 			}
 			if opts.SearchLimit <= 0 || opts.SearchWindow <= 0 {
@@ -53,34 +63,14 @@ id are reported (-o json then prints an array when more than one does).`,
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runWhere(c.Context(), f, opts)
+			return runWhere(c.Context(), opts)
 		},
 	}
 	c.Flags().StringVar(&opts.Pipeline, "pipeline", "", "only this pipeline (default: every pipeline that knows the id)")
-	c.Flags().DurationVar(&opts.SearchWindow, "search-window", 5*time.Minute, "message search: ± this around the operation's earliest timestamp")
-	c.Flags().IntVar(&opts.SearchLimit, "search-limit", 50000, "message search: at most this many records read")
+	c.Flags().DurationVar(&opts.SearchWindow, "search-window", sources.DefaultSearchWindow, "message search: ± this around the operation's earliest timestamp")
+	c.Flags().IntVar(&opts.SearchLimit, "search-limit", sources.DefaultSearchLimit, "message search: at most this many records read")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	return c
-}
-
-// ValidateBizID rejects ids that cannot be an operation key (SPEC §6): empty,
-// over 512 bytes, invalid UTF-8 or with control characters. Everything else,
-// quotes and SQL included, is an opaque string bound as a parameter.
-func ValidateBizID(id string) error {
-	switch {
-	case id == "":
-		return usageErrorf("biz_id is empty")
-	case len(id) > 512:
-		return usageErrorf("biz_id is %d bytes; at most 512", len(id))
-	case !utf8.ValidString(id):
-		return usageErrorf("biz_id is not valid UTF-8")
-	}
-	for _, r := range id {
-		if unicode.IsControl(r) {
-			return usageErrorf("biz_id contains a control character (%U)", r)
-		}
-	}
-	return nil
 }
 
 func completePipelines(f *Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -93,84 +83,18 @@ func completePipelines(f *Factory) func(*cobra.Command, []string, string) ([]str
 	}
 }
 
-// selectPipelines returns the pipeline named by --pipeline, or all.
-func selectPipelines(cfg *config.Config, name string) ([]*config.Pipeline, error) {
-	if name == "" {
-		out := make([]*config.Pipeline, len(cfg.Pipelines))
-		for i := range cfg.Pipelines {
-			out[i] = &cfg.Pipelines[i]
-		}
-		return out, nil
-	}
-	if p := cfg.Pipeline(name); p != nil {
-		return []*config.Pipeline{p}, nil
-	}
-	return nil, usageErrorf("--pipeline %q: no such pipeline in %s (have: %s)", name, cfg.Path, strings.Join(cfg.PipelineNames(), ", "))
-}
-
-func runWhere(ctx context.Context, f *Factory, opts *WhereOptions) error {
-	cfg, err := f.Config()
+func runWhere(ctx context.Context, opts *WhereOptions) error {
+	svc, err := opts.Triager()
 	if err != nil {
 		return err
 	}
-	pipelines, err := selectPipelines(cfg, opts.Pipeline)
+	t, err := svc.Triage(ctx, opts.BizID, opts.Pipeline)
 	if err != nil {
 		return err
 	}
-	col, err := f.Collector(cfg, opts.SearchWindow, opts.SearchLimit)
-	if err != nil {
+	shown := t.Reports()
+	if err := newWhereView(opts.IO, opts.Format).Render(shown); err != nil {
 		return err
 	}
-	reports, err := triage.Triage(ctx, col, pipelines, opts.BizID)
-	if err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	shown := reports
-	if opts.Pipeline == "" && len(reports) > 1 {
-		shown = nil
-		for _, r := range reports {
-			if r.Verdict.Code != inspect.NotFound {
-				shown = append(shown, r)
-			}
-		}
-		if len(shown) == 0 {
-			nf := reports[0]
-			nf.Pipeline = ""
-			nf.Steps = []inspect.StepView{}
-			nf.Kafka = inspect.KafkaView{Redelivery: inspect.RedeliveryUnknown, Located: sources.LocatedUnknown}
-			nf.Verdict.Summary = fmt.Sprintf("%s is not known to any pipeline (%s)", opts.BizID, strings.Join(cfg.PipelineNames(), ", "))
-			shown = []inspect.Report{nf}
-		}
-	}
-	v := newWhereView(f.IOStreams, f.Globals.Output)
-	if err := v.Render(shown); err != nil {
-		return err
-	}
-	if code := whereExitCode(shown); code != ExitOK {
-		return &CodeError{Code: code}
-	}
-	return nil
-}
-
-// whereExitCode maps the shown reports to SPEC §5's exit codes: partial wins
-// (the verdict may be incomplete), then action, then not found.
-func whereExitCode(rs []inspect.Report) int {
-	partial, action, notFound := false, false, true
-	for _, r := range rs {
-		partial = partial || r.Partial
-		action = action || r.Verdict.Severity == inspect.SeverityAction
-		notFound = notFound && r.Verdict.Code == inspect.NotFound
-	}
-	switch {
-	case partial:
-		return ExitPartial
-	case notFound:
-		return ExitNotFound
-	case action:
-		return ExitAttention
-	}
-	return ExitOK
+	return exitWith(inspect.ExitCode(shown))
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab/testenv"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	"github.com/opctl-dev/opctl/sources"
 )
 
 // fixture is one seed incident on a real MariaDB database and a kfake
@@ -62,7 +62,7 @@ func newFixtureTB(t testing.TB, name, topic string, replace ...string) *fixture 
 // surrounded by other keys' messages; it returns partition and offset.
 func (f *fixture) produce(key, msgID string, ts time.Time) (int32, int64) {
 	f.t.Helper()
-	p, err := kafkasrc.PartitionFor("murmur2", []byte(key), f.parts)
+	p, err := sources.PartitionFor("murmur2", []byte(key), f.parts)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestWhereSkipSeed003(t *testing.T) {
 	// Two messages of order 8821, same key: only the msg_id header tells them apart.
 	// SHIPPED (m-7392) was produced after PAID in real life, but it is the
 	// first record with the key here: a search by key alone would stop on it.
-	p0, _ := kafkasrc.PartitionFor("murmur2", []byte("8821"), 8)
+	p0, _ := sources.PartitionFor("murmur2", []byte("8821"), 8)
 	f.k.Produce(t, "order-event", p0, "8821", `{"event":"SHIPPED"}`, map[string]string{"msg_id": "m-7392"}, ts.Add(-time.Second))
 	p, offSkipped := f.produce("8821", "m-7391", ts)
 	f.k.Commit(t, "order-consumer", "order-event", p, offSkipped+2)

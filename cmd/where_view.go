@@ -15,11 +15,11 @@ type whereView interface {
 	Render(reports []inspect.Report) error
 }
 
-func newWhereView(io *iostreams.IOStreams, output string) whereView {
+func newWhereView(io *iostreams.IOStreams, output Format) whereView {
 	switch output {
-	case "json":
+	case FormatJSON:
 		return &whereJSONView{w: io.Out}
-	case "jsonl":
+	case FormatJSONL:
 		return &whereJSONView{w: io.Out, lines: true}
 	}
 	return &whereHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}

@@ -173,20 +173,6 @@ func IdentityString(v sources.Value) string {
 	return fmt.Sprint(v)
 }
 
-func truthy(v sources.Value) bool {
-	switch x := v.(type) {
-	case int64:
-		return x != 0
-	case bool:
-		return x
-	case string:
-		return x == "1" || strings.EqualFold(x, "true") || strings.EqualFold(x, "yes")
-	case []byte:
-		return truthy(string(x))
-	}
-	return false
-}
-
 // stepViews computes every step's view, in pipeline order.
 func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo) []StepView {
 	att := AuditAttestations(db.Audit)
@@ -234,12 +220,7 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 func evidenceRows(step string, rows []sources.Row, att Attestations) ([]EvidenceRow, int) {
 	out, count := []EvidenceRow{}, 0
 	for _, row := range rows {
-		er := EvidenceRow{Row: row}
-		if att.is(step, IdentityString(row.Identity()), AttestReversed) {
-			er.Reversed = true
-		} else if rv, ok := row.Get("reversed"); ok && truthy(rv) {
-			er.Reversed = true
-		}
+		er := EvidenceRow{Row: row, Reversed: att.Reversed(step, row)}
 		if !er.Reversed {
 			count++
 		}

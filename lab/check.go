@@ -6,12 +6,8 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/internal/triage"
-	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/config"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
-	"github.com/opctl-dev/opctl/sources/probe"
+	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // Check is one expectation of a scenario next to what `opctl where` says.
@@ -31,35 +27,31 @@ type InvariantCheck struct {
 	Detail   string `json:"detail"`
 }
 
-// Collector builds the same collector `opctl where` uses, on the lab's
-// config; close releases its connections.
-func (e *Env) Collector(timeout time.Duration) (*sources.Collector, func(), error) {
-	db, err := mysqlsrc.Open(e.Config.MySQL.DSN, timeout)
+// Service opens the clients and the repair service `opctl` uses, on the
+// lab's config (the same sources/connect and repair code); close releases
+// them.
+func (e *Env) Service(timeout time.Duration) (*repair.Service, func(), error) {
+	c, err := connect.Open(e.Config, connect.Options{Timeout: timeout})
 	if err != nil {
 		return nil, nil, err
 	}
-	k := kafkasrc.New(e.Config.Kafka, timeout)
-	c := &sources.Collector{DB: db, Kafka: k, Prober: probe.New(timeout), AuditTable: e.Config.Audit.AuditTable(), Timeout: timeout}
-	return c, func() { k.Close(); db.Close() }, nil
+	svc := repair.NewService(c)
+	return svc, func() { svc.Close(); c.Close() }, nil
 }
 
 // Triage runs `where` for one id of one pipeline of the lab.
-func (e *Env) Triage(ctx context.Context, c *sources.Collector, pipeline, bizID string) (inspect.Report, error) {
-	p := e.Config.Pipeline(pipeline)
-	if p == nil {
-		return inspect.Report{}, fmt.Errorf("lab: no pipeline %q", pipeline)
-	}
-	rs, err := triage.Triage(ctx, c, []*config.Pipeline{p}, bizID)
+func (e *Env) Triage(ctx context.Context, svc *repair.Service, pipeline, bizID string) (inspect.Report, error) {
+	t, err := svc.Triage(ctx, bizID, pipeline)
 	if err != nil {
 		return inspect.Report{}, err
 	}
-	return rs[0], nil
+	return t.Ops[0].Report, nil
 }
 
 // Check triages every expectation of the results with the same code as
 // `opctl where` and compares verdicts.
 func (e *Env) Check(ctx context.Context, results []Result) ([]Check, error) {
-	c, closeFn, err := e.Collector(5 * time.Second)
+	svc, closeFn, err := e.Service(5 * time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +59,7 @@ func (e *Env) Check(ctx context.Context, results []Result) ([]Check, error) {
 	var out []Check
 	for _, res := range results {
 		for _, x := range res.Expect {
-			r, err := e.Triage(ctx, c, x.Pipeline, x.BizID)
+			r, err := e.Triage(ctx, svc, x.Pipeline, x.BizID)
 			if err != nil {
 				return out, err
 			}

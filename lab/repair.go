@@ -11,8 +11,7 @@ import (
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/downstream"
 	"github.com/opctl-dev/opctl/repair"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
-	"github.com/opctl-dev/opctl/sources/probe"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
@@ -51,13 +50,11 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 			return nil, fmt.Errorf("lab: audit tables: %v", err)
 		}
 	}
-	col, closeFn, err := e.Collector(5 * time.Second)
+	svc, closeFn, err := e.Service(5 * time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer closeFn()
-	kr := col.Kafka.(*kafkasrc.Reader)
-	pr := probe.New(5 * time.Second)
 
 	var out []Repair
 	for _, c := range checks {
@@ -65,7 +62,7 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 			continue
 		}
 		rp := Repair{Scenario: c.Scenario, BizID: c.BizID, Pipeline: c.Pipeline, Before: c.Verdict}
-		opts := repair.Options{Reason: "opctl demo: " + c.Scenario, Operator: "opctl demo"}
+		opts := plans.Options{Reason: "opctl demo: " + c.Scenario, Operator: "opctl demo"}
 		if c.Verdict == inspect.UnknownOutcome {
 			// The operator asks the downstream team; the lab's journal answers.
 			step, svc := e.unknownStep(c.Report)
@@ -75,17 +72,16 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 				continue
 			}
 			n := svc.Net(c.BizID)
-			opts.Action, opts.FromStep, opts.Outcome = "manual", step, "applied"
+			opts.Action, opts.FromStep, opts.Outcome = plans.Manual, step, "applied"
 			if n == 0 {
 				opts.Outcome = "absent"
 			}
 			opts.Attest = fmt.Sprintf("%s team checked their journal: %d effect(s) for %s", step, n, c.BizID)
 			rp.Attest = opts.Attest
 		}
-		p := e.Config.Pipeline(c.Pipeline)
-		plan, _, err := repair.Prepare(ctx, e.Config, col, kr, p, c.BizID, opts)
-		var nothing *repair.NothingToRepairError
-		var refused *repair.RefusedError
+		plan, _, err := svc.PlanID(ctx, c.BizID, c.Pipeline, opts)
+		var nothing *plans.NothingToRepairError
+		var refused *plans.RefusedError
 		switch {
 		case errors.As(err, &nothing):
 			rp.Why = err.Error()
@@ -101,11 +97,9 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 			return out, fmt.Errorf("lab: plan for %s: %v", c.BizID, err)
 		}
 		var sb strings.Builder
-		_ = repair.Render(&sb, plan, repair.RenderOptions{})
+		_ = plans.Render(&sb, plan, plans.RenderOptions{})
 		rp.PlanID, rp.PlanText = plan.ID, sb.String()
-		ap := &repair.Applier{Config: e.Config, DB: e.DB, Collector: col, Kafka: kr, Group: kr,
-			Prober: pr, Poster: pr, Operator: "opctl demo"}
-		res, err := ap.Apply(ctx, plan)
+		res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "opctl demo"})
 		if err != nil {
 			rp.Applied = "refused: " + err.Error()
 		} else {
@@ -135,7 +129,7 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 	for {
 		pending := 0
 		for i := range out {
-			r, err := e.Triage(ctx, col, out[i].Pipeline, out[i].BizID)
+			r, err := e.Triage(ctx, svc, out[i].Pipeline, out[i].BizID)
 			if err != nil {
 				return out, err
 			}

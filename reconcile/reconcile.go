@@ -197,6 +197,22 @@ type Summary struct {
 	Seconds float64   `json:"seconds"`
 }
 
+// ExitCode is the exit status of a finished run (docs/exit-codes.md):
+// refused (a check would need a full scan and did not run) wins, then
+// partial (Kafka could not be read: verdicts may miss something), then
+// attention (targets found), else ok.
+func (s *Summary) ExitCode() int {
+	switch {
+	case s.Refused:
+		return sources.ExitRefused
+	case s.Partial:
+		return sources.ExitPartial
+	case s.Targets > 0:
+		return sources.ExitAttention
+	}
+	return sources.ExitOK
+}
+
 // errStop ends a walk when the run is interrupted.
 var errStop = errors.New("reconcile: stopped")
 

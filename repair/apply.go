@@ -2,21 +2,16 @@ package repair
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
-	"github.com/opctl-dev/opctl/sources/probe"
 )
 
 // Publisher sends one record to exactly topic/partition and returns where
@@ -25,68 +20,78 @@ type Publisher interface {
 	Publish(ctx context.Context, topic string, partition int32, key, value []byte, headers map[string]string) (int32, int64, error)
 }
 
-// GroupReader reads a consumer group's members (sources.Kafka).
+// GroupReader reads a consumer group's members (sources/kafka.Reader).
 type GroupReader interface {
 	Group(ctx context.Context, topic, group string) (sources.GroupView, error)
 }
 
-// Poster posts a compensation (sources/probe.Client implements it).
-type Poster interface {
-	Post(ctx context.Context, url string, body []byte, headers map[string]string) probe.PostResult
+// Collector reads one operation exactly as `opctl where` does
+// (*sources.Collector): the stale check compares what a plan observed with
+// a fresh read.
+type Collector interface {
+	Collect(ctx context.Context, p *config.Pipeline, bizID string) (sources.Evidence, error)
 }
 
-// FailpointEnv is the environment variable the opctl command reads into
-// Applier.Failpoint. TEST ONLY: it makes `opctl repair apply` kill itself
-// at one point of one action, to prove that applying the same plan again
-// reaches exactly the state of an uninterrupted apply.
-const FailpointEnv = "OPCTL_TEST_FAILPOINT"
-
-// Failpoints (TEST ONLY), each followed by ":<action index>":
-// before-commit, after-commit (any SQL action, republish and
-// compensate_remote included: their first transaction), before-publish,
-// after-publish (a republish's send), before-call, after-call (a
-// compensate_remote's POST).
-var Failpoints = []string{"before-commit", "after-commit", "before-publish", "after-publish", "before-call", "after-call"}
-
-// Applier applies plans (SPEC §7 "Apply rules"). Build one per apply; it is
-// not safe for concurrent use.
+// Applier applies plans (docs/repair.md "Apply"): the tamper and config
+// checks, the resume point from the audit, the stale check, then each
+// remaining action in one transaction of the Store with its guards re-read
+// under SELECT ... FOR UPDATE and its audit row. Apply writes; DryRun runs
+// the same code against a store that rolls everything back and a publisher
+// and poster that send nothing, chosen once at the start: the executor
+// itself never asks which it is.
 type Applier struct {
 	// Config is the configuration the plan must match (its pipeline and
 	// fingerprint).
 	Config *config.Config
-	// DB is the write path (mysql.write_dsn). The audit is read and written
-	// there too.
-	DB *sql.DB
-	// Collector is the read path used for the stale check.
-	Collector *sources.Collector
-	// Kafka publishes republished records; nil refuses a republish.
-	Kafka Publisher
+	// Store is the write path (mysql.write_dsn); the audit is read and
+	// written there too.
+	Store sources.Store
+	// Collector is the read path of the stale check.
+	Collector Collector
+	// Publisher sends republished records; nil refuses a republish.
+	Publisher Publisher
 	// Group reads group membership for release_lease; nil refuses it.
 	Group GroupReader
-	// Prober re-probes downstreams for probe guards.
+	// Prober re-probes downstreams for the probe guards.
 	Prober sources.Prober
 	// Poster sends compensations.
-	Poster Poster
+	Poster sources.Poster
 	// Operator is recorded in the audit rows (who applied).
 	Operator string
-	// DryRun runs every SQL action in one transaction rolled back at the end
-	// and sends nothing (no record, no HTTP POST). It is enforced here, by
-	// the executor, not by the caller's printing code.
-	DryRun bool
 	// Mirror, when set, receives every audit row written, as a JSON line
 	// (config audit.file).
-	Mirror io.Writer
+	Mirror *Mirror
 	// Progress, when set, is called after each action.
 	Progress func(ActionResult)
-	// Failpoint and Crash are TEST ONLY (FailpointEnv): when the apply
-	// reaches Failpoint ("after-commit:2"), Crash is called; the command
-	// makes it kill the process (SIGKILL: no deferred cleanup).
-	Failpoint string
-	Crash     func(point string)
-	// Retries bounds the re-runs of a transaction the server rolled back for
-	// a deadlock or a lock wait timeout (default 5).
-	Retries int
 }
+
+// Outcome is what happened to an action or a whole apply.
+type Outcome string
+
+// Outcomes of an action (ActionResult.Outcome; applied, publishing,
+// published and compensating are also audit outcomes) and of an apply
+// (Result.Outcome: applied, already_applied, would_apply, refused, failed).
+const (
+	OutcomeApplied      Outcome = "applied"
+	OutcomePublishing   Outcome = "publishing"
+	OutcomePublished    Outcome = "published"
+	OutcomeCompensating Outcome = "compensating"
+	OutcomeAlready      Outcome = "already"
+	OutcomeWouldApply   Outcome = "would_apply"
+	OutcomeRefused      Outcome = "refused"
+	OutcomeFailed       Outcome = "failed"
+	OutcomeNotRun       Outcome = "not_run"
+
+	OutcomeAlreadyApplied Outcome = "already_applied"
+)
+
+// Outcomes of an attempt row (an apply that changed nothing).
+const (
+	AttemptDryRun      = "dry_run"
+	AttemptGuardFailed = "guard_failed"
+	AttemptStale       = "stale"
+	AttemptError       = "error"
+)
 
 // Result is what an apply did.
 type Result struct {
@@ -96,204 +101,205 @@ type Result struct {
 	DryRun   bool   `json:"dry_run"`
 	// Outcome is applied, already_applied, would_apply (dry run), refused or
 	// failed.
-	Outcome string `json:"outcome"`
-	Total   int    `json:"total"`
+	Outcome Outcome `json:"outcome"`
+	Total   int     `json:"total"`
 	// Applied counts the actions that took effect in this run (would take
 	// effect, in a dry run); Previously those done by an earlier run.
 	Applied    int            `json:"applied"`
 	Previously int            `json:"previously"`
 	Actions    []ActionResult `json:"actions"`
 	// Stale lists what changed since the plan (a stale plan).
-	Stale []Change `json:"stale,omitempty"`
+	Stale []plans.Change `json:"stale,omitempty"`
 	// Refused says why the plan or an action was refused.
 	Refused string `json:"refused,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 
-// Action outcomes of an ActionResult.
-const (
-	OutcomeApplied    = "applied"
-	OutcomePublishing = "publishing"
-	OutcomePublished  = "published"
-	// OutcomeCompensating is a compensate_remote's audit row while its POST
-	// is under way (an opctl addition to SPEC §7's outcomes).
-	OutcomeCompensating = "compensating"
-	OutcomeAlready      = "already"
-	OutcomeWouldApply   = "would_apply"
-	OutcomeRefused      = "refused"
-	OutcomeFailed       = "failed"
-	OutcomeNotRun       = "not_run"
-)
-
 // ActionResult is one action's outcome.
 type ActionResult struct {
-	Index   int    `json:"index"`
-	Type    string `json:"type"`
-	Step    string `json:"step,omitempty"`
-	Summary string `json:"summary"`
-	Outcome string `json:"outcome"`
-	// Statements are the SQL statements run with the rows each affected
+	Index   int              `json:"index"`
+	Type    plans.ActionType `json:"type"`
+	Step    string           `json:"step,omitempty"`
+	Summary string           `json:"summary"`
+	Outcome Outcome          `json:"outcome"`
+	// Statements are the SQL statements run with the rows each changed
 	// (inside the rolled-back transaction, in a dry run).
-	Statements []StatementResult `json:"statements,omitempty"`
-	// Published is where a republish was written (partition -1 offset -1
-	// in a dry run).
-	Published *Position `json:"published,omitempty"`
-	Detail    string    `json:"detail,omitempty"`
+	Statements []sources.Statement `json:"statements,omitempty"`
+	// Published is where a republish was written (offset -1 in a dry run).
+	Published *plans.Position `json:"published,omitempty"`
+	Detail    string          `json:"detail,omitempty"`
 	// Elapsed is the action's wall time.
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
-// StatementResult is one statement and the rows it affected.
-type StatementResult struct {
-	SQL  string `json:"sql"`
-	Rows int64  `json:"rows"`
-}
-
-// applyRun is the state of one Apply call.
-type applyRun struct {
-	a          *Applier
-	plan       *Plan
-	p          *config.Pipeline
-	auditTable string
-	attempts   string
-	st         store
-	pub        Publisher
-	post       Poster
-	res        *Result
-	operator   string
-}
-
-// Apply applies plan: the tamper check, the config check, the resume
-// point from the audit, the stale check (when nothing was applied yet),
-// then each remaining action. It returns the result and, when it stopped
-// early, a *RefusedError (exit 5: tampered, config changed, stale, a guard
+// Apply applies plan. It returns the result and, when it stopped early, a
+// *plans.RefusedError (exit 5: tampered, config changed, stale, a guard
 // failed, a live lease; nothing after the refused action changed) or
 // another error (exit 1). A plan all of whose actions took effect returns
 // Outcome already_applied and changes nothing.
-func (a *Applier) Apply(ctx context.Context, plan *Plan) (*Result, error) {
-	res := &Result{PlanID: plan.ID, BizID: plan.BizID, Pipeline: plan.Pipeline, DryRun: a.DryRun, Total: len(plan.Actions)}
+func (a *Applier) Apply(ctx context.Context, plan *plans.Plan) (*Result, error) {
+	st, pub, post := failpoints(a.Store, a.Publisher, a.Poster)
+	return a.run(ctx, plan, writePath{st: committing{st}, pub: pub, post: post, mirror: a.Mirror})
+}
+
+// DryRun runs plan exactly as Apply does, against a decorator of the store
+// that keeps one transaction open for the whole apply (later actions'
+// guards see what earlier ones would have written) and rolls it back at the
+// end, a publisher and a poster that send nothing, and no audit mirror for
+// actions; it needs no SAVEPOINT. The attempt is recorded as dry_run.
+func (a *Applier) DryRun(ctx context.Context, plan *plans.Plan) (*Result, error) {
+	return a.run(ctx, plan, writePath{st: &dryStore{inner: a.Store}, pub: noSend{}, post: noSend{}, dryRun: true})
+}
+
+// applyRun is the state of one apply.
+type applyRun struct {
+	a        *Applier
+	w        writePath
+	plan     *plans.Plan
+	p        *config.Pipeline
+	audit    string
+	attempts string
+	res      *Result
+	operator string
+	// auditErrs are failures to write the audit mirror after an action
+	// took effect: returned with the result, never dropped.
+	auditErrs []error
+}
+
+func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Result, error) {
+	res := &Result{PlanID: plan.ID, BizID: plan.BizID, Pipeline: plan.Pipeline, Total: len(plan.Actions), DryRun: w.dryRun}
 	for _, act := range plan.Actions {
 		res.Actions = append(res.Actions, ActionResult{Index: act.Index, Type: act.Type, Step: act.Step, Summary: act.Summary, Outcome: OutcomeNotRun})
 	}
-	if a.DB == nil || a.Config == nil {
-		return res, errors.New("repair: Applier needs Config and DB")
+	if a.Store == nil || a.Config == nil {
+		return res, errors.New("repair: Applier needs Config and Store")
 	}
-	x := &applyRun{a: a, plan: plan, auditTable: a.Config.Audit.AuditTable(), attempts: a.Config.Audit.AttemptTable(), res: res}
-	x.operator = a.Operator
-	if x.operator == "" {
-		x.operator = plan.Operator
-	}
-	if x.operator == "" {
-		x.operator = "unknown"
-	}
-	if len(x.operator) > MaxOperator {
-		x.operator = x.operator[:MaxOperator]
-	}
+	defer w.st.close()
+	x := &applyRun{a: a, w: w, plan: plan, audit: a.Config.Audit.AuditTable(), attempts: a.Config.Audit.AttemptTable(), res: res, operator: operatorOf(a.Operator, plan.Operator)}
 	if err := plan.Verify(); err != nil {
-		return x.stop(ctx, err, "error", nil)
+		return x.stop(ctx, err, AttemptError, nil)
 	}
 	x.p = a.Config.Pipeline(plan.Pipeline)
 	if x.p == nil {
-		return x.stop(ctx, &RefusedError{Code: CodeConfigChanged, Detail: fmt.Sprintf("the plan is for pipeline %q, which is not in the configuration (%s)", plan.Pipeline, strings.Join(a.Config.PipelineNames(), ", "))}, "stale", nil)
+		return x.stop(ctx, &plans.RefusedError{Code: plans.CodeConfigChanged, Detail: fmt.Sprintf("the plan is for pipeline %q, which is not in the configuration (%s)", plan.Pipeline, strings.Join(a.Config.PipelineNames(), ", "))}, AttemptStale, nil)
 	}
-	if fp := ConfigFingerprint(x.p, x.auditTable); fp != plan.ConfigFingerprint {
-		return x.stop(ctx, &RefusedError{Code: CodeConfigChanged, Detail: fmt.Sprintf("pipeline %s's configuration changed since the plan was made (fingerprint %s, plan %s): make a new plan", plan.Pipeline, short(fp), short(plan.ConfigFingerprint))}, "stale", nil)
+	if fp := plans.ConfigFingerprint(x.p, x.audit); fp != plan.ConfigFingerprint {
+		return x.stop(ctx, &plans.RefusedError{Code: plans.CodeConfigChanged, Detail: fmt.Sprintf("pipeline %s's configuration changed since the plan was made (fingerprint %.12s, plan %.12s): make a new plan", plan.Pipeline, fp, plan.ConfigFingerprint)}, AttemptStale, nil)
 	}
-
-	done, err := a.readDone(ctx, x)
+	done, err := x.readDone(ctx)
 	if err != nil {
+		var rf *plans.RefusedError
+		if errors.As(err, &rf) {
+			return x.stop(ctx, err, AttemptError, nil)
+		}
 		return x.fail(err)
 	}
-	complete := 0
-	for i, act := range plan.Actions {
-		switch done[act.Index] {
-		case OutcomeApplied, OutcomePublished:
-			complete++
-			res.Actions[i].Outcome = OutcomeAlready
-		}
-	}
-	res.Previously = complete
-	if complete == len(plan.Actions) {
-		res.Outcome = "already_applied"
+	if x.markDone(done) == len(plan.Actions) {
+		res.Outcome = OutcomeAlreadyApplied
 		return res, nil
 	}
-
 	if len(done) == 0 {
-		if a.Collector == nil {
-			return x.fail(errors.New("repair: Applier needs a Collector for the stale check"))
-		}
-		ev, err := a.Collector.Collect(ctx, x.p, plan.BizID)
-		if err != nil {
-			return x.fail(err)
-		}
-		now := Observe(inspect.Diagnose(ev))
-		if diff := Diff(plan.Observed, now); len(diff) > 0 {
-			res.Stale = diff
-			return x.stop(ctx, &RefusedError{Code: CodeStale, Diff: diff}, "stale", map[string]any{"diff": diff})
+		if stop, err := x.stale(ctx); stop || err != nil {
+			return res, err
 		}
 	}
-
-	if a.DryRun {
-		x.st = &dryStore{db: a.DB}
-		x.pub = dryPublisher{}
-		x.post = dryPoster{}
-	} else {
-		x.st = &realStore{db: a.DB, a: a}
-		x.pub = a.Kafka
-		x.post = a.Poster
-	}
-	defer x.st.close()
-
 	for i, act := range plan.Actions {
 		if res.Actions[i].Outcome == OutcomeAlready {
 			continue
 		}
-		start := time.Now()
-		ar := &res.Actions[i]
-		err := x.run(ctx, act, done[act.Index], ar)
-		ar.Elapsed = time.Since(start)
-		if err != nil {
-			err = refusalOf(act, err)
-			if ar.Outcome == OutcomeNotRun {
-				ar.Outcome = OutcomeFailed
-			}
-			var rf *RefusedError
-			if errors.As(err, &rf) {
-				ar.Outcome = OutcomeRefused
-				ar.Detail = rf.Error()
-			} else {
-				ar.Detail = err.Error()
-			}
-			if a.Progress != nil {
-				a.Progress(*ar)
-			}
+		if err := x.action(ctx, act, done[act.Index], &res.Actions[i]); err != nil {
 			return x.stopAt(ctx, act, err)
 		}
-		switch {
-		case ar.Outcome == OutcomeAlready: // another apply of the plan recorded it first
-			res.Previously++
-		case a.DryRun:
-			ar.Outcome = OutcomeWouldApply
-			res.Applied++
-		default:
-			res.Applied++
-		}
-		if a.Progress != nil {
-			a.Progress(*ar)
+	}
+	res.Outcome = w.st.took(OutcomeApplied)
+	if err := w.st.end(ctx, x); err != nil {
+		return x.fail(err)
+	}
+	return res, errors.Join(x.auditErrs...)
+}
+
+// operatorOf is who applies: the --operator, else the plan's author, else
+// "unknown", clipped to the audit column.
+func operatorOf(applier, author string) string {
+	op := applier
+	if op == "" {
+		op = author
+	}
+	if op == "" {
+		op = "unknown"
+	}
+	if len(op) > plans.MaxOperator {
+		op = op[:plans.MaxOperator]
+	}
+	return op
+}
+
+// markDone marks the actions the audit shows as taken effect and returns
+// how many there are.
+func (x *applyRun) markDone(done map[int]Outcome) int {
+	n := 0
+	for i, act := range x.plan.Actions {
+		switch done[act.Index] {
+		case OutcomeApplied, OutcomePublished:
+			n++
+			x.res.Actions[i].Outcome = OutcomeAlready
 		}
 	}
-	if a.DryRun {
-		res.Outcome = "would_apply"
-		x.recordAttempt(ctx, 0, "dry_run", map[string]any{"result": res.Outcome, "actions": res.Actions})
+	x.res.Previously = n
+	return n
+}
+
+// stale compares what the plan observed with a fresh read: a plan whose
+// operation changed is refused with the diff. stop is true when the apply
+// ended.
+func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
+	if x.a.Collector == nil {
+		_, err := x.fail(errors.New("repair: Applier needs a Collector for the stale check"))
+		return true, err
+	}
+	ev, err := x.a.Collector.Collect(ctx, x.p, x.plan.BizID)
+	if err != nil {
+		_, err := x.fail(err)
+		return true, err
+	}
+	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev)))
+	if len(diff) == 0 {
+		return false, nil
+	}
+	x.res.Stale = diff
+	_, err = x.stop(ctx, &plans.RefusedError{Code: plans.CodeStale, Diff: diff}, AttemptStale, map[string]any{"diff": diff})
+	return true, err
+}
+
+// action runs one action and records its outcome in ar.
+func (x *applyRun) action(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
+	start := time.Now()
+	err := x.run(ctx, act, prior, ar)
+	ar.Elapsed = time.Since(start)
+	if err != nil {
+		err = refusalOf(act, err)
+		ar.Outcome = OutcomeFailed
+		var rf *plans.RefusedError
+		if errors.As(err, &rf) {
+			ar.Outcome = OutcomeRefused
+		}
+		ar.Detail = err.Error()
+	} else if ar.Outcome == OutcomeAlready {
+		// Another apply of the plan recorded it first.
+		x.res.Previously++
 	} else {
-		res.Outcome = "applied"
+		ar.Outcome = x.w.st.took(ar.Outcome)
+		x.res.Applied++
 	}
-	return res, nil
+	if x.a.Progress != nil {
+		x.a.Progress(*ar)
+	}
+	return err
 }
 
 // fail ends the apply with an error (exit 1).
 func (x *applyRun) fail(err error) (*Result, error) {
-	x.res.Outcome = "failed"
+	x.res.Outcome = OutcomeFailed
 	x.res.Error = err.Error()
 	return x.res, err
 }
@@ -304,76 +310,100 @@ func (x *applyRun) stop(ctx context.Context, err error, outcome string, detail m
 		detail = map[string]any{}
 	}
 	detail["error"] = err.Error()
-	var rf *RefusedError
-	if errors.As(err, &rf) {
-		detail["code"] = rf.Code
-		x.res.Outcome = "refused"
-		x.res.Refused = rf.Error()
-	} else {
-		x.res.Outcome = "failed"
-		x.res.Error = err.Error()
-	}
-	if x.a.DryRun {
-		detail["result"] = x.res.Outcome
-		outcome = "dry_run"
-	}
-	x.recordAttempt(ctx, 0, outcome, detail)
-	return x.res, err
+	x.settle(err, detail)
+	return x.res, errors.Join(err, x.record(ctx, 0, outcome, detail))
 }
 
-// refusalOf turns a guard that failed into the *RefusedError of its action.
-func refusalOf(act Action, err error) error {
+// settle sets the result's outcome for an apply that stopped with err.
+func (x *applyRun) settle(err error, detail map[string]any) {
+	var rf *plans.RefusedError
+	if errors.As(err, &rf) {
+		detail["code"] = rf.Code
+		x.res.Outcome = OutcomeRefused
+		x.res.Refused = rf.Error()
+		return
+	}
+	x.res.Outcome = OutcomeFailed
+	x.res.Error = err.Error()
+}
+
+// stopAt ends the apply at a failed action, recording the attempt.
+func (x *applyRun) stopAt(ctx context.Context, act plans.Action, err error) (*Result, error) {
+	outcome := AttemptError
+	detail := map[string]any{"action": act.Index, "type": act.Type, "error": err.Error()}
+	x.settle(err, detail)
+	var rf *plans.RefusedError
+	if errors.As(err, &rf) && (rf.Code == plans.CodeGuardFailed || rf.Code == plans.CodeLiveLease) && rf.Guard != nil {
+		outcome = AttemptGuardFailed
+		detail["guard"] = rf.Guard.String()
+		detail["got"] = rf.Got
+	}
+	return x.res, errors.Join(err, x.record(ctx, act.Index, outcome, detail))
+}
+
+// record writes an attempt row. Not with the caller's context: an
+// interrupted apply still records why it stopped. An error is returned,
+// never dropped.
+func (x *applyRun) record(ctx context.Context, index int, outcome string, detail map[string]any) error {
+	detail["result"] = x.res.Outcome
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("record the attempt: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	at := x.w.st.attempt(sources.Attempt{PlanID: x.plan.ID, ActionIndex: index, BizID: x.plan.BizID, Operator: x.operator, Outcome: outcome, Detail: b})
+	if err := x.w.st.RecordAttempt(cctx, x.attempts, at); err != nil {
+		return fmt.Errorf("the attempt could not be recorded in %s: %w", x.attempts, err)
+	}
+	return x.a.Mirror.Attempt(x.attempts, at)
+}
+
+// refusalOf turns a guard that failed into the *plans.RefusedError of its
+// action.
+func refusalOf(act plans.Action, err error) error {
 	var gf *guardFailure
 	if errors.As(err, &gf) {
-		code := CodeGuardFailed
-		if gf.guard.Check == CheckLease {
-			code = CodeLiveLease
+		code := plans.CodeGuardFailed
+		if gf.guard.Check == plans.CheckLease {
+			code = plans.CodeLiveLease
 		}
 		g := gf.guard
-		return &RefusedError{Code: code, Action: act.Index, Guard: &g, Got: gf.got, Detail: gf.detail}
+		return &plans.RefusedError{Code: code, Action: act.Index, Guard: &g, Got: gf.got, Detail: gf.detail}
 	}
-	var rf *RefusedError
+	var rf *plans.RefusedError
 	if errors.As(err, &rf) && rf.Action == 0 {
 		rf.Action = act.Index
 	}
 	return err
 }
 
-// stopAt ends the apply at a failed action, recording the attempt.
-func (x *applyRun) stopAt(ctx context.Context, act Action, err error) (*Result, error) {
-	outcome := "error"
-	detail := map[string]any{"action": act.Index, "type": act.Type, "error": err.Error()}
-	var rf *RefusedError
-	if errors.As(err, &rf) {
-		x.res.Outcome = "refused"
-		x.res.Refused = rf.Error()
-		detail["code"] = rf.Code
-		if rf.Code == CodeGuardFailed || rf.Code == CodeLiveLease {
-			outcome = "guard_failed"
-			detail["guard"] = rf.Guard.String()
-			detail["got"] = rf.Got
+// readDone reads the audit outcome of each action of the plan already
+// recorded (a crash, or a second apply).
+func (x *applyRun) readDone(ctx context.Context) (map[int]Outcome, error) {
+	rows, err := x.w.st.AuditDone(ctx, x.audit, x.plan.ID)
+	if err != nil {
+		return nil, err
+	}
+	done := map[int]Outcome{}
+	for _, r := range rows {
+		if r.BizID != x.plan.BizID || r.Pipeline != x.plan.Pipeline {
+			return nil, &plans.RefusedError{Code: plans.CodeTampered, Detail: fmt.Sprintf("the audit has plan %s recorded for %s/%s, not %s/%s", x.plan.Short(), r.Pipeline, r.BizID, x.plan.Pipeline, x.plan.BizID)}
 		}
-	} else {
-		x.res.Outcome = "failed"
-		x.res.Error = err.Error()
+		done[r.ActionIndex] = Outcome(r.Outcome)
 	}
-	if x.a.DryRun {
-		detail["result"] = x.res.Outcome
-		outcome = "dry_run"
-	}
-	x.recordAttempt(ctx, act.Index, outcome, detail)
-	return x.res, err
+	return done, nil
 }
 
-// run applies one action. prior is its audit outcome from an earlier run
+// run applies one action. prior is its audit outcome from an earlier apply
 // ("" none; publishing or compensating when a crash interrupted it).
-func (x *applyRun) run(ctx context.Context, act Action, prior string, ar *ActionResult) error {
+func (x *applyRun) run(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
 	switch act.Type {
-	case Republish:
+	case plans.Republish:
 		return x.republish(ctx, act, prior, ar)
-	case CompensateRemote:
+	case plans.CompensateRemote:
 		return x.compensate(ctx, act, prior, ar)
-	case AdvanceState, RewindState, ReleaseLease, Reverse, FlipSkipped, Manual:
+	case plans.AdvanceState, plans.RewindState, plans.ReleaseLease, plans.Reverse, plans.FlipSkipped, plans.Manual:
 		if prior != "" {
 			return fmt.Errorf("action %d has audit outcome %q, not applied", act.Index, prior)
 		}
@@ -382,71 +412,80 @@ func (x *applyRun) run(ctx context.Context, act Action, prior string, ar *Action
 	return fmt.Errorf("action %d: unknown type %q", act.Index, act.Type)
 }
 
-// performFunc does an action's writes inside its transaction, after the
-// guards held, and returns the before and after images of the audit row.
-type performFunc func(g *guardEnv, act Action, ar *ActionResult) (before, after map[string]any, err error)
+// performFunc does an action's writes inside its transaction, after its
+// guards held, and returns the before and after images of its audit row.
+type performFunc func(g *guardEnv, act plans.Action, ar *ActionResult) (before, after map[string]any, err error)
 
-// errConcurrent means another apply of the same plan recorded the action
-// first (the audit's UNIQUE (plan_id, action_index)).
-var errConcurrent = errors.New("applied concurrently by another apply of the same plan")
-
-// sqlAction runs one transaction: the action's guards under FOR UPDATE,
-// its writes, its audit row with outcome. A deadlock or lock wait timeout
-// re-runs the whole transaction (the server rolled it back).
-func (x *applyRun) sqlAction(ctx context.Context, act Action, outcome string, ar *ActionResult, perform performFunc) error {
+// sqlAction runs one transaction: the action's guards under FOR UPDATE, its
+// writes and its audit row with outcome. ar.Outcome is set to outcome, or
+// to already when another apply of the plan recorded the action first.
+func (x *applyRun) sqlAction(ctx context.Context, act plans.Action, outcome Outcome, ar *ActionResult, perform performFunc) error {
 	pre, err := x.preRead(ctx, act)
 	if err != nil {
 		return err
 	}
-	retries := x.a.Retries
-	if retries <= 0 {
-		retries = 5
-	}
-	for attempt := 0; ; attempt++ {
+	var entry sources.AuditEntry
+	err = x.w.st.Do(withAction(ctx, act.Index), func(tx sources.Tx) error {
 		ar.Statements = nil
-		var before, after map[string]any
-		err = x.st.tx(ctx, act.Index, func(tx *sql.Tx) error {
-			g := newGuardEnv(ctx, tx, x, pre)
-			for _, gd := range act.Guards {
-				if err := g.check(act, gd); err != nil {
-					return err
-				}
-			}
-			var err error
-			before, after, err = perform(g, act, ar)
-			if err != nil {
+		g := newGuardEnv(ctx, tx, x, pre)
+		for _, gd := range act.Guards {
+			if err := g.check(act, gd); err != nil {
 				return err
 			}
-			return x.insertAudit(ctx, tx, act, outcome, before, after)
-		})
-		if err == nil {
-			if !x.st.dry() {
-				x.mirror(act, outcome, before, after)
-			}
-			if ar.Outcome == OutcomeNotRun {
-				ar.Outcome = outcome
-			}
-			return nil
 		}
-		if errors.Is(err, errConcurrent) {
-			ar.Outcome = OutcomeAlready
-			ar.Detail = errConcurrent.Error()
-			return nil
+		before, after, err := perform(g, act, ar)
+		if err != nil {
+			return err
 		}
-		if mysqlsrc.IsRetryable(err) && !x.st.dry() && attempt < retries {
-			time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
-			continue
+		entry, err = x.entry(act, outcome, before, after)
+		if err != nil {
+			return err
 		}
+		return tx.InsertAudit(ctx, x.audit, entry)
+	})
+	var exists *sources.AuditExistsError
+	switch {
+	case errors.As(err, &exists):
+		ar.Outcome = OutcomeAlready
+		ar.Detail = "applied concurrently by another apply of the same plan"
+		return nil
+	case err != nil:
 		return err
+	}
+	ar.Outcome = outcome
+	x.mirrorAction(entry)
+	return nil
+}
+
+// entry is the audit row of an action.
+func (x *applyRun) entry(act plans.Action, outcome Outcome, before, after map[string]any) (sources.AuditEntry, error) {
+	bi, err := json.Marshal(before)
+	if err != nil {
+		return sources.AuditEntry{}, err
+	}
+	ai, err := json.Marshal(after)
+	if err != nil {
+		return sources.AuditEntry{}, err
+	}
+	return sources.AuditEntry{PlanID: x.plan.ID, ActionIndex: act.Index, BizID: x.plan.BizID, Pipeline: x.plan.Pipeline,
+		Action: string(act.Type), Operator: x.operator, Reason: x.plan.Reason, Outcome: string(outcome), Before: bi, After: ai}, nil
+}
+
+// mirrorAction writes an audit row that took effect to the mirror; a
+// failure is kept and returned with the result.
+func (x *applyRun) mirrorAction(e sources.AuditEntry) {
+	if err := x.w.mirror.Action(x.audit, e); err != nil {
+		x.auditErrs = append(x.auditErrs, err)
 	}
 }
 
-// preRead reads what the action's guards need from outside the database.
-func (x *applyRun) preRead(ctx context.Context, act Action) (*preRead, error) {
-	pre := &preRead{probeCount: map[string]*int{}, probeOutcome: map[string]string{}, probeStatus: map[string]string{}, member: map[string]bool{}}
+// preRead reads what the action's guards need from outside the database:
+// probe answers and group membership, just before the transaction.
+func (x *applyRun) preRead(ctx context.Context, act plans.Action) (*preRead, error) {
+	pre := &preRead{probeCount: map[string]*int{}, probeOutcome: map[string]string{}, member: map[string]bool{}}
 	for _, g := range act.Guards {
 		switch g.Check {
-		case CheckProbeCount, CheckProbeOutcome:
+		case plans.CheckProbeCount, plans.CheckProbeOutcome:
 			k := x.p.StepIndex(g.Step)
 			if k < 0 || x.p.Steps[k].Probe == "" {
 				return nil, fmt.Errorf("guard %s: step %s has no probe", g, g.Step)
@@ -457,13 +496,12 @@ func (x *applyRun) preRead(ctx context.Context, act Action) (*preRead, error) {
 			s := x.p.Steps[k]
 			url := sources.Expand(s.Probe, map[string]string{"biz_id": x.plan.BizID, "request_id": g.Key}, true)
 			r := x.a.Prober.Probe(ctx, url, s.ProbeApplied, s.ProbeAbsent)
-			if g.Check == CheckProbeCount {
+			if g.Check == plans.CheckProbeCount {
 				pre.probeCount[g.Step] = r.Count
 			} else {
 				pre.probeOutcome[g.Step+"\x00"+g.Key] = r.Outcome
-				pre.probeStatus[g.Step+"\x00"+g.Key] = r.Status
 			}
-		case CheckOwnerMember:
+		case plans.CheckOwnerMember:
 			if x.a.Group == nil {
 				pre.memberErr = errors.New("Kafka is not configured")
 				continue
@@ -473,14 +511,14 @@ func (x *applyRun) preRead(ctx context.Context, act Action) (*preRead, error) {
 				pre.memberErr = err
 				continue
 			}
-			pre.member[g.Key] = IsMember(gv, g.Key)
+			pre.member[g.Key] = plans.IsMember(gv, g.Key)
 		}
 	}
 	return pre, nil
 }
 
 // perform does the writes of the SQL action types.
-func (x *applyRun) perform(g *guardEnv, act Action, ar *ActionResult) (map[string]any, map[string]any, error) {
+func (x *applyRun) perform(g *guardEnv, act plans.Action, ar *ActionResult) (map[string]any, map[string]any, error) {
 	before := map[string]any{}
 	after := map[string]any{}
 	if act.Step != "" {
@@ -489,248 +527,162 @@ func (x *applyRun) perform(g *guardEnv, act Action, ar *ActionResult) (map[strin
 	if len(act.Attested) > 0 {
 		after["attested"] = act.Attested
 	}
+	var err error
 	switch act.Type {
-	case AdvanceState, RewindState, ReleaseLease:
-		st, err := g.state()
-		if err != nil {
-			return nil, nil, err
-		}
-		before["state"] = st.image()
-		img, err := x.writeState(g, act, ar)
-		if err != nil {
-			return nil, nil, err
-		}
-		after["state"] = img
-	case Reverse:
-		lr, err := g.evidence(act.Step)
-		if err != nil {
-			return nil, nil, err
-		}
-		i := lr.find(act.Reverse.Identity)
-		if i < 0 || !lr.live[i] {
-			return nil, nil, &guardFailure{guard: Guard{Check: CheckEvidenceRow, Step: act.Step, Key: act.Reverse.Identity, Op: "live"}, got: "row gone or reversed"}
-		}
-		before["evidence"] = lr.imageOf(i)
-		for k, stmt := range act.Reverse.Statements {
-			text, args, err := x.bindReverse(stmt, lr, i)
-			if err != nil {
-				return nil, nil, fmt.Errorf("reverse statement %d: %w", k+1, err)
-			}
-			r, err := g.tx.ExecContext(g.ctx, text, args...)
-			if err != nil {
-				return nil, nil, fmt.Errorf("reverse statement %d (%s): %w", k+1, oneLine(stmt), err)
-			}
-			n, _ := r.RowsAffected()
-			ar.Statements = append(ar.Statements, StatementResult{SQL: oneLine(stmt), Rows: n})
-			if n == 0 {
-				return nil, nil, &RefusedError{Code: CodeGuardFailed, Action: act.Index, Detail: fmt.Sprintf("reverse statement %d changed no row: %s (nothing was changed)", k+1, oneLine(stmt))}
-			}
-		}
-		after["reversed_id"] = act.Reverse.Identity
-		after["statements"] = ar.Statements
-	case FlipSkipped:
-		f := act.Flip
-		id := x.p.Idempotency
-		q := config.QuoteIdent
-		before["idempotency"] = map[string]any{"key": f.Key, "action": f.From}
-		text := fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ? AND %s = ? AND %s = ?", q(id.Table), q(id.Action), q(id.Key), q(id.BizID), q(id.Action))
-		r, err := g.tx.ExecContext(g.ctx, text, f.To, f.Key, x.plan.BizID, f.From)
-		if err != nil {
-			return nil, nil, fmt.Errorf("flip %s: %w", f.Key, err)
-		}
-		n, _ := r.RowsAffected()
-		ar.Statements = append(ar.Statements, StatementResult{SQL: text, Rows: n})
-		if n != 1 {
-			return nil, nil, &guardFailure{guard: Guard{Check: CheckIdemAction, Key: f.Key, Op: "==", Value: f.From}, got: fmt.Sprintf("the CAS changed %d rows", n)}
-		}
-		after["idempotency"] = map[string]any{"key": f.Key, "action": f.To}
-	case Manual:
-		after["attest"] = act.Manual.Attest
-		after["instructions"] = act.Manual.Instructions
-		if k := x.p.StepIndex(act.Step); k >= 0 && x.p.Steps[k].Intent != "" {
-			ints, err := g.intents(act.Step)
-			if err != nil {
-				return nil, nil, err
-			}
-			var list []map[string]any
-			for _, in := range ints {
-				list = append(list, map[string]any{"request_id": in.requestID, "acked": in.acked})
-			}
-			before["intents"] = list
-		}
+	case plans.AdvanceState, plans.RewindState, plans.ReleaseLease:
+		err = x.writeState(g, act, ar, before, after)
+	case plans.Reverse:
+		err = x.reverse(g, act, ar, before, after)
+	case plans.FlipSkipped:
+		err = x.flip(g, act, ar, before, after)
+	case plans.Manual:
+		err = x.manual(g, act, before, after)
 	default:
-		return nil, nil, fmt.Errorf("perform: %s is not an SQL action", act.Type)
+		err = fmt.Errorf("perform: %s is not an SQL action", act.Type)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	return before, after, nil
 }
 
-// writeState runs a state row write under the CAS on what the guards read.
-func (x *applyRun) writeState(g *guardEnv, act Action, ar *ActionResult) (map[string]any, error) {
-	st := x.p.State
+// writeState writes the state row under the CAS on what the guards read.
+func (x *applyRun) writeState(g *guardEnv, act plans.Action, ar *ActionResult, before, after map[string]any) error {
+	cur, err := g.state()
+	if err != nil {
+		return err
+	}
+	before["state"] = cur.image()
 	sc := act.State
-	q := config.QuoteIdent
-	var (
-		text string
-		args []any
-	)
+	sw := sources.StateWrite{Insert: sc.Insert, Status: sc.ToStatus, Version: cur.version, FromStatus: cur.status,
+		MsgID: sc.MsgID, Partition: sc.Partition, Offset: sc.Offset}
 	img := map[string]any{}
 	switch {
 	case sc.Insert:
-		cols := []string{q(st.Key), q(st.Status)}
-		vals := []string{"?", "?"}
-		args = []any{x.plan.BizID, sc.ToStatus}
-		add := func(col, val string, arg ...any) {
-			if col != "" {
-				cols = append(cols, q(col))
-				vals = append(vals, val)
-				args = append(args, arg...)
-			}
-		}
-		if st.Version != "" {
-			add(st.Version, "1")
+		img["status"] = sc.ToStatus
+		if x.p.State.Version != "" {
 			img["version"] = 1
 		}
-		if sc.MsgID != "" {
-			add(st.MsgID, "?", sc.MsgID)
-		}
-		if sc.Partition != nil && sc.Offset != nil {
-			add(st.Partition, "?", *sc.Partition)
-			add(st.Offset, "?", *sc.Offset)
-		}
-		add(st.CreatedAt, "NOW(3)")
-		add(st.UpdatedAt, "NOW(3)")
-		text = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", q(st.Table), strings.Join(cols, ", "), strings.Join(vals, ", "))
-		img["status"] = sc.ToStatus
+	case act.Type == plans.ReleaseLease:
+		sw.Release, sw.Owner = true, sc.ReleaseOwner
+		img["owner"] = nil
 	default:
-		sets := []string{}
-		if act.Type == ReleaseLease {
-			sets = append(sets, q(st.Owner)+" = NULL")
-			if st.LeaseUntil != "" {
-				sets = append(sets, q(st.LeaseUntil)+" = NULL")
-			}
-			img["owner"] = nil
-		} else {
-			sets = append(sets, q(st.Status)+" = ?")
-			args = append(args, sc.ToStatus)
-			img["status"] = sc.ToStatus
-		}
-		if st.Version != "" {
-			sets = append(sets, fmt.Sprintf("%s = %s + 1", q(st.Version), q(st.Version)))
-		}
-		if st.UpdatedAt != "" {
-			sets = append(sets, q(st.UpdatedAt)+" = NOW(3)")
-		}
-		where := q(st.Key) + " = ?"
-		args = append(args, x.plan.BizID)
-		cur, _ := g.state()
-		if st.Version != "" && cur.version != nil {
-			where += " AND " + q(st.Version) + " = ?"
-			args = append(args, *cur.version)
-			img["version"] = *cur.version + 1
-		} else {
-			where += " AND " + q(st.Status) + " = ?"
-			args = append(args, cur.status)
-		}
-		if act.Type == ReleaseLease {
-			where += " AND " + q(st.Owner) + " = ?"
-			args = append(args, sc.ReleaseOwner)
-		}
-		text = fmt.Sprintf("UPDATE %s SET %s WHERE %s", q(st.Table), strings.Join(sets, ", "), where)
+		img["status"] = sc.ToStatus
 	}
-	r, err := g.tx.ExecContext(g.ctx, text, args...)
+	if !sc.Insert && x.p.State.Version != "" && cur.version != nil {
+		img["version"] = *cur.version + 1
+	}
+	stmt, err := g.tx.WriteState(g.ctx, x.p, x.plan.BizID, sw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", act.Type, err)
+		return fmt.Errorf("%s: %w", act.Type, err)
 	}
-	n, _ := r.RowsAffected()
-	ar.Statements = append(ar.Statements, StatementResult{SQL: text, Rows: n})
-	if n != 1 {
-		return nil, &guardFailure{guard: Guard{Check: CheckStateVersion, Op: "==", Value: ptrStr(sc.FromVersion)}, got: fmt.Sprintf("the CAS changed %d rows", n)}
+	ar.Statements = append(ar.Statements, stmt)
+	if stmt.Rows != 1 {
+		return &guardFailure{guard: plans.Guard{Check: plans.CheckStateVersion, Op: "==", Value: plans.PtrString(sc.FromVersion)}, got: fmt.Sprintf("the CAS changed %d rows", stmt.Rows)}
 	}
-	return img, nil
+	after["state"] = img
+	return nil
 }
 
-// bindReverse binds a reverse statement's :params from evidence row i
-// (read under FOR UPDATE) and :biz_id. DECIMAL values are bound through
-// CAST(? AS DECIMAL(65,30)) so that -:delta and balance - :delta stay
-// exact.
-func (x *applyRun) bindReverse(stmt string, lr *lockedRows, i int) (string, []any, error) {
-	var args []any
-	var missing []string
-	text, _, err := bindNamed(stmt, func(name string) string {
-		if name == "biz_id" {
-			args = append(args, x.plan.BizID)
-			return "?"
-		}
-		for j, c := range lr.cols {
-			if c == name {
-				v := lr.rows[i][j]
-				if s, ok := v.(string); ok && lr.types[j] == "DECIMAL" {
-					args = append(args, s)
-					return "CAST(? AS DECIMAL(65,30))"
-				}
-				args = append(args, v)
-				return "?"
-			}
-		}
-		missing = append(missing, name)
-		args = append(args, nil)
-		return "?"
-	})
+// reverse runs the step's reverse statements, bound from the evidence row
+// re-read under FOR UPDATE; a statement that changes no row refuses the
+// action (and the transaction is rolled back: nothing changed).
+func (x *applyRun) reverse(g *guardEnv, act plans.Action, ar *ActionResult, before, after map[string]any) error {
+	lr, err := g.evidence(act.Step)
 	if err != nil {
-		return "", nil, err
+		return err
 	}
-	if len(missing) > 0 {
-		return "", nil, fmt.Errorf("the evidence row has no column %s", strings.Join(missing, ", "))
+	i := lr.find(act.Reverse.Identity)
+	if i < 0 || !lr.live[i] {
+		return &guardFailure{guard: plans.Guard{Check: plans.CheckEvidenceRow, Step: act.Step, Key: act.Reverse.Identity, Op: "live"}, got: "row gone or reversed"}
 	}
-	return text, args, nil
+	before["evidence"] = plans.ImageOf(lr.rows.Row(i))
+	for k, stmt := range act.Reverse.Statements {
+		res, err := g.tx.Reverse(g.ctx, stmt, x.plan.BizID, lr.rows, i)
+		if err != nil {
+			return fmt.Errorf("reverse statement %d (%s): %w", k+1, res.SQL, err)
+		}
+		ar.Statements = append(ar.Statements, res)
+		if res.Rows == 0 {
+			return &plans.RefusedError{Code: plans.CodeGuardFailed, Action: act.Index, Detail: fmt.Sprintf("reverse statement %d changed no row: %s (nothing was changed)", k+1, res.SQL)}
+		}
+	}
+	after["reversed_id"] = act.Reverse.Identity
+	after["statements"] = ar.Statements
+	return nil
+}
+
+// flip sets the skipped idempotency record to PENDING under a CAS.
+func (x *applyRun) flip(g *guardEnv, act plans.Action, ar *ActionResult, before, after map[string]any) error {
+	f := act.Flip
+	before["idempotency"] = map[string]any{"key": f.Key, "action": f.From}
+	stmt, err := g.tx.FlipIdempotency(g.ctx, x.p, f.Key, x.plan.BizID, f.From, f.To)
+	if err != nil {
+		return fmt.Errorf("flip %s: %w", f.Key, err)
+	}
+	ar.Statements = append(ar.Statements, stmt)
+	if stmt.Rows != 1 {
+		return &guardFailure{guard: plans.Guard{Check: plans.CheckIdemAction, Key: f.Key, Op: "==", Value: f.From}, got: fmt.Sprintf("the CAS changed %d rows", stmt.Rows)}
+	}
+	after["idempotency"] = map[string]any{"key": f.Key, "action": f.To}
+	return nil
+}
+
+// manual records what the operator attests, with the step's intents as
+// read.
+func (x *applyRun) manual(g *guardEnv, act plans.Action, before, after map[string]any) error {
+	after["attest"] = act.Manual.Attest
+	after["instructions"] = act.Manual.Instructions
+	k := x.p.StepIndex(act.Step)
+	if k < 0 || x.p.Steps[k].Intent == "" {
+		return nil
+	}
+	ints, err := g.intents(act.Step)
+	if err != nil {
+		return err
+	}
+	var list []map[string]any
+	for _, in := range ints {
+		list = append(list, map[string]any{"request_id": in.RequestID, "acked": in.AckedAt != nil})
+	}
+	before["intents"] = list
+	return nil
 }
 
 // republish: a 'publishing' audit row (with the guards) before the send,
 // 'published' with the written position after it. A crash in between
 // re-sends on the next apply (consumers dedupe by opctl-plan + msg_id).
-func (x *applyRun) republish(ctx context.Context, act Action, prior string, ar *ActionResult) error {
+func (x *applyRun) republish(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
 	spec := act.Publish
-	if x.pub == nil {
+	if x.w.pub == nil {
 		return errors.New("republish: Kafka is not configured (kafka.brokers)")
 	}
 	headers := make(map[string]string, len(spec.Headers)+1)
 	for k, v := range spec.Headers {
 		headers[k] = v
 	}
-	headers[HeaderPlan] = x.plan.ID
+	headers[plans.HeaderPlan] = x.plan.ID
 	switch prior {
 	case "":
-		err := x.sqlAction(ctx, act, OutcomePublishing, ar, func(g *guardEnv, act Action, _ *ActionResult) (map[string]any, map[string]any, error) {
-			before := map[string]any{}
-			if x.p.State != nil {
-				st, err := g.state()
-				if err != nil {
-					return nil, nil, err
-				}
-				before["state"] = st.image()
-			}
+		err := x.sqlAction(ctx, act, OutcomePublishing, ar, func(g *guardEnv, act plans.Action, _ *ActionResult) (map[string]any, map[string]any, error) {
+			before, err := x.stateImage(g)
 			after := map[string]any{"step": act.Step, "topic": spec.Topic, "partition": spec.Partition, "headers": headers, "copy": spec.Copy}
-			return before, after, nil
+			return before, after, err
 		})
-		if err != nil {
+		if err != nil || ar.Outcome == OutcomeAlready {
 			return err
-		}
-		if ar.Outcome == OutcomeAlready {
-			return nil
 		}
 	case OutcomePublishing:
 		ar.Detail = "re-sent: an earlier apply stopped between the send and its record"
 	default:
 		return fmt.Errorf("action %d has audit outcome %q", act.Index, prior)
 	}
-	x.a.failpoint("before-publish", act.Index)
-	part, off, err := x.pub.Publish(ctx, spec.Topic, spec.Partition, spec.Key, spec.Value, headers)
+	part, off, err := x.w.pub.Publish(withAction(ctx, act.Index), spec.Topic, spec.Partition, spec.Key, spec.Value, headers)
 	if err != nil {
 		return fmt.Errorf("republish: %w (the audit row stays 'publishing': apply the plan again to send it)", err)
 	}
-	x.a.failpoint("after-publish", act.Index)
 	after := map[string]any{"step": act.Step, "topic": spec.Topic, "partition": part, "offset": off, "headers": headers, "copy": spec.Copy,
-		"key": bytesText(spec.Key)}
+		"key": plans.BytesText(spec.Key)}
 	if spec.FromStep != "" {
 		after["from_step"] = spec.FromStep
 	}
@@ -741,52 +693,55 @@ func (x *applyRun) republish(ctx context.Context, act Action, prior string, ar *
 		return err
 	}
 	ar.Outcome = OutcomePublished
-	ar.Published = &Position{Topic: spec.Topic, Partition: part, Offset: off}
+	ar.Published = &plans.Position{Topic: spec.Topic, Partition: part, Offset: off}
 	return nil
+}
+
+// stateImage is the before_image of an action that does not write the
+// state row: the row as its guards read it.
+func (x *applyRun) stateImage(g *guardEnv) (map[string]any, error) {
+	before := map[string]any{}
+	if x.p.State == nil {
+		return before, nil
+	}
+	st, err := g.state()
+	if err != nil {
+		return nil, err
+	}
+	before["state"] = st.image()
+	return before, nil
 }
 
 // finish moves an action's audit row from one outcome to the next
 // (publishing → published, compensating → applied).
-func (x *applyRun) finish(ctx context.Context, act Action, from, to string, after map[string]any) error {
+func (x *applyRun) finish(ctx context.Context, act plans.Action, from, to Outcome, after map[string]any) error {
 	img, err := json.Marshal(after)
 	if err != nil {
 		return err
 	}
-	text := "UPDATE " + config.QuoteIdent(x.auditTable) + " SET outcome = ?, after_image = ?, updated_at = NOW(6) WHERE plan_id = ? AND action_index = ? AND outcome = ?"
-	for attempt := 0; ; attempt++ {
-		err = x.st.tx(ctx, 0, func(tx *sql.Tx) error {
-			r, err := tx.ExecContext(ctx, text, to, string(img), x.plan.ID, act.Index, from)
-			if err != nil {
-				return err
-			}
-			if n, _ := r.RowsAffected(); n != 1 {
-				return fmt.Errorf("audit row of action %d is no longer %q", act.Index, from)
-			}
-			return nil
-		})
-		if err != nil && mysqlsrc.IsRetryable(err) && !x.st.dry() && attempt < 5 {
-			continue
-		}
-		break
+	err = x.w.st.Do(ctx, func(tx sources.Tx) error {
+		return tx.SetAuditOutcome(ctx, x.audit, x.plan.ID, act.Index, string(from), string(to), img)
+	})
+	if err != nil {
+		return err
 	}
-	if err == nil && !x.st.dry() {
-		x.mirror(act, to, nil, after)
-	}
-	return err
+	x.mirrorAction(sources.AuditEntry{PlanID: x.plan.ID, ActionIndex: act.Index, BizID: x.plan.BizID, Pipeline: x.plan.Pipeline,
+		Action: string(act.Type), Operator: x.operator, Reason: x.plan.Reason, Outcome: string(to), After: img})
+	return nil
 }
 
 // compensate: a 'compensating' audit row (with the guards) before the POST,
 // 'applied' after a 2xx answer. A crash in between is settled on the next
 // apply by the probe (did the effect count drop?), never by a second blind
 // POST.
-func (x *applyRun) compensate(ctx context.Context, act Action, prior string, ar *ActionResult) error {
+func (x *applyRun) compensate(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
 	spec := act.Compensate
 	k := x.p.StepIndex(act.Step)
 	if k < 0 || x.p.Steps[k].Compensate == "" {
 		return fmt.Errorf("compensate_remote: step %s has no compensate URL in the configuration", act.Step)
 	}
 	s := x.p.Steps[k]
-	if x.post == nil {
+	if x.w.post == nil {
 		return errors.New("compensate_remote: no HTTP client")
 	}
 	url := sources.Expand(s.Compensate, map[string]string{"request_id": spec.RequestID, "biz_id": x.plan.BizID}, true)
@@ -799,25 +754,15 @@ func (x *applyRun) compensate(ctx context.Context, act Action, prior string, ar 
 	}
 	switch prior {
 	case "":
-		err := x.sqlAction(ctx, act, OutcomeCompensating, ar, func(g *guardEnv, act Action, _ *ActionResult) (map[string]any, map[string]any, error) {
-			before := map[string]any{}
-			if x.p.State != nil {
-				st, err := g.state()
-				if err != nil {
-					return nil, nil, err
-				}
-				before["state"] = st.image()
-			}
-			if spec.ProbeCount != nil {
+		err := x.sqlAction(ctx, act, OutcomeCompensating, ar, func(g *guardEnv, act plans.Action, _ *ActionResult) (map[string]any, map[string]any, error) {
+			before, err := x.stateImage(g)
+			if err == nil && spec.ProbeCount != nil {
 				before["probe_count"] = *spec.ProbeCount
 			}
-			return before, after, nil
+			return before, after, err
 		})
-		if err != nil {
+		if err != nil || ar.Outcome == OutcomeAlready {
 			return err
-		}
-		if ar.Outcome == OutcomeAlready {
-			return nil
 		}
 	case OutcomeCompensating:
 		took, err := x.compensationTookEffect(ctx, act, s)
@@ -836,23 +781,29 @@ func (x *applyRun) compensate(ctx context.Context, act Action, prior string, ar 
 	default:
 		return fmt.Errorf("action %d has audit outcome %q", act.Index, prior)
 	}
+	return x.post(ctx, act, url, after, ar)
+}
+
+// post sends a compensation and records its outcome.
+func (x *applyRun) post(ctx context.Context, act plans.Action, url string, after map[string]any, ar *ActionResult) error {
+	spec := act.Compensate
 	body, _ := json.Marshal(map[string]any{"plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID, "step": act.Step, "request_id": spec.RequestID})
-	x.a.failpoint("before-call", act.Index)
-	pr := x.post.Post(ctx, url, body, map[string]string{"Idempotency-Key": fmt.Sprintf("%s:%d", x.plan.ID, act.Index)})
-	x.a.failpoint("after-call", act.Index)
+	pr := x.w.post.Post(withAction(ctx, act.Index), url, body, map[string]string{"Idempotency-Key": fmt.Sprintf("%s:%d", x.plan.ID, act.Index)})
 	after["http_status"] = pr.Status
 	switch {
-	case x.st.dry():
 	case !pr.Answered:
 		return fmt.Errorf("compensate_remote: POST %s: %s; its outcome is unknown: the audit row stays 'compensating', and applying the plan again asks the probe before any second POST", pr.URL, pr.Detail)
 	case !pr.OK():
 		// The downstream refused: nothing took effect. Remove the row that
-		// announced the call and record the attempt.
-		_ = x.st.tx(ctx, 0, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, "DELETE FROM "+config.QuoteIdent(x.auditTable)+" WHERE plan_id = ? AND action_index = ? AND outcome = ?", x.plan.ID, act.Index, OutcomeCompensating)
-			return err
+		// announced the call; the attempt is recorded.
+		err := fmt.Errorf("compensate_remote: POST %s answered %s: %s", pr.URL, pr.Detail, clip(pr.Body))
+		derr := x.w.st.Do(ctx, func(tx sources.Tx) error {
+			return tx.DeleteAudit(ctx, x.audit, x.plan.ID, act.Index, string(OutcomeCompensating))
 		})
-		return fmt.Errorf("compensate_remote: POST %s answered %s: %s", pr.URL, pr.Detail, clip(pr.Body))
+		if derr != nil {
+			return errors.Join(err, fmt.Errorf("the 'compensating' audit row could not be removed: %w", derr))
+		}
+		return err
 	}
 	if err := x.finish(ctx, act, OutcomeCompensating, OutcomeApplied, after); err != nil {
 		return err
@@ -863,9 +814,9 @@ func (x *applyRun) compensate(ctx context.Context, act Action, prior string, ar 
 
 // compensationTookEffect asks the probe whether an interrupted compensation
 // took effect. Without a conclusive probe it refuses.
-func (x *applyRun) compensationTookEffect(ctx context.Context, act Action, s config.Step) (bool, error) {
+func (x *applyRun) compensationTookEffect(ctx context.Context, act plans.Action, s config.Step) (bool, error) {
 	spec := act.Compensate
-	unknown := &RefusedError{Code: CodeUnknownOutcome, Action: act.Index, Detail: fmt.Sprintf("an earlier apply stopped during the compensation POST of step %s and no probe can tell whether it took effect: check the downstream, then record the outcome with a manual plan", act.Step)}
+	unknown := &plans.RefusedError{Code: plans.CodeUnknownOutcome, Action: act.Index, Detail: fmt.Sprintf("an earlier apply stopped during the compensation POST of step %s and no probe can tell whether it took effect: check the downstream, then record the outcome with a manual plan", act.Step)}
 	if s.Probe == "" || x.a.Prober == nil {
 		return false, unknown
 	}
@@ -891,126 +842,17 @@ func clip(s string) string {
 	return s
 }
 
-// failpoint crashes the process at a test-only failpoint (FailpointEnv).
-func (a *Applier) failpoint(point string, index int) {
-	if a.Failpoint == "" || a.Crash == nil || a.DryRun {
-		return
-	}
-	if a.Failpoint == point+":"+strconv.Itoa(index) {
-		a.Crash(a.Failpoint)
-	}
+// actionKey is the context key of the action index an apply is at.
+type actionKey struct{}
+
+// withAction tags ctx with the index of the action whose transaction,
+// send or call it carries (the test-only failpoints read it).
+func withAction(ctx context.Context, index int) context.Context {
+	return context.WithValue(ctx, actionKey{}, index)
 }
 
-// --- executors -------------------------------------------------------------
-
-// store runs an apply's transactions: committed one by one (realStore), or
-// all inside one transaction rolled back at the end (dryStore: the dry-run
-// executor, restic's SetDryRun decorator).
-type store interface {
-	tx(ctx context.Context, index int, fn func(*sql.Tx) error) error
-	close()
-	dry() bool
-}
-
-type realStore struct {
-	db *sql.DB
-	a  *Applier
-}
-
-func (s *realStore) tx(ctx context.Context, index int, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if index > 0 {
-		s.a.failpoint("before-commit", index)
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if index > 0 {
-		s.a.failpoint("after-commit", index)
-	}
-	return nil
-}
-
-func (s *realStore) close()    {}
-func (s *realStore) dry() bool { return false }
-
-// dryStore runs every transaction of a dry run inside one transaction, each
-// behind a savepoint (a failed action leaves no trace in it), and rolls
-// everything back at the end: later actions' guards see what earlier ones
-// would have written.
-type dryStore struct {
-	db     *sql.DB
-	shared *sql.Tx
-	n      int
-}
-
-func (s *dryStore) tx(ctx context.Context, _ int, fn func(*sql.Tx) error) error {
-	if s.shared == nil {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		s.shared = tx
-	}
-	s.n++
-	sp := fmt.Sprintf("opctl_dry_%d", s.n)
-	if _, err := s.shared.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
-		return err
-	}
-	if err := fn(s.shared); err != nil {
-		_, _ = s.shared.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+sp)
-		return err
-	}
-	return nil
-}
-
-func (s *dryStore) close() {
-	if s.shared != nil {
-		_ = s.shared.Rollback()
-		s.shared = nil
-	}
-}
-
-func (s *dryStore) dry() bool { return true }
-
-// dryPublisher sends nothing.
-type dryPublisher struct{}
-
-// Publish sends nothing and reports the planned partition, offset -1.
-func (dryPublisher) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
-	return partition, -1, nil
-}
-
-// dryPoster sends nothing.
-type dryPoster struct{}
-
-// Post sends nothing.
-func (dryPoster) Post(_ context.Context, url string, _ []byte, _ map[string]string) probe.PostResult {
-	return probe.PostResult{URL: probe.Redact(url), Detail: "dry run: not sent"}
-}
-
-var mirrorMu sync.Mutex
-
-// mirror writes an audit row to the JSONL mirror (audit.file), when set.
-func (x *applyRun) mirror(act Action, outcome string, before, after map[string]any) {
-	if x.a.Mirror == nil {
-		return
-	}
-	row := map[string]any{"table": x.auditTable, "plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID,
-		"pipeline": x.plan.Pipeline, "action": act.Type, "operator": x.operator, "reason": x.plan.Reason, "outcome": outcome,
-		"before_image": before, "after_image": after, "at": time.Now().UTC().Format(time.RFC3339Nano)}
-	b, err := json.Marshal(row)
-	if err != nil {
-		return
-	}
-	mirrorMu.Lock()
-	defer mirrorMu.Unlock()
-	_, _ = x.a.Mirror.Write(append(b, '\n'))
+// actionOf is the action index of ctx, 0 when none.
+func actionOf(ctx context.Context) int {
+	n, _ := ctx.Value(actionKey{}).(int)
+	return n
 }

@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-func wantRefused(t *testing.T, err error, code string) *RefusedError {
+func wantRefused(t *testing.T, err error, code string) *plans.RefusedError {
 	t.Helper()
-	var rf *RefusedError
+	var rf *plans.RefusedError
 	if !errors.As(err, &rf) || rf.Code != code {
 		t.Fatalf("err %v, want a refusal %s", err, code)
 	}
@@ -23,9 +25,9 @@ func wantRefused(t *testing.T, err error, code string) *RefusedError {
 
 func TestApplyRefusesTamperedPlan(t *testing.T) {
 	e := settlementEnv(t)
-	p := e.mustPlan("settlement", "PAY-6", Options{})
+	p := e.mustPlan("settlement", "PAY-6", plans.Options{})
 	var buf bytes.Buffer
-	if err := Encode(&buf, p); err != nil {
+	if err := plans.Encode(&buf, p); err != nil {
 		t.Fatal(err)
 	}
 	// Any edit of the body: the reversed row, the reason, a guard.
@@ -38,12 +40,12 @@ func TestApplyRefusesTamperedPlan(t *testing.T) {
 		if text == buf.String() {
 			t.Fatalf("edit %q not found in\n%s", edit.from, buf.String())
 		}
-		q, err := Decode(strings.NewReader(text))
+		q, err := plans.Decode(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
 		}
 		res, err := e.apply(q)
-		wantRefused(t, err, CodeTampered)
+		wantRefused(t, err, plans.CodeTampered)
 		if res.Applied != 0 || res.Outcome != "refused" {
 			t.Fatalf("result %+v", res)
 		}
@@ -55,12 +57,12 @@ func TestApplyRefusesTamperedPlan(t *testing.T) {
 		t.Fatalf("%d tamper attempts recorded", n)
 	}
 	// An added field is a changed body too.
-	_, err := Decode(strings.NewReader(strings.Replace(buf.String(), `"plan_version": 1,`, `"plan_version": 1, "extra": true,`, 1)))
+	_, err := plans.Decode(strings.NewReader(strings.Replace(buf.String(), `"plan_version": 1,`, `"plan_version": 1, "extra": true,`, 1)))
 	if err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("decode with an extra field: %v", err)
 	}
 	// Reformatting is not tampering: the id is the hash of the canonical body.
-	q, err := Decode(strings.NewReader(strings.ReplaceAll(buf.String(), "\n  ", "\n    ")))
+	q, err := plans.Decode(strings.NewReader(strings.ReplaceAll(buf.String(), "\n  ", "\n    ")))
 	if err != nil || q.Verify() != nil {
 		t.Fatalf("reformatted plan: %v %v", err, q.Verify())
 	}
@@ -68,11 +70,11 @@ func TestApplyRefusesTamperedPlan(t *testing.T) {
 
 func TestApplyRefusesStalePlan(t *testing.T) {
 	e := settlementEnv(t)
-	p := e.mustPlan("settlement", "PAY-6", Options{})
+	p := e.mustPlan("settlement", "PAY-6", plans.Options{})
 	// A redelivery debits once more after the plan was made.
 	e.db.Exec(t, "INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES ('PAY-6', 1006, -10.00, 'DEBIT', NOW(3))")
 	res, err := e.apply(p)
-	rf := wantRefused(t, err, CodeStale)
+	rf := wantRefused(t, err, plans.CodeStale)
 	found := false
 	for _, c := range rf.Diff {
 		if strings.HasPrefix(c.Field, "steps.debit.evidence[") && c.From == "" && c.To == "live" {
@@ -95,7 +97,7 @@ func TestApplyRefusesStalePlan(t *testing.T) {
 
 func TestApplyRefusesOtherPipelineOrConfig(t *testing.T) {
 	e := settlementEnv(t)
-	p := e.mustPlan("settlement", "PAY-6", Options{})
+	p := e.mustPlan("settlement", "PAY-6", plans.Options{})
 
 	// The same file with a changed evidence query: the pipeline's
 	// configuration is not the one the plan was made for.
@@ -108,10 +110,10 @@ func TestApplyRefusesOtherPipelineOrConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap := e.applier(false)
+	ap := e.applier()
 	ap.Config = cfg2
 	_, err = ap.Apply(context.Background(), p)
-	wantRefused(t, err, CodeConfigChanged)
+	wantRefused(t, err, plans.CodeConfigChanged)
 
 	// A config without the plan's pipeline.
 	skip, _ := os.ReadFile(td("config", "skip.yaml"))
@@ -121,7 +123,7 @@ func TestApplyRefusesOtherPipelineOrConfig(t *testing.T) {
 	}
 	ap.Config = cfg3
 	_, err = ap.Apply(context.Background(), p)
-	if rf := wantRefused(t, err, CodeConfigChanged); !strings.Contains(rf.Detail, `pipeline "settlement"`) {
+	if rf := wantRefused(t, err, plans.CodeConfigChanged); !strings.Contains(rf.Detail, `pipeline "settlement"`) {
 		t.Fatalf("detail %s", rf.Detail)
 	}
 	if n := e.count("SELECT COUNT(*) FROM opctl_audit"); n != 0 {
@@ -131,8 +133,8 @@ func TestApplyRefusesOtherPipelineOrConfig(t *testing.T) {
 
 func TestApplyReplayedOnRepairedDatabase(t *testing.T) {
 	e := settlementEnv(t)
-	p1 := e.mustPlan("settlement", "PAY-6", Options{})
-	p2 := e.mustPlan("settlement", "PAY-6", Options{Reason: "the same repair, planned twice"})
+	p1 := e.mustPlan("settlement", "PAY-6", plans.Options{})
+	p2 := e.mustPlan("settlement", "PAY-6", plans.Options{Reason: "the same repair, planned twice"})
 	e.mustApply(p1)
 	// The same plan again: already applied, nothing changes.
 	res := e.mustApply(p1)
@@ -141,7 +143,7 @@ func TestApplyReplayedOnRepairedDatabase(t *testing.T) {
 	}
 	// Another plan made before the repair: stale, not a second reversal.
 	_, err := e.apply(p2)
-	wantRefused(t, err, CodeStale)
+	wantRefused(t, err, plans.CodeStale)
 	if n := e.count("SELECT COUNT(*) FROM balance_journal WHERE kind = 'REVERSAL'"); n != 2 {
 		t.Fatalf("%d reversals", n)
 	}
@@ -149,13 +151,27 @@ func TestApplyReplayedOnRepairedDatabase(t *testing.T) {
 
 type crashed struct{ point string }
 
+// crashAfterCommit is a store that panics (as a killed process stops) right
+// after the transaction of action n committed.
+type crashAfterCommit struct {
+	sources.Store
+	n int
+}
+
+func (c crashAfterCommit) Do(ctx context.Context, fn func(sources.Tx) error) error {
+	err := c.Store.Do(ctx, fn)
+	if err == nil && actionOf(ctx) == c.n {
+		panic(crashed{fmt.Sprintf("after-commit:%d", c.n)})
+	}
+	return err
+}
+
 func TestApplyResumesAndRefusesLiveLease(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-4", true)
-	p := e.mustPlan("settlement", "PAY-4", Options{})
-	ap := e.applier(false)
-	ap.Failpoint = "after-commit:1"
-	ap.Crash = func(point string) { panic(crashed{point}) }
+	p := e.mustPlan("settlement", "PAY-4", plans.Options{})
+	ap := e.applier()
+	ap.Store = crashAfterCommit{Store: ap.Store, n: 1}
 	func() {
 		defer func() {
 			if r := recover(); r == nil {
@@ -169,7 +185,7 @@ func TestApplyResumesAndRefusesLiveLease(t *testing.T) {
 	// guard, and --force does not exist at apply.
 	e.db.Exec(t, "UPDATE biz_operation SET owner = 'c-5', lease_until = NOW(3) + INTERVAL 1 HOUR WHERE biz_id = 'PAY-4'")
 	res, err := e.apply(p)
-	rf := wantRefused(t, err, CodeLiveLease)
+	rf := wantRefused(t, err, plans.CodeLiveLease)
 	if rf.Action != 2 || res.Previously != 1 || res.Actions[1].Outcome != OutcomeRefused {
 		t.Fatalf("refusal %+v result %+v", rf, res)
 	}
@@ -191,10 +207,10 @@ func TestDryRunChangesNothing(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-4", true)
 	for _, biz := range []string{"PAY-6", "PAY-4"} {
-		p := e.mustPlan("settlement", biz, Options{})
+		p := e.mustPlan("settlement", biz, plans.Options{})
 		before := e.str("SELECT CONCAT((SELECT COUNT(*) FROM balance_journal), '/', (SELECT GROUP_CONCAT(CONCAT(biz_id, status, version)) FROM biz_operation), '/', (SELECT GROUP_CONCAT(balance) FROM account_balance))")
-		g, _ := e.kr.Group(context.Background(), "settlement-event", "settlement-consumer")
-		res, err := e.applier(true).Apply(context.Background(), p)
+		g, _ := e.cl.Kafka.Group(context.Background(), "settlement-event", "settlement-consumer")
+		res, err := e.dryRun(p)
 		if err != nil || res.Outcome != "would_apply" || res.Applied != len(p.Actions) {
 			t.Fatalf("%s dry run: %v %+v", biz, err, res)
 		}
@@ -209,7 +225,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 			}
 		}
 		after := e.str("SELECT CONCAT((SELECT COUNT(*) FROM balance_journal), '/', (SELECT GROUP_CONCAT(CONCAT(biz_id, status, version)) FROM biz_operation), '/', (SELECT GROUP_CONCAT(balance) FROM account_balance))")
-		g2, _ := e.kr.Group(context.Background(), "settlement-event", "settlement-consumer")
+		g2, _ := e.cl.Kafka.Group(context.Background(), "settlement-event", "settlement-consumer")
 		if before != after {
 			t.Fatalf("%s: dry run changed %s → %s", biz, before, after)
 		}
@@ -232,7 +248,7 @@ func TestCompensateRefusedByDownstream(t *testing.T) {
 	e := newTenv(t, td("repair", "fulfilment.yaml"),
 		[]string{td("schema", "fulfilment.sql"), td("incidents", "fulfilment.sql")},
 		[]string{"order-fulfilment"}, map[string]string{"OPCTL_WMS_URL": w.srv.URL})
-	p := e.mustPlan("fulfilment", "F-1", Options{})
+	p := e.mustPlan("fulfilment", "F-1", plans.Options{})
 	w.failing = true
 	_, err := e.apply(p)
 	if err == nil || !strings.Contains(err.Error(), "HTTP 404") {
@@ -250,16 +266,11 @@ func TestCompensateRefusedByDownstream(t *testing.T) {
 
 func TestPlanNeedsReason(t *testing.T) {
 	e := settlementEnv(t)
-	ev, err := e.col.Collect(context.Background(), e.pipeline("settlement"), "PAY-6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = PrepareFrom(context.Background(), e.cfg, ev, nil, Options{Reason: "  "})
-	var ie *InputError
+	_, _, err := e.svc.PlanID(context.Background(), "PAY-6", "settlement", plans.Options{Reason: "  "})
+	var ie *plans.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "--reason") {
 		t.Fatalf("no reason: %v", err)
 	}
-	_ = sources.StatusOK
 }
 
 // TestConcurrentAppliesOfOnePlan: two applies of the same plan at once
@@ -269,7 +280,7 @@ func TestConcurrentAppliesOfOnePlan(t *testing.T) {
 	e := settlementEnv(t)
 	for round := 0; round < 10; round++ {
 		e.db.Exec(t, "DELETE FROM opctl_audit; DELETE FROM opctl_audit_attempt; DELETE FROM balance_journal WHERE kind = 'REVERSAL'; UPDATE account_balance SET balance = 970.00 WHERE account_id = 1006")
-		p := e.mustPlan("settlement", "PAY-6", Options{})
+		p := e.mustPlan("settlement", "PAY-6", plans.Options{})
 		type out struct {
 			res *Result
 			err error
@@ -283,7 +294,7 @@ func TestConcurrentAppliesOfOnePlan(t *testing.T) {
 		}
 		a, b := <-ch, <-ch
 		for _, o := range []out{a, b} {
-			var rf *RefusedError
+			var rf *plans.RefusedError
 			if o.err != nil && !errors.As(o.err, &rf) {
 				t.Fatalf("round %d: %v", round, o.err)
 			}

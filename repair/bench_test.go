@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/opctl-dev/opctl/repair/plans"
 )
 
 // TestApplyLatency measures the wall time of each action type on MariaDB
@@ -30,7 +32,7 @@ func TestApplyLatency(t *testing.T) {
 	e.anchor("PAY-8", true)
 	samples := map[string][]time.Duration{}
 	whole := map[string][]time.Duration{}
-	run := func(env *tenv, name, pipeline, biz string, o Options, reset string) {
+	run := func(env *tenv, name, pipeline, biz string, o plans.Options, reset string) {
 		for i := 0; i < n; i++ {
 			env.db.Exec(t, reset)
 			p := env.mustPlan(pipeline, biz, o)
@@ -38,36 +40,36 @@ func TestApplyLatency(t *testing.T) {
 			res := env.mustApply(p)
 			whole[name] = append(whole[name], time.Since(start))
 			for _, a := range res.Actions {
-				samples[a.Type] = append(samples[a.Type], a.Elapsed)
+				samples[string(a.Type)] = append(samples[string(a.Type)], a.Elapsed)
 			}
 		}
 	}
-	run(e, "reverse ×2 (PAY-6)", "settlement", "PAY-6", Options{},
+	run(e, "reverse ×2 (PAY-6)", "settlement", "PAY-6", plans.Options{},
 		"DELETE FROM opctl_audit; DELETE FROM balance_journal WHERE kind = 'REVERSAL'; UPDATE account_balance SET balance = 970.00 WHERE account_id = 1006")
-	run(e, "advance + republish (PAY-4)", "settlement", "PAY-4", Options{},
+	run(e, "advance + republish (PAY-4)", "settlement", "PAY-4", plans.Options{},
 		"DELETE FROM opctl_audit; UPDATE biz_operation SET status = 'DEBIT_DONE', version = 2 WHERE biz_id = 'PAY-4'")
-	run(e, "rewind + republish (PAY-5)", "settlement", "PAY-5", Options{},
+	run(e, "rewind + republish (PAY-5)", "settlement", "PAY-5", plans.Options{},
 		"DELETE FROM opctl_audit; UPDATE biz_operation SET status = 'LEDGER_DONE', version = 3 WHERE biz_id = 'PAY-5'")
-	run(e, "manual + advance (PAY-7)", "settlement", "PAY-7", Options{Action: Manual, Attest: "ok", Outcome: "applied"},
+	run(e, "manual + advance (PAY-7)", "settlement", "PAY-7", plans.Options{Action: plans.Manual, Attest: "ok", Outcome: "applied"},
 		"DELETE FROM opctl_audit; UPDATE biz_operation SET status = 'LEDGER_DONE', version = 3 WHERE biz_id = 'PAY-7'")
-	run(e, "release_lease (PAY-8)", "settlement", "PAY-8", Options{Action: ReleaseLease},
+	run(e, "release_lease (PAY-8)", "settlement", "PAY-8", plans.Options{Action: plans.ReleaseLease},
 		"DELETE FROM opctl_audit; UPDATE biz_operation SET owner = 'c-9', lease_until = NOW(3) + INTERVAL 1 HOUR, version = 2 WHERE biz_id = 'PAY-8'")
 	for i := 0; i < n; i++ {
 		f.db.Exec(t, "DELETE FROM opctl_audit")
 		w.mu.Lock()
 		w.locks["F-1"] = 2
 		w.mu.Unlock()
-		p := f.mustPlan("fulfilment", "F-1", Options{})
+		p := f.mustPlan("fulfilment", "F-1", plans.Options{})
 		start := time.Now()
 		res := f.mustApply(p)
 		whole["compensate (F-1)"] = append(whole["compensate (F-1)"], time.Since(start))
-		samples[res.Actions[0].Type] = append(samples[res.Actions[0].Type], res.Actions[0].Elapsed)
+		samples[string(res.Actions[0].Type)] = append(samples[string(res.Actions[0].Type)], res.Actions[0].Elapsed)
 	}
 	sk := newTenv(t, td("config", "skip.yaml"), []string{td("schema", "skip.sql"), td("incidents", "skip.sql")}, []string{"order-event"}, nil)
 	ts, _ := time.Parse("2006-01-02 15:04:05", sk.str("SELECT DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s') FROM consumer_idempotency WHERE msg_id = 'm-7391'"))
 	part, off := sk.produce("order-event", "8821", "m-7391", ts)
 	sk.k.Commit(t, "order-consumer", "order-event", part, off+1)
-	run(sk, "flip + republish (8821)", "orders", "8821", Options{},
+	run(sk, "flip + republish (8821)", "orders", "8821", plans.Options{},
 		"DELETE FROM opctl_audit; UPDATE consumer_idempotency SET action = 'SKIPPED' WHERE msg_id = 'm-7391'")
 	med := func(d []time.Duration) time.Duration {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })

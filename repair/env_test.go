@@ -15,25 +15,25 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+	"github.com/opctl-dev/opctl/sources/connect"
 	"github.com/opctl-dev/opctl/sources/probe"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // tenv is one seed fixture on a fresh MariaDB database and a kfake cluster,
-// with the read path (Collector) and the write path (*sql.DB) opctl uses.
+// with the clients and the Service opctl uses (read path, write path,
+// Kafka, probes).
 type tenv struct {
-	t      *testing.T
-	db     *testenv.DB
-	k      *testenv.Kafka
-	cfg    *config.Config
-	reader *mysqlsrc.Reader
-	kr     *kafkasrc.Reader
-	col    *sources.Collector
-	parts  int32
+	t     *testing.T
+	db    *testenv.DB
+	k     *testenv.Kafka
+	cfg   *config.Config
+	cl    *connect.Clients
+	svc   *Service
+	parts int32
 }
 
 func td(parts ...string) string {
@@ -69,15 +69,15 @@ func newTenv(t *testing.T, cfgPath string, sqlFiles []string, topics []string, v
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	reader, err := mysqlsrc.Open(db.DSN, 5*time.Second)
+	cl, err := connect.Open(cfg, connect.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { reader.Close() })
-	kr := kafkasrc.New(cfg.Kafka, 5*time.Second)
-	t.Cleanup(func() { kr.Close() })
-	col := &sources.Collector{DB: reader, Kafka: kr, Prober: probe.New(2 * time.Second), AuditTable: cfg.Audit.AuditTable(), Timeout: 5 * time.Second}
-	return &tenv{t: t, db: db, k: k, cfg: cfg, reader: reader, kr: kr, col: col, parts: 8}
+	t.Cleanup(func() { cl.Close() })
+	cl.Collector.Prober = probe.New(2 * time.Second)
+	svc := NewService(cl)
+	svc.Prober, svc.Poster = probe.New(2*time.Second), probe.New(2*time.Second)
+	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8}
 }
 
 func settlementEnv(t *testing.T) *tenv {
@@ -97,14 +97,14 @@ func (e *tenv) pipeline(name string) *config.Pipeline {
 // where triages like `opctl where`.
 func (e *tenv) where(pipeline, biz string) inspect.Report {
 	e.t.Helper()
-	ev, err := e.col.Collect(context.Background(), e.pipeline(pipeline), biz)
+	tr, err := e.svc.Triage(context.Background(), biz, pipeline)
 	if err != nil {
-		e.t.Fatalf("collect %s: %v", biz, err)
+		e.t.Fatalf("triage %s: %v", biz, err)
 	}
-	return inspect.Diagnose(ev)
+	return tr.Ops[0].Report
 }
 
-func (e *tenv) plan(pipeline, biz string, o Options) (*Plan, inspect.Report, error) {
+func (e *tenv) plan(pipeline, biz string, o plans.Options) (*plans.Plan, inspect.Report, error) {
 	e.t.Helper()
 	if o.Reason == "" {
 		o.Reason = "test repair"
@@ -112,10 +112,14 @@ func (e *tenv) plan(pipeline, biz string, o Options) (*Plan, inspect.Report, err
 	if o.Operator == "" {
 		o.Operator = "tester"
 	}
-	return Prepare(context.Background(), e.cfg, e.col, e.kr, e.pipeline(pipeline), biz, o)
+	p, op, err := e.svc.PlanID(context.Background(), biz, pipeline, o)
+	if op == nil {
+		return p, inspect.Report{}, err
+	}
+	return p, op.Report, err
 }
 
-func (e *tenv) mustPlan(pipeline, biz string, o Options) *Plan {
+func (e *tenv) mustPlan(pipeline, biz string, o plans.Options) *plans.Plan {
 	e.t.Helper()
 	p, rep, err := e.plan(pipeline, biz, o)
 	if err != nil {
@@ -124,16 +128,26 @@ func (e *tenv) mustPlan(pipeline, biz string, o Options) *Plan {
 	return p
 }
 
-func (e *tenv) applier(dry bool) *Applier {
-	return &Applier{Config: e.cfg, DB: e.db.SQL, Collector: e.col, Kafka: e.kr, Group: e.kr,
-		Prober: probe.New(2 * time.Second), Poster: probe.New(2 * time.Second), Operator: "tester", DryRun: dry}
+// applier is the executor the Service builds, with its Store.
+func (e *tenv) applier() *Applier {
+	e.t.Helper()
+	st, err := e.svc.Store()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &Applier{Config: e.cfg, Store: st, Collector: e.svc.Collector, Publisher: e.cl.Kafka, Group: e.cl.Kafka,
+		Prober: e.svc.Prober, Poster: e.svc.Poster, Operator: "tester"}
 }
 
-func (e *tenv) apply(p *Plan) (*Result, error) {
-	return e.applier(false).Apply(context.Background(), p)
+func (e *tenv) apply(p *plans.Plan) (*Result, error) {
+	return e.svc.Apply(context.Background(), p, ApplyOptions{Operator: "tester"})
 }
 
-func (e *tenv) mustApply(p *Plan) *Result {
+func (e *tenv) dryRun(p *plans.Plan) (*Result, error) {
+	return e.svc.Apply(context.Background(), p, ApplyOptions{Operator: "tester", DryRun: true})
+}
+
+func (e *tenv) mustApply(p *plans.Plan) *Result {
 	e.t.Helper()
 	res, err := e.apply(p)
 	if err != nil {
@@ -146,7 +160,7 @@ func (e *tenv) mustApply(p *Plan) *Result {
 // ts and returns its position.
 func (e *tenv) produce(topic, key, msgID string, ts time.Time) (int32, int64) {
 	e.t.Helper()
-	p, err := kafkasrc.PartitionFor("murmur2", []byte(key), e.parts)
+	p, err := sources.PartitionFor("murmur2", []byte(key), e.parts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -177,7 +191,7 @@ func (e *tenv) published(res *Result) *sources.Message {
 	e.t.Helper()
 	for _, a := range res.Actions {
 		if a.Published != nil && a.Published.Offset >= 0 {
-			loc, err := e.kr.Locate(context.Background(), sources.LocateRequest{Topic: a.Published.Topic, Partition: a.Published.Partition, Offset: a.Published.Offset})
+			loc, err := e.cl.Kafka.Locate(context.Background(), sources.LocateRequest{Topic: a.Published.Topic, Partition: a.Published.Partition, Offset: a.Published.Offset})
 			if err != nil || loc.Message == nil {
 				e.t.Fatalf("read back %+v: %v %+v", a.Published, err, loc)
 			}
@@ -194,7 +208,7 @@ func (e *tenv) published(res *Result) *sources.Message {
 func (e *tenv) consumeSettlement(m *sources.Message) {
 	e.t.Helper()
 	biz := string(m.Key)
-	from := m.Headers[HeaderFromStep]
+	from := m.Headers[plans.HeaderFromStep]
 	steps := []string{"debit", "ledger", "notify"}
 	run := false
 	for _, s := range steps {

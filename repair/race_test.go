@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/probe"
 )
@@ -26,8 +27,12 @@ func TestApplyRacesConsumer(t *testing.T) {
 		[]string{td("schema", "settlement.sql")}, []string{"settlement-event"}, nil)
 	// Kafka is left out: the read is partial on Kafka only, which a
 	// duplicate-effect plan does not need; each iteration stays fast.
-	col := &sources.Collector{DB: e.reader, Prober: probe.New(time.Second), AuditTable: e.cfg.Audit.AuditTable(), Timeout: 5 * time.Second, KafkaMissing: "left out by the test"}
-	p := e.pipeline("settlement")
+	col := &sources.Collector{DB: e.cl.Reader, Prober: probe.New(time.Second), AuditTable: e.cfg.Audit.AuditTable(), Timeout: 5 * time.Second, KafkaMissing: "left out by the test"}
+	svc := &Service{Config: e.cfg, Collector: col, Prober: col.Prober, AuditLog: e.cl.Reader, Store: e.svc.Store}
+	st, err := svc.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 
 	const iterations = 200
@@ -37,9 +42,9 @@ func TestApplyRacesConsumer(t *testing.T) {
 INSERT INTO account_balance VALUES (1, 970.00);
 INSERT INTO biz_operation (biz_id, status, version, msg_id, created_at, updated_at) VALUES ('R-1', 'DEBIT_DONE', 2, 'm-r', NOW(3), NOW(3));
 INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES ('R-1', 1, -10.00, 'DEBIT', NOW(3)), ('R-1', 1, -10.00, 'DEBIT', NOW(3)), ('R-1', 1, -10.00, 'DEBIT', NOW(3));`)
-		plan, rep, err := Prepare(ctx, e.cfg, col, nil, p, "R-1", Options{Reason: "race", Operator: "race"})
+		plan, op, err := svc.PlanID(ctx, "R-1", "settlement", plans.Options{Reason: "race", Operator: "race"})
 		if err != nil {
-			t.Fatalf("iteration %d: plan (%s): %v", it, rep.Verdict.Code, err)
+			t.Fatalf("iteration %d: plan (%+v): %v", it, op, err)
 		}
 		if len(plan.Actions) != 2 {
 			t.Fatalf("iteration %d: %d actions", it, len(plan.Actions))
@@ -52,14 +57,14 @@ INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES
 			time.Sleep(delay)
 			consumerErr = consumer(ctx, e, mode)
 		})
-		ap := &Applier{Config: e.cfg, DB: e.db.SQL, Collector: col, Operator: "race"}
+		ap := &Applier{Config: e.cfg, Store: st, Collector: col, Operator: "race"}
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 		res, err := ap.Apply(ctx, plan)
 		wg.Wait()
 		if consumerErr != nil {
 			t.Fatalf("iteration %d: consumer: %v", it, consumerErr)
 		}
-		var rf *RefusedError
+		var rf *plans.RefusedError
 		name := [...]string{"cas-advance", "double-debit", "lease", "idle"}[mode]
 		switch {
 		case err == nil && res.Outcome == "applied":

@@ -1,13 +1,13 @@
 package repair
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/repair/plans"
 )
 
 // The seed incidents, each planned, applied and triaged again: the verdict
@@ -21,13 +21,13 @@ func TestSettlementDuplicateReverse(t *testing.T) {
 
 	// The notify RPC ran twice too and has no compensate: the plan needs
 	// the operator's attestation.
-	_, _, err := e.plan("settlement", "PAY-1", Options{})
-	var ie *InputError
+	_, _, err := e.plan("settlement", "PAY-1", plans.Options{})
+	var ie *plans.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "--attest") {
 		t.Fatalf("plan without --attest: %v, want an input error naming --attest", err)
 	}
-	p := e.mustPlan("settlement", "PAY-1", Options{Attest: "risk team lifted the freeze caused by PAY-1:notify:2"})
-	if len(p.Actions) != 2 || p.Actions[0].Type != Reverse || p.Actions[1].Type != Manual {
+	p := e.mustPlan("settlement", "PAY-1", plans.Options{Attest: "risk team lifted the freeze caused by PAY-1:notify:2"})
+	if len(p.Actions) != 2 || p.Actions[0].Type != plans.Reverse || p.Actions[1].Type != plans.Manual {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	if id := p.Actions[0].Reverse.Identity; id != "3" {
@@ -56,8 +56,8 @@ func TestSettlementDuplicateReverse(t *testing.T) {
 		t.Fatalf("%d reversals after a second apply", n)
 	}
 	// A new plan: nothing to repair.
-	_, _, err = e.plan("settlement", "PAY-1", Options{})
-	var nr *NothingToRepairError
+	_, _, err = e.plan("settlement", "PAY-1", plans.Options{})
+	var nr *plans.NothingToRepairError
 	if !errors.As(err, &nr) || nr.Verdict != inspect.Complete {
 		t.Fatalf("plan after the repair: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestSettlementDuplicateReverse(t *testing.T) {
 
 func TestSettlementTripleDebitTwoReversals(t *testing.T) {
 	e := settlementEnv(t)
-	p := e.mustPlan("settlement", "PAY-6", Options{})
+	p := e.mustPlan("settlement", "PAY-6", plans.Options{})
 	if len(p.Actions) != 2 || p.Actions[0].Reverse.Identity != "9" || p.Actions[1].Reverse.Identity != "8" {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
@@ -85,12 +85,12 @@ func TestFulfilmentCompensate(t *testing.T) {
 		[]string{td("schema", "fulfilment.sql"), td("incidents", "fulfilment.sql")},
 		[]string{"order-fulfilment"}, map[string]string{"OPCTL_WMS_URL": w.srv.URL})
 	wantVerdict(t, e.where("fulfilment", "F-1"), inspect.DuplicateEffect)
-	p := e.mustPlan("fulfilment", "F-1", Options{})
-	if len(p.Actions) != 1 || p.Actions[0].Type != CompensateRemote || *p.Actions[0].Compensate.ProbeCount != 2 {
+	p := e.mustPlan("fulfilment", "F-1", plans.Options{})
+	if len(p.Actions) != 1 || p.Actions[0].Type != plans.CompensateRemote || *p.Actions[0].Compensate.ProbeCount != 2 {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	// A dry run posts nothing.
-	res, err := e.applier(true).Apply(context.Background(), p)
+	res, err := e.dryRun(p)
 	if err != nil || res.Outcome != "would_apply" || w.posts != 0 {
 		t.Fatalf("dry run: %v %+v posts %d", err, res, w.posts)
 	}
@@ -102,8 +102,8 @@ func TestFulfilmentCompensate(t *testing.T) {
 	if res, _ := e.apply(p); res.Outcome != "already_applied" || w.posts != 1 {
 		t.Fatalf("second apply: %+v posts %d", res, w.posts)
 	}
-	_, _, err = e.plan("fulfilment", "F-2", Options{})
-	var nr *NothingToRepairError
+	_, _, err = e.plan("fulfilment", "F-2", plans.Options{})
+	var nr *plans.NothingToRepairError
 	if !errors.As(err, &nr) {
 		t.Fatalf("F-2: %v", err)
 	}
@@ -119,12 +119,12 @@ func TestSkipFlipAndRepublish(t *testing.T) {
 	wantVerdict(t, e.where("orders", "8821"), inspect.WronglySkipped)
 	wantVerdict(t, e.where("orders", "8822"), inspect.SkippedOK)
 
-	p := e.mustPlan("orders", "8821", Options{})
-	if len(p.Actions) != 2 || p.Actions[0].Type != FlipSkipped || p.Actions[1].Type != Republish {
+	p := e.mustPlan("orders", "8821", plans.Options{})
+	if len(p.Actions) != 2 || p.Actions[0].Type != plans.FlipSkipped || p.Actions[1].Type != plans.Republish {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	ps := p.Actions[1].Publish
-	if !ps.Copy || ps.Headers[HeaderForceEffect] != "points" || ps.Headers[HeaderMsgID] != "m-7391" || ps.Partition != part {
+	if !ps.Copy || ps.Headers[plans.HeaderForceEffect] != "points" || ps.Headers[plans.HeaderMsgID] != "m-7391" || ps.Partition != part {
 		t.Fatalf("publish spec: %+v", ps)
 	}
 	res := e.mustApply(p)
@@ -135,7 +135,7 @@ func TestSkipFlipAndRepublish(t *testing.T) {
 	// deliver it (not STRANDED, not SKIPPED again).
 	wantVerdict(t, e.where("orders", "8821"), inspect.WillRedeliver)
 	m := e.published(res)
-	if m.Headers[HeaderPlan] != p.ID || m.Headers[HeaderForceEffect] != "points" || m.Headers["msg_id"] != "m-7391" || string(m.Key) != "8821" {
+	if m.Headers[plans.HeaderPlan] != p.ID || m.Headers[plans.HeaderForceEffect] != "points" || m.Headers["msg_id"] != "m-7391" || string(m.Key) != "8821" {
 		t.Fatalf("published headers %v key %q", m.Headers, m.Key)
 	}
 	// The consumer grants the points and records DONE.
@@ -152,8 +152,8 @@ func TestStrandedRepublish(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-3", true)
 	wantVerdict(t, e.where("settlement", "PAY-3"), inspect.Stranded)
-	p := e.mustPlan("settlement", "PAY-3", Options{})
-	if len(p.Actions) != 1 || p.Actions[0].Type != Republish || p.Actions[0].Publish.FromStep != "notify" || !p.Actions[0].Publish.Copy {
+	p := e.mustPlan("settlement", "PAY-3", plans.Options{})
+	if len(p.Actions) != 1 || p.Actions[0].Type != plans.Republish || p.Actions[0].Publish.FromStep != "notify" || !p.Actions[0].Publish.Copy {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	res := e.mustApply(p)
@@ -170,8 +170,8 @@ func TestStateBehindAdvance(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-4", true)
 	wantVerdict(t, e.where("settlement", "PAY-4"), inspect.StateBehind)
-	p := e.mustPlan("settlement", "PAY-4", Options{})
-	if len(p.Actions) != 2 || p.Actions[0].Type != AdvanceState || p.Actions[0].State.ToStatus != "LEDGER_DONE" || p.Actions[1].Publish.FromStep != "notify" {
+	p := e.mustPlan("settlement", "PAY-4", plans.Options{})
+	if len(p.Actions) != 2 || p.Actions[0].Type != plans.AdvanceState || p.Actions[0].State.ToStatus != "LEDGER_DONE" || p.Actions[1].Publish.FromStep != "notify" {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	res := e.mustApply(p)
@@ -189,8 +189,8 @@ func TestMissingEffectRewind(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-5", true)
 	wantVerdict(t, e.where("settlement", "PAY-5"), inspect.MissingEffect)
-	p := e.mustPlan("settlement", "PAY-5", Options{})
-	if len(p.Actions) != 2 || p.Actions[0].Type != RewindState || p.Actions[0].State.ToStatus != "DEBIT_DONE" || p.Actions[1].Publish.FromStep != "ledger" {
+	p := e.mustPlan("settlement", "PAY-5", plans.Options{})
+	if len(p.Actions) != 2 || p.Actions[0].Type != plans.RewindState || p.Actions[0].State.ToStatus != "DEBIT_DONE" || p.Actions[1].Publish.FromStep != "ledger" {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	res := e.mustApply(p)
@@ -202,18 +202,18 @@ func TestUnknownOutcomeManualAttest(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-7", true)
 	wantVerdict(t, e.where("settlement", "PAY-7"), inspect.UnknownOutcome)
-	_, _, err := e.plan("settlement", "PAY-7", Options{})
-	var rf *RefusedError
-	if !errors.As(err, &rf) || rf.Code != CodeNoSafePlan || !strings.Contains(err.Error(), "--action manual") {
+	_, _, err := e.plan("settlement", "PAY-7", plans.Options{})
+	var rf *plans.RefusedError
+	if !errors.As(err, &rf) || rf.Code != plans.CodeNoSafePlan || !strings.Contains(err.Error(), "--action manual") {
 		t.Fatalf("plan: %v", err)
 	}
-	_, _, err = e.plan("settlement", "PAY-7", Options{Action: Manual, Attest: "risk team: applied"})
-	var ie *InputError
+	_, _, err = e.plan("settlement", "PAY-7", plans.Options{Action: plans.Manual, Attest: "risk team: applied"})
+	var ie *plans.InputError
 	if !errors.As(err, &ie) {
 		t.Fatalf("manual without --outcome: %v", err)
 	}
-	p := e.mustPlan("settlement", "PAY-7", Options{Action: Manual, Attest: "risk team confirms PAY-7:notify:1 took effect", Outcome: "applied"})
-	if len(p.Actions) != 2 || p.Actions[0].Type != Manual || p.Actions[1].Type != AdvanceState || p.Actions[1].State.ToStatus != "DONE" {
+	p := e.mustPlan("settlement", "PAY-7", plans.Options{Action: plans.Manual, Attest: "risk team confirms PAY-7:notify:1 took effect", Outcome: "applied"})
+	if len(p.Actions) != 2 || p.Actions[0].Type != plans.Manual || p.Actions[1].Type != plans.AdvanceState || p.Actions[1].State.ToStatus != "DONE" {
 		t.Fatalf("actions: %+v", p.Actions)
 	}
 	e.mustApply(p)
@@ -229,15 +229,15 @@ func TestInFlightRefused(t *testing.T) {
 	e := settlementEnv(t)
 	e.anchor("PAY-8", true)
 	wantVerdict(t, e.where("settlement", "PAY-8"), inspect.InFlight)
-	for _, o := range []Options{{}, {Action: Republish, Force: true}, {Action: Reverse, Force: true, FromStep: "debit"}} {
+	for _, o := range []plans.Options{{}, {Action: plans.Republish, Force: true}, {Action: plans.Reverse, Force: true, FromStep: "debit"}} {
 		_, _, err := e.plan("settlement", "PAY-8", o)
-		var rf *RefusedError
-		if !errors.As(err, &rf) || rf.Code != CodeInFlight {
+		var rf *plans.RefusedError
+		if !errors.As(err, &rf) || rf.Code != plans.CodeInFlight {
 			t.Fatalf("%+v: %v, want in_flight", o, err)
 		}
 	}
 	// c-9 is not a member of the group: its lease may be released.
-	p := e.mustPlan("settlement", "PAY-8", Options{Action: ReleaseLease})
+	p := e.mustPlan("settlement", "PAY-8", plans.Options{Action: plans.ReleaseLease})
 	e.mustApply(p)
 	if s := e.str("SELECT CONCAT(IFNULL(owner, 'NULL'), '/', version) FROM biz_operation WHERE biz_id = 'PAY-8'"); s != "NULL/3" {
 		t.Fatalf("state after release: %s", s)
@@ -250,9 +250,9 @@ func TestReleaseLeaseRefusedForLiveMember(t *testing.T) {
 	e.anchor("PAY-8", false)
 	stop := e.k.JoinGroup(t, "settlement-consumer", []string{"settlement-event"}, "c-9")
 	defer stop()
-	_, _, err := e.plan("settlement", "PAY-8", Options{Action: ReleaseLease, Force: true})
-	var rf *RefusedError
-	if !errors.As(err, &rf) || rf.Code != CodeInFlight || !strings.Contains(err.Error(), "live member") {
+	_, _, err := e.plan("settlement", "PAY-8", plans.Options{Action: plans.ReleaseLease, Force: true})
+	var rf *plans.RefusedError
+	if !errors.As(err, &rf) || rf.Code != plans.CodeInFlight || !strings.Contains(err.Error(), "live member") {
 		t.Fatalf("release with a live owner: %v", err)
 	}
 }

@@ -219,7 +219,7 @@ func (c *Collector) timeout() time.Duration {
 	if c.Timeout > 0 {
 		return c.Timeout
 	}
-	return 10 * time.Second
+	return DefaultTimeout
 }
 
 // locateRequest builds the message search from the rows read: the stored
@@ -229,10 +229,10 @@ func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidenc
 	req := LocateRequest{Topic: p.Topic, Partitioner: p.Partitioner, Partition: -1, Offset: -1,
 		Window: c.SearchWindow, Limit: c.SearchLimit}
 	if req.Window == 0 {
-		req.Window = 5 * time.Minute
+		req.Window = DefaultSearchWindow
 	}
 	if req.Limit == 0 {
-		req.Limit = 50000
+		req.Limit = DefaultSearchLimit
 	}
 	st := db.State
 	var around *time.Time

@@ -7,9 +7,18 @@ package sources
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// Defaults of every command and of the lab (docs/config.md): the time each
+// source may take, and the bounds of the message search.
+const (
+	DefaultTimeout      = 10 * time.Second
+	DefaultSearchWindow = 5 * time.Minute
+	DefaultSearchLimit  = 50000
 )
 
 // Source status values reported in Evidence.Sources.
@@ -27,6 +36,24 @@ type Value = any
 type Row struct {
 	Columns []string `json:"-"`
 	Values  []Value  `json:"-"`
+}
+
+// Truthy reports whether a value reads as true: a non-zero integer, true,
+// or the text "1", "true" or "yes" (any case). It is how a `reversed`
+// column of an evidence row is read, on the read path and in a repair's
+// guards alike.
+func Truthy(v Value) bool {
+	switch x := v.(type) {
+	case int64:
+		return x != 0
+	case bool:
+		return x
+	case string:
+		return x == "1" || strings.EqualFold(x, "true") || strings.EqualFold(x, "yes")
+	case []byte:
+		return Truthy(string(x))
+	}
+	return false
 }
 
 // Get returns the value of the named column and whether it exists.
@@ -283,3 +310,30 @@ type Prober interface {
 	// applied and absent status values.
 	Probe(ctx context.Context, url string, applied, absent []string) ProbeResult
 }
+
+// Poster sends a compensation to a downstream service.
+type Poster interface {
+	// Post sends body (JSON) to url with the given extra headers and reads
+	// the answer. It never returns an error: a failure is a PostResult with
+	// Answered false (the request may have taken effect) or a non-2xx
+	// Status, and a Detail. Credentials in the URL never appear in it.
+	Post(ctx context.Context, url string, body []byte, headers map[string]string) PostResult
+}
+
+// PostResult is a downstream's answer to a POST (a compensation call).
+type PostResult struct {
+	// Status is the HTTP status code; 0 when no answer was received.
+	Status int
+	// Body is the start of the answer (at most MaxBody bytes).
+	Body string
+	// URL is the URL posted to, without userinfo.
+	URL string
+	// Answered is false when the request may or may not have reached the
+	// service (a timeout, a reset connection): its effect is unknown.
+	Answered bool
+	// Detail says what happened, without credentials.
+	Detail string
+}
+
+// OK reports whether the service answered 2xx.
+func (r PostResult) OK() bool { return r.Answered && r.Status >= 200 && r.Status <= 299 }

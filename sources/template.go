@@ -35,3 +35,28 @@ func Expand(tmpl string, vars map[string]string, escape bool) string {
 		tmpl = tmpl[i+j+1:]
 	}
 }
+
+// RedactURL returns rawURL without its userinfo. A URL that does not parse is
+// redacted textually (everything between "://" and the last "@" of the
+// authority).
+func RedactURL(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		if u.User == nil {
+			return rawURL
+		}
+		u.User = nil
+		return u.String()
+	}
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return rawURL
+	}
+	authority, path := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		authority = authority[i+1:]
+	}
+	return scheme + "://" + authority + path
+}

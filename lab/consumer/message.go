@@ -10,7 +10,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Record headers the consumers read. HeaderMsgID is set by ProduceMessage;
@@ -118,7 +119,7 @@ func Decode(value []byte) (Message, error) {
 
 // Murmur2Partitioner is a sarama.PartitionerConstructor that places a keyed
 // record exactly where the Java client's default partitioner (and opctl's
-// `partitioner: murmur2`) does: it calls kafkasrc.PartitionFor("murmur2",
+// `partitioner: murmur2`) does: it calls sources.PartitionFor("murmur2",
 // key, n) with the topic's real partition count at send time. A record
 // without a key is refused.
 func Murmur2Partitioner(topic string) sarama.Partitioner { return murmur2Partitioner{} }
@@ -133,7 +134,7 @@ func (murmur2Partitioner) Partition(msg *sarama.ProducerMessage, n int32) (int32
 	if err != nil {
 		return -1, err
 	}
-	return kafkasrc.PartitionFor(kafkasrc.PartitionerMurmur2, key, n)
+	return sources.PartitionFor(config.PartitionerMurmur2, key, n)
 }
 
 // RequiresConsistency is true: a key always maps to the same partition, even
@@ -158,7 +159,7 @@ func ProducerConfig(clientID string) *sarama.Config {
 // ProduceMessage publishes m to topic: key = biz id, header msg_id, record
 // timestamp now, value Encode(m). p must have been built with
 // Murmur2Partitioner as its partitioner (ProducerConfig does that), which
-// puts the record on the partition kafkasrc.PartitionFor("murmur2", key, n)
+// puts the record on the partition sources.PartitionFor("murmur2", key, n)
 // names. A SyncProducer does not reveal the topic's partition count, so a
 // manual partitioner cannot be served: the record is sent with partition -1,
 // which a manual partitioner refuses (ErrInvalidPartition, reported with a

@@ -8,7 +8,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/opctl-dev/opctl/lab/testenv"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 func TestEncodeDecode(t *testing.T) {
@@ -77,7 +78,7 @@ func TestProduceMessage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("produce %s: %v", id, err)
 		}
-		want, _ := kafkasrc.PartitionFor(kafkasrc.PartitionerMurmur2, []byte(id), n)
+		want, _ := sources.PartitionFor(config.PartitionerMurmur2, []byte(id), n)
 		if part != want {
 			t.Errorf("%s went to partition %d, murmur2 says %d", id, part, want)
 		}
@@ -92,7 +93,7 @@ func TestProduceMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	want, _ := kafkasrc.PartitionFor(kafkasrc.PartitionerMurmur2, []byte("PAY-1"), n)
+	want, _ := sources.PartitionFor(config.PartitionerMurmur2, []byte("PAY-1"), n)
 	pc, err := cons.ConsumePartition(topic, want, sarama.OffsetOldest)
 	if err != nil {
 		t.Fatal(err)

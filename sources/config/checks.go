@@ -40,54 +40,6 @@ func isWordByte(b byte) bool {
 	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
-// countPlaceholders counts `?` outside quoted strings ('...', "..."),
-// quoted identifiers (`...`) and comments (-- , #, /* */), following MySQL's
-// lexical rules (backslash escapes and doubled quotes inside strings).
-func countPlaceholders(q string) (int, error) {
-	n := 0
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			j := i + 1
-			closed := false
-			for ; j < len(q); j++ {
-				if q[j] == '\\' && c != '`' {
-					j++
-					continue
-				}
-				if q[j] == c {
-					if j+1 < len(q) && q[j+1] == c {
-						j++ // doubled quote stands for itself
-						continue
-					}
-					closed = true
-					break
-				}
-			}
-			if !closed {
-				return n, fmt.Errorf("has an unterminated %c...%c quote", c, c)
-			}
-			i = j
-		case c == '#' || c == '-' && strings.HasPrefix(q[i:], "--") && (i+2 == len(q) || q[i+2] <= ' '):
-			if k := strings.IndexByte(q[i:], '\n'); k >= 0 {
-				i += k
-			} else {
-				i = len(q)
-			}
-		case c == '/' && strings.HasPrefix(q[i:], "/*"):
-			k := strings.Index(q[i+2:], "*/")
-			if k < 0 {
-				return n, fmt.Errorf("has an unterminated /* comment")
-			}
-			i += k + 3
-		case c == '?':
-			n++
-		}
-	}
-	return n, nil
-}
-
 // checkTemplate checks the {name} placeholders of a template against
 // allowed, returning the names used.
 func checkTemplate(s string, allowed []string) ([]string, string) {

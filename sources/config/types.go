@@ -6,6 +6,11 @@
 // identifier is safe to backquote and every pipeline is coherent.
 package config
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Config is one parsed and validated opctl.yaml.
 type Config struct {
 	// Path is the file the configuration was read from ("" when built in code).
@@ -175,6 +180,36 @@ func (c *Config) Pipeline(name string) *Pipeline {
 	}
 	return nil
 }
+
+// Select returns the pipeline named name (--pipeline), or every pipeline in
+// file order when name is empty. An unknown name is a *PipelineError.
+func (c *Config) Select(name string) ([]*Pipeline, error) {
+	if name == "" {
+		out := make([]*Pipeline, len(c.Pipelines))
+		for i := range c.Pipelines {
+			out[i] = &c.Pipelines[i]
+		}
+		return out, nil
+	}
+	if p := c.Pipeline(name); p != nil {
+		return []*Pipeline{p}, nil
+	}
+	return nil, &PipelineError{Name: name, Path: c.Path, Have: c.PipelineNames()}
+}
+
+// PipelineError is a --pipeline that the configuration does not have.
+type PipelineError struct {
+	Name, Path string
+	Have       []string
+}
+
+// Error names the pipelines there are.
+func (e *PipelineError) Error() string {
+	return fmt.Sprintf("--pipeline %q: no such pipeline in %s (have: %s)", e.Name, e.Path, strings.Join(e.Have, ", "))
+}
+
+// ExitCode is exit 2: a usage error (docs/exit-codes.md).
+func (e *PipelineError) ExitCode() int { return 2 }
 
 // PipelineNames lists the configured pipeline names in file order.
 func (c *Config) PipelineNames() []string {

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // noTimestampDetail is the Location detail when there is nothing to start a
@@ -65,7 +66,7 @@ func (r *Reader) locate(parent, ctx context.Context, req sources.LocateRequest) 
 
 	p := req.Partition
 	if p < 0 {
-		if req.Partitioner == PartitionerStored || req.Partitioner == "" {
+		if req.Partitioner == config.PartitionerStored || req.Partitioner == "" {
 			loc.Detail = fmt.Sprintf("no stored partition, and partitioner %q cannot compute one from the key", req.Partitioner)
 			return loc, nil
 		}
@@ -73,7 +74,7 @@ func (r *Reader) locate(parent, ctx context.Context, req sources.LocateRequest) 
 			loc.Detail = "no stored partition and no message key: the partition cannot be computed"
 			return loc, nil
 		}
-		p, err = PartitionFor(req.Partitioner, req.Key, int32(len(parts)))
+		p, err = sources.PartitionFor(req.Partitioner, req.Key, int32(len(parts)))
 		if err != nil {
 			return loc, err
 		}

@@ -446,7 +446,7 @@ func seedWindow(t testing.TB, k *testenv.Kafka, p int32, at time.Time, target st
 func TestLocateSearchByKey(t *testing.T) {
 	k, r := setup(t)
 	key := []byte("PAY-7")
-	p, err := kafka.PartitionFor("murmur2", key, 3)
+	p, err := sources.PartitionFor("murmur2", key, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +595,7 @@ func TestLocateNothingAfterWindowStart(t *testing.T) {
 func TestLocateNoTimestampReadsNothing(t *testing.T) {
 	k, r := setup(t)
 	key := []byte("PAY-3")
-	p, _ := kafka.PartitionFor("fnv1a", key, 3)
+	p, _ := sources.PartitionFor("fnv1a", key, 3)
 	k.Produce(t, topic, p, "PAY-3", "v", nil, time.Time{})
 	fetches := countFetches(k)
 

@@ -50,26 +50,23 @@ func serverErr(err error) (uint16, bool) {
 	return 0, false
 }
 
-// IsRetryable reports whether err is a deadlock or a lock wait timeout: the
+// isRetryable reports whether err is a deadlock or a lock wait timeout: the
 // server rolled the statement's transaction back (or the statement alone)
 // and running the whole transaction again is safe.
-func IsRetryable(err error) bool {
+func isRetryable(err error) bool {
 	n, ok := serverErr(err)
 	return ok && (n == errDeadlock || n == errLockWaitTimeout)
 }
 
-// IsDuplicateKey reports whether err is a duplicate-key error (1062).
-func IsDuplicateKey(err error) bool {
+// isDuplicateKey reports whether err is a duplicate-key error (1062).
+func isDuplicateKey(err error) bool {
 	n, ok := serverErr(err)
 	return ok && n == errDupEntry
 }
 
-// IsNoTable reports whether err is "table doesn't exist" (1146).
-func IsNoTable(err error) bool { return isNoTable(err) }
-
-// ServerErrorNumber returns the MySQL error number of err, 0 when err is not
+// serverErrorNumber returns the MySQL error number of err, 0 when err is not
 // a server error.
-func ServerErrorNumber(err error) int {
+func serverErrorNumber(err error) int {
 	n, _ := serverErr(err)
 	return int(n)
 }

@@ -274,31 +274,10 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 	var qs []query
 
 	if st := p.State; st != nil {
-		cols := []stateCol{colKey, colStatus}
-		names := []string{st.Key, st.Status}
-		for _, o := range []struct {
-			col  stateCol
-			name string
-		}{
-			{colVersion, st.Version}, {colOwner, st.Owner}, {colLeaseUntil, st.LeaseUntil},
-			{colPartition, st.Partition}, {colOffset, st.Offset}, {colMsgID, st.MsgID},
-			{colCreatedAt, st.CreatedAt}, {colUpdatedAt, st.UpdatedAt},
-		} {
-			if o.name != "" {
-				cols = append(cols, o.col)
-				names = append(names, o.name)
-			}
-		}
-		var sel strings.Builder
-		// Aliased, so that two roles on one column still make distinct
-		// column names.
-		sel.WriteString("NOW(6) AS c0")
-		for i, n := range names {
-			fmt.Fprintf(&sel, ", s.%s AS c%d", q(n), i+1)
-		}
-		text := fmt.Sprintf("SELECT %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = ?", sel.String(), q(st.Table), q(st.Key))
-		branch := fmt.Sprintf("SELECT ? AS opctl_op, %s FROM %s AS s WHERE s.%s = ?", sel.String(), q(st.Table), q(st.Key))
-		clock := "SELECT -1, NOW(6)" + strings.Repeat(", NULL", len(names))
+		sel, cols := stateSelect(st, q)
+		text := fmt.Sprintf("SELECT %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = ?", sel, q(st.Table), q(st.Key))
+		branch := fmt.Sprintf("SELECT ? AS opctl_op, %s FROM %s AS s WHERE s.%s = ?", sel, q(st.Table), q(st.Key))
+		clock := "SELECT -1, NOW(6)" + strings.Repeat(", NULL", len(cols))
 		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock})
 	} else {
 		qs = append(qs, query{kind: kindState, text: "SELECT NOW(6)"})
@@ -349,6 +328,34 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		return nil, fmt.Errorf("mysql: pipeline %q: invalid identifier(s) %s", p.Name, strings.Join(bad, ", "))
 	}
 	return qs, nil
+}
+
+// stateSelect is the select list of a state read: NOW(6) AS c0, then each
+// configured column of the state table (alias s) as c1, c2, ...; cols says
+// which role each selected column has. Aliased, so that two roles on one
+// column still make distinct column names.
+func stateSelect(st *config.State, q func(string) string) (string, []stateCol) {
+	cols := []stateCol{colKey, colStatus}
+	names := []string{st.Key, st.Status}
+	for _, o := range []struct {
+		col  stateCol
+		name string
+	}{
+		{colVersion, st.Version}, {colOwner, st.Owner}, {colLeaseUntil, st.LeaseUntil},
+		{colPartition, st.Partition}, {colOffset, st.Offset}, {colMsgID, st.MsgID},
+		{colCreatedAt, st.CreatedAt}, {colUpdatedAt, st.UpdatedAt},
+	} {
+		if o.name != "" {
+			cols = append(cols, o.col)
+			names = append(names, o.name)
+		}
+	}
+	var sel strings.Builder
+	sel.WriteString("NOW(6) AS c0")
+	for i, n := range names {
+		fmt.Fprintf(&sel, ", s.%s AS c%d", q(n), i+1)
+	}
+	return sel.String(), cols
 }
 
 // readState fills ev.Now and ev.State from the state statement's one row. A

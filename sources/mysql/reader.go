@@ -213,8 +213,10 @@ func (r *Reader) query(ctx context.Context, text string, args ...any) (*sql.Rows
 // result is the raw outcome of one statement.
 type result struct {
 	cols []string
-	rows [][]sources.Value
-	err  error
+	// types are the columns' database type names (DECIMAL, BIGINT, ...).
+	types []string
+	rows  [][]sources.Value
+	err   error
 }
 
 // fetch runs text with args and reads at most limit rows, converting each
@@ -225,6 +227,13 @@ func (r *Reader) fetch(ctx context.Context, text string, limit int, args ...any)
 		return result{err: err}
 	}
 	defer done()
+	return scan(rows, limit)
+}
+
+// scan reads at most limit rows (rows.Close discards the rest) and converts
+// each value by its column's database type: the one row scanner and value
+// normalizer of opctl, for the read path and a repair's transactions alike.
+func scan(rows *sql.Rows, limit int) result {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
@@ -244,10 +253,9 @@ func (r *Reader) fetch(ctx context.Context, text string, limit int, args ...any)
 	for i := range raw {
 		ptrs[i] = &raw[i]
 	}
-	// Bounded: stop after limit rows; rows.Close discards the rest.
 	for len(out) < limit && rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
-			return result{cols: cols, rows: out, err: err}
+			return result{cols: cols, types: dbTypes, rows: out, err: err}
 		}
 		vals := make([]sources.Value, len(cols))
 		for i, v := range raw {
@@ -256,9 +264,9 @@ func (r *Reader) fetch(ctx context.Context, text string, limit int, args ...any)
 		out = append(out, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return result{cols: cols, rows: out, err: err}
+		return result{cols: cols, types: dbTypes, rows: out, err: err}
 	}
-	return result{cols: cols, rows: out}
+	return result{cols: cols, types: dbTypes, rows: out}
 }
 
 // isConnError reports whether err means the server could not be used at all

@@ -67,7 +67,7 @@ var _ sources.Prober = (*Client)(nil)
 // failure is an inconclusive result with a Detail. It returns within the
 // Client's Timeout (or the context's deadline, whichever is first).
 func (c *Client) Probe(ctx context.Context, rawURL string, applied, absent []string) sources.ProbeResult {
-	res := sources.ProbeResult{Outcome: sources.ProbeInconclusive, URL: Redact(rawURL)}
+	res := sources.ProbeResult{Outcome: sources.ProbeInconclusive, URL: sources.RedactURL(rawURL)}
 	resp, budget, cancel, detail := c.do(ctx, http.MethodGet, rawURL, nil, nil)
 	defer cancel()
 	if detail != "" {
@@ -170,31 +170,6 @@ func describe(err error, budget time.Duration) string {
 		err = ue.Err
 	}
 	return clip(err.Error())
-}
-
-// Redact returns rawURL without its userinfo. A URL that does not parse is
-// redacted textually (everything between "://" and the last "@" of the
-// authority).
-func Redact(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		if u.User == nil {
-			return rawURL
-		}
-		u.User = nil
-		return u.String()
-	}
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return rawURL
-	}
-	authority, path := rest, ""
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority, path = rest[:i], rest[i:]
-	}
-	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		authority = authority[i+1:]
-	}
-	return scheme + "://" + authority + path
 }
 
 // clip shortens a value quoted in a Detail.

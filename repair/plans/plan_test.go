@@ -1,4 +1,4 @@
-package repair
+package plans
 
 import (
 	"bytes"
@@ -54,34 +54,6 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func TestNamedParams(t *testing.T) {
-	cases := []struct {
-		in, out string
-		names   []string
-		err     string
-	}{
-		{"INSERT INTO j (a, d) VALUES (:biz_id, -:delta)", "INSERT INTO j (a, d) VALUES (?, -?)", []string{"biz_id", "delta"}, ""},
-		{"UPDATE b SET x = x - :delta WHERE id = :account_id", "UPDATE b SET x = x - ? WHERE id = ?", []string{"delta", "account_id"}, ""},
-		{"SELECT ':no', \":no\", `:no` FROM t WHERE a = :yes", "SELECT ':no', \":no\", `:no` FROM t WHERE a = ?", []string{"yes"}, ""},
-		{"SET @a := 1, b = 'it''s :x' -- :c\n, c = :d /* :e */", "SET @a := 1, b = 'it''s :x' -- :c\n, c = ? /* :e */", []string{"d"}, ""},
-		{"SELECT CAST(x AS CHAR)::text, t.a:b", "SELECT CAST(x AS CHAR)::text, t.a:b", nil, ""},
-		{"UPDATE t SET a = ?", "", nil, "? placeholder"},
-		{"UPDATE t SET a = 'open", "", nil, "unterminated"},
-	}
-	for _, c := range cases {
-		out, names, err := namedParams(c.in)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%q: err %v, want %q", c.in, err, c.err)
-			}
-			continue
-		}
-		if err != nil || out != c.out || !reflect.DeepEqual(names, c.names) {
-			t.Errorf("%q: %q %v %v, want %q %v", c.in, out, names, err, c.out, c.names)
-		}
-	}
 }
 
 func TestDiffFingerprints(t *testing.T) {
@@ -168,23 +140,23 @@ func TestBuildRules(t *testing.T) {
 		name  string
 		ev    sources.Evidence
 		o     Options
-		types []string
+		types []ActionType
 		err   string
 	}{
-		{"duplicate local", settlementEvidence("DONE", 4, 3, 1, []sources.Intent{acked("a")}), Options{}, []string{Reverse, Reverse}, ""},
+		{"duplicate local", settlementEvidence("DONE", 4, 3, 1, []sources.Intent{acked("a")}), Options{}, []ActionType{Reverse, Reverse}, ""},
 		{"duplicate remote needs attest", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a"), acked("b")}), Options{}, nil, "--attest"},
-		{"duplicate remote manual", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a"), acked("b")}), Options{Attest: "done"}, []string{Manual}, ""},
-		{"stranded", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{}, []string{Republish}, ""},
-		{"stranded from-step rewinds", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{FromStep: "ledger"}, []string{RewindState, Republish}, ""},
-		{"stranded republish only", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{Action: Republish}, []string{Republish}, ""},
+		{"duplicate remote manual", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a"), acked("b")}), Options{Attest: "done"}, []ActionType{Manual}, ""},
+		{"stranded", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{}, []ActionType{Republish}, ""},
+		{"stranded from-step rewinds", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{FromStep: "ledger"}, []ActionType{RewindState, Republish}, ""},
+		{"stranded republish only", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{Action: Republish}, []ActionType{Republish}, ""},
 		{"stranded forced reverse", settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{Action: Reverse}, nil, "add --force"},
-		{"state behind", settlementEvidence("DEBIT_DONE", 2, 1, 1, nil), Options{}, []string{AdvanceState, Republish}, ""},
-		{"state behind to the end", settlementEvidence("INIT", 1, 1, 1, []sources.Intent{acked("a")}), Options{}, []string{AdvanceState}, ""},
-		{"missing effect", settlementEvidence("LEDGER_DONE", 3, 1, 0, nil), Options{}, []string{RewindState, Republish}, ""},
+		{"state behind", settlementEvidence("DEBIT_DONE", 2, 1, 1, nil), Options{}, []ActionType{AdvanceState, Republish}, ""},
+		{"state behind to the end", settlementEvidence("INIT", 1, 1, 1, []sources.Intent{acked("a")}), Options{}, []ActionType{AdvanceState}, ""},
+		{"missing effect", settlementEvidence("LEDGER_DONE", 3, 1, 0, nil), Options{}, []ActionType{RewindState, Republish}, ""},
 		{"unknown without probe", settlementEvidence("LEDGER_DONE", 3, 1, 1, []sources.Intent{{RequestID: "a", SentAt: &t0}}), Options{}, nil, "no probe"},
-		{"unknown absent", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{{RequestID: "a", SentAt: &t0}}), Options{Action: Manual, Attest: "x", Outcome: "absent"}, []string{Manual, RewindState, Republish}, ""},
+		{"unknown absent", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{{RequestID: "a", SentAt: &t0}}), Options{Action: Manual, Attest: "x", Outcome: "absent"}, []ActionType{Manual, RewindState, Republish}, ""},
 		{"complete", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a")}), Options{}, nil, "nothing to repair: COMPLETE"},
-		{"complete forced republish", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a")}), Options{Action: Republish, Force: true, FromStep: "notify"}, []string{Republish}, ""},
+		{"complete forced republish", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a")}), Options{Action: Republish, Force: true, FromStep: "notify"}, []ActionType{Republish}, ""},
 		{"forced republish needs a step", settlementEvidence("DONE", 4, 1, 1, []sources.Intent{acked("a")}), Options{Action: Republish, Force: true}, nil, "--from-step"},
 		{"bad action", settlementEvidence("DONE", 4, 1, 1, nil), Options{Action: "drop"}, nil, "want one of"},
 		{"force without action", settlementEvidence("DONE", 4, 1, 1, nil), Options{Force: true}, nil, "--force needs --action"},
@@ -201,7 +173,7 @@ func TestBuildRules(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		var types []string
+		var types []ActionType
 		for _, a := range p.Actions {
 			types = append(types, a.Type)
 		}

@@ -1,4 +1,4 @@
-package repair
+package plans
 
 import (
 	"encoding/json"
@@ -12,7 +12,6 @@ import (
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 )
 
 // Limits of the audit columns (SPEC §7).
@@ -30,7 +29,7 @@ type Options struct {
 	Operator string
 	// Action forces a plan of that action type (--action). Without Force it
 	// must be one the verdict calls for.
-	Action string
+	Action ActionType
 	// FromStep is a step name or 1-based index: the step a republish resumes
 	// from, or the step a reverse, compensate_remote or manual acts on.
 	FromStep string
@@ -65,22 +64,22 @@ type Input struct {
 
 // CalledFor returns the action types the verdict's rule of SPEC §7 uses;
 // --action without --force must be one of them.
-func CalledFor(verdict inspect.Code) []string {
+func CalledFor(verdict inspect.Code) []ActionType {
 	switch verdict {
 	case inspect.DuplicateEffect:
-		return []string{Reverse, CompensateRemote, Manual}
+		return []ActionType{Reverse, CompensateRemote, Manual}
 	case inspect.UnknownOutcome:
-		return []string{Manual, AdvanceState, RewindState, Republish}
+		return []ActionType{Manual, AdvanceState, RewindState, Republish}
 	case inspect.WronglySkipped:
-		return []string{FlipSkipped, Republish}
+		return []ActionType{FlipSkipped, Republish}
 	case inspect.MissingEffect:
-		return []string{RewindState, Republish}
+		return []ActionType{RewindState, Republish}
 	case inspect.StateBehind:
-		return []string{AdvanceState, Republish}
+		return []ActionType{AdvanceState, Republish}
 	case inspect.Stranded:
-		return []string{RewindState, Republish}
+		return []ActionType{RewindState, Republish}
 	case inspect.InFlight:
-		return []string{ReleaseLease}
+		return []ActionType{ReleaseLease}
 	}
 	return nil
 }
@@ -128,8 +127,8 @@ func Build(in Input) (*Plan, error) {
 	if len(o.Operator) > MaxOperator {
 		return nil, inputErrorf("--operator is %d bytes; at most %d", len(o.Operator), MaxOperator)
 	}
-	if o.Action != "" && !IsActionType(o.Action) {
-		return nil, inputErrorf("--action %q: want one of %s", o.Action, strings.Join(ActionTypes(), ", "))
+	if o.Action != "" && !IsActionType(string(o.Action)) {
+		return nil, inputErrorf("--action %q: want one of %s", o.Action, strings.Join(ActionTypeNames(), ", "))
 	}
 	switch o.Outcome {
 	case "", inspect.AttestApplied, inspect.AttestAbsent:
@@ -189,7 +188,7 @@ func Build(in Input) (*Plan, error) {
 			if len(called) == 0 {
 				return nil, &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for no repair; --action %s acts on it only with --force", verdict, o.Action)}
 			}
-			return nil, &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for %s, not %s; add --force to do it anyway", verdict, strings.Join(called, ", "), o.Action)}
+			return nil, &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for %s, not %s; add --force to do it anyway", verdict, joinTypes(called), o.Action)}
 		case o.Action == "" && len(called) == 0:
 			return nil, &NothingToRepairError{Verdict: verdict, Summary: r.Verdict.Summary}
 		case o.Action != "" && !slices.Contains(called, o.Action):
@@ -287,7 +286,7 @@ func (pl *planner) hasManual() bool {
 // allow reports whether the plan may contain an action of type t: every
 // type without --action; with --action, that type (manual on
 // UNKNOWN_OUTCOME keeps the state change and republish that follow it).
-func (pl *planner) allow(t string) bool {
+func (pl *planner) allow(t ActionType) bool {
 	switch {
 	case pl.o.Action == "":
 		return true
@@ -405,7 +404,7 @@ func (pl *planner) reached() int {
 }
 
 // stateWrite adds an advance_state or rewind_state to status to.
-func (pl *planner) stateWrite(typ, to, step string, extra []Guard, attested map[string]string, why string) {
+func (pl *planner) stateWrite(typ ActionType, to, step string, extra []Guard, attested map[string]string, why string) {
 	if !pl.allow(typ) {
 		return
 	}
@@ -526,7 +525,7 @@ func (pl *planner) duplicates() error {
 		any = true
 	}
 	if !any {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: "no duplicated step can be repaired with --action " + pl.o.Action}
+		return &RefusedError{Code: CodeNoSafePlan, Detail: "no duplicated step can be repaired with --action " + string(pl.o.Action)}
 	}
 	return nil
 }
@@ -556,22 +555,23 @@ func identityLess(a, b string) bool {
 	return a < b
 }
 
-// imageOf converts an evidence row to plain text.
-func imageOf(row sources.Row) Image {
+// ImageOf converts an evidence row to plain text (values as ValueText
+// renders them).
+func ImageOf(row sources.Row) Image {
 	im := make(Image, len(row.Columns))
 	for i, c := range row.Columns {
 		im[i].Name = c
 		if row.Values[i] != nil {
-			s := valueText(row.Values[i])
+			s := ValueText(row.Values[i])
 			im[i].Value = &s
 		}
 	}
 	return im
 }
 
-// valueText renders a value the way guards compare it: times by wall
-// clock, everything else as inspect shows identities.
-func valueText(v any) string {
+// ValueText renders a value the way plans and guards compare it: times by
+// wall clock (microseconds), everything else as inspect shows identities.
+func ValueText(v any) string {
 	if t, ok := v.(time.Time); ok {
 		return wall(t)
 	}
@@ -596,7 +596,7 @@ func (pl *planner) reverseNewest(k, n int) error {
 		pl.add(Action{Type: Reverse, Step: s.Name,
 			Summary: fmt.Sprintf("reverse %s row %s (the newest of %d live rows)", s.Name, id, pl.live[s.Name]),
 			Guards:  guards,
-			Reverse: &ReverseSpec{Identity: id, Row: imageOf(row.Row), Statements: slices.Clone(s.Reverse)}})
+			Reverse: &ReverseSpec{Identity: id, Row: ImageOf(row.Row), Statements: slices.Clone(s.Reverse)}})
 		pl.live[s.Name]--
 	}
 	return nil
@@ -606,7 +606,7 @@ func (pl *planner) reverseNewest(k, n int) error {
 // row does not have.
 func checkReverseParams(s config.Step, row sources.Row) error {
 	for _, st := range s.Reverse {
-		_, names, err := namedParams(st)
+		_, names, err := config.NamedParams(st)
 		if err != nil {
 			return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s: reverse statement %q: %v", s.Name, st, err)}
 		}
@@ -668,7 +668,7 @@ func (pl *planner) compensateNewest(k, n int) error {
 			if probeByRequest(s) {
 				guards = append(guards, Guard{Check: CheckProbeOutcome, Step: s.Name, Key: in.RequestID, Op: "==", Value: sources.ProbeApplied})
 			}
-			url := redactURL(sources.Expand(s.Compensate, map[string]string{"request_id": in.RequestID, "biz_id": pl.r.BizID}, true))
+			url := sources.RedactURL(sources.Expand(s.Compensate, map[string]string{"request_id": in.RequestID, "biz_id": pl.r.BizID}, true))
 			pl.add(Action{Type: CompensateRemote, Step: s.Name,
 				Summary:    fmt.Sprintf("compensate %s call %s (the newest of %d effects) at the downstream", s.Name, in.RequestID, pl.live[s.Name]),
 				Guards:     guards,
@@ -680,7 +680,7 @@ func (pl *planner) compensateNewest(k, n int) error {
 	}
 	for i := 0; i < n; i++ {
 		guards := pl.stateGuards()
-		spec := &CompensateSpec{URL: redactURL(sources.Expand(s.Compensate, map[string]string{"biz_id": pl.r.BizID}, true))}
+		spec := &CompensateSpec{URL: sources.RedactURL(sources.Expand(s.Compensate, map[string]string{"biz_id": pl.r.BizID}, true))}
 		if v.Probe != nil && v.Probe.Count != nil {
 			c := pl.live[s.Name]
 			spec.ProbeCount = &c
@@ -1110,7 +1110,7 @@ func (pl *planner) republishMsg(from int, forceEffect, key string) error {
 		spec.Headers[HeaderFromStep] = spec.FromStep
 	}
 	switch part := p.Partitioner; part {
-	case kafkasrc.PartitionerStored:
+	case config.PartitionerStored:
 		if spec.Topic != p.Topic || pl.r.Kafka.Partition == nil {
 			return &RefusedError{Code: CodeNoSafePlan, Detail: "partitioner stored: the partition of the republished record is not known (no stored partition, or redrive_topic differs from topic)"}
 		}
@@ -1118,12 +1118,12 @@ func (pl *planner) republishMsg(from int, forceEffect, key string) error {
 		spec.PartitionRule = "the stored partition"
 	default:
 		if part == "" {
-			part = kafkasrc.PartitionerMurmur2
+			part = config.PartitionerMurmur2
 		}
 		if pl.in.RedrivePartitions <= 0 {
 			return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("the partition count of topic %s is unknown (Kafka unreachable?): cannot place the republished record", spec.Topic)}
 		}
-		n, err := kafkasrc.PartitionFor(part, spec.Key, pl.in.RedrivePartitions)
+		n, err := sources.PartitionFor(part, spec.Key, pl.in.RedrivePartitions)
 		if err != nil {
 			return &RefusedError{Code: CodeNoSafePlan, Detail: err.Error()}
 		}
@@ -1233,7 +1233,7 @@ func (pl *planner) forcedAction() error {
 		return pl.republish(from, false)
 	case RewindState, AdvanceState:
 		if p.State == nil || !pl.found {
-			return &RefusedError{Code: CodeNoSafePlan, Detail: "no state row to " + strings.TrimSuffix(pl.o.Action, "_state")}
+			return &RefusedError{Code: CodeNoSafePlan, Detail: "no state row to " + strings.TrimSuffix(string(pl.o.Action), "_state")}
 		}
 		k, err := stepNeeded()
 		if err != nil {
@@ -1291,4 +1291,13 @@ func (pl *planner) forcedAction() error {
 		return nil
 	}
 	return inputErrorf("--action %s cannot be forced on %s", pl.o.Action, pl.r.Verdict.Code)
+}
+
+// joinTypes lists action types for a message.
+func joinTypes(ts []ActionType) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
 }

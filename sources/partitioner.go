@@ -1,45 +1,37 @@
-// Package kafka is opctl's only code that talks to Kafka (through IBM/sarama).
-// It reads a consumer group's view of a topic (committed offsets, log bounds,
-// state, members and their assignments), locates one operation's message
-// without ever scanning from the partition head, and publishes replay records
-// to an exact partition.
-package kafka
+package sources
 
 import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// Partitioner names accepted by PartitionFor (the pipeline's `partitioner`).
-const (
-	// PartitionerMurmur2 is the Java client's default partitioner for keyed
-	// records: toPositive(murmur2(key)) % numPartitions.
-	PartitionerMurmur2 = "murmur2"
-	// PartitionerFNV1a is sarama's default NewHashPartitioner: fnv-1a 32 of
-	// the key as an int32, modulo numPartitions, negated when negative.
-	PartitionerFNV1a = "fnv1a"
-	// PartitionerCRC32 is sarama's NewConsistentCRCHashPartitioner and
-	// librdkafka's `consistent` partitioner: the unsigned crc32 (IEEE) of
-	// the key modulo numPartitions.
-	PartitionerCRC32 = "crc32"
-	// PartitionerStored means the partition is only known from the state
-	// row; PartitionFor refuses it.
-	PartitionerStored = "stored"
-)
-
-// PartitionFor returns the partition the named partitioner puts key in, for a
-// topic with numPartitions partitions. It reproduces the producers' own
-// arithmetic bit for bit (see the Partitioner* constants). "stored" and any
-// unknown name are errors, as is a non-positive partition count.
+// PartitionFor returns the partition the named partitioner (a pipeline's
+// `partitioner`: config.PartitionerMurmur2, PartitionerFNV1a,
+// PartitionerCRC32) puts key in, for a topic with numPartitions partitions.
+// It reproduces the producers' own arithmetic bit for bit:
+//   - murmur2 is the Java client's default for keyed records:
+//     toPositive(murmur2(key)) % numPartitions;
+//   - fnv1a is sarama's default NewHashPartitioner: fnv-1a 32 of the key as
+//     an int32, modulo numPartitions, negated when negative;
+//   - crc32 is sarama's NewConsistentCRCHashPartitioner and librdkafka's
+//     `consistent` partitioner: the unsigned crc32 (IEEE) of the key modulo
+//     numPartitions.
+//
+// "stored" (the partition is only known from the state row) and any unknown
+// name are errors, as is a non-positive partition count. It is pure: the
+// planner places a republished record with it, and the Kafka driver
+// locates a message with it.
 func PartitionFor(partitioner string, key []byte, numPartitions int32) (int32, error) {
 	if numPartitions <= 0 {
 		return -1, fmt.Errorf("kafka: cannot partition over %d partitions", numPartitions)
 	}
 	switch partitioner {
-	case PartitionerMurmur2:
+	case config.PartitionerMurmur2:
 		return int32(uint32(murmur2(key))&0x7fffffff) % numPartitions, nil
-	case PartitionerFNV1a:
+	case config.PartitionerFNV1a:
 		h := fnv.New32a()
 		_, _ = h.Write(key)
 		p := int32(h.Sum32()) % numPartitions
@@ -47,9 +39,9 @@ func PartitionFor(partitioner string, key []byte, numPartitions int32) (int32, e
 			p = -p
 		}
 		return p, nil
-	case PartitionerCRC32:
+	case config.PartitionerCRC32:
 		return int32(crc32.ChecksumIEEE(key) % uint32(numPartitions)), nil
-	case PartitionerStored:
+	case config.PartitionerStored:
 		return -1, fmt.Errorf("kafka: partitioner %q: the partition can only come from the stored position", partitioner)
 	default:
 		return -1, fmt.Errorf("kafka: unknown partitioner %q (want murmur2, fnv1a, crc32 or stored)", partitioner)

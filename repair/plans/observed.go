@@ -1,4 +1,4 @@
-package repair
+package plans
 
 import (
 	"crypto/sha256"

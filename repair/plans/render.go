@@ -1,4 +1,4 @@
-package repair
+package plans
 
 import (
 	"encoding/base64"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Classes of rendered text, for a Colorize function.
@@ -126,12 +128,12 @@ func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
 	case a.State != nil && a.State.Insert:
 		sc := a.State
 		line(ClassAdd, "+", fmt.Sprintf("%s[%s]", sc.Table, p.BizID))
-		detail("status:     " + quote(sc.ToStatus))
+		detail("status:     " + Quote(sc.ToStatus))
 		if sc.ToVersion != nil {
 			detail(fmt.Sprintf("version:    %d", *sc.ToVersion))
 		}
 		if sc.MsgID != "" {
-			detail("msg_id:     " + quote(sc.MsgID))
+			detail("msg_id:     " + Quote(sc.MsgID))
 		}
 		if sc.Partition != nil && sc.Offset != nil {
 			detail(fmt.Sprintf("partition:  %d, offset %d", *sc.Partition, *sc.Offset))
@@ -141,10 +143,10 @@ func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
 		sc := a.State
 		line(ClassChange, "~", fmt.Sprintf("%s[%s]", sc.Table, p.BizID))
 		if sc.ReleaseOwner != "" {
-			detail("owner:       " + quote(sc.ReleaseOwner) + " → NULL")
+			detail("owner:       " + Quote(sc.ReleaseOwner) + " → NULL")
 			detail("lease_until: → NULL")
 		} else {
-			detail("status:     " + quote(sc.FromStatus) + " → " + quote(sc.ToStatus))
+			detail("status:     " + Quote(sc.FromStatus) + " → " + Quote(sc.ToStatus))
 		}
 		if sc.FromVersion != nil && sc.ToVersion != nil {
 			detail(fmt.Sprintf("version:    %d → %d (CAS on %d)", *sc.FromVersion, *sc.ToVersion, *sc.FromVersion))
@@ -159,19 +161,19 @@ func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
 				sign, class = "+", ClassAdd
 			}
 			line(class, sign, oneLine(st))
-			if _, names, err := namedParams(st); err == nil && len(names) > 0 {
+			if _, names, err := config.NamedParams(st); err == nil && len(names) > 0 {
 				detail(bindingsText(names, p.BizID, rs.Row))
 			}
 		}
 	case a.Flip != nil:
 		f := a.Flip
 		line(ClassChange, "~", fmt.Sprintf("%s[%s]", f.Table, f.Key))
-		detail("action: " + quote(f.From) + " → " + quote(f.To) + " (CAS on " + quote(f.From) + ")")
+		detail("action: " + Quote(f.From) + " → " + Quote(f.To) + " (CAS on " + Quote(f.From) + ")")
 	case a.Publish != nil:
 		ps := a.Publish
 		line(ClassAdd, "+", fmt.Sprintf("message → %s partition %d (%s)", ps.Topic, ps.Partition, ps.PartitionRule))
-		detail("key:     " + bytesText(ps.Key))
-		val := bytesText(ps.Value)
+		detail("key:     " + BytesText(ps.Key))
+		val := BytesText(ps.Value)
 		if ps.Copy && ps.Source != nil {
 			val += fmt.Sprintf("   (copy of %s partition %d offset %d)", ps.Source.Topic, ps.Source.Partition, ps.Source.Offset)
 		} else if !ps.Copy {
@@ -238,7 +240,7 @@ func bindingsText(names []string, bizID string, row Image) string {
 		seen[n] = true
 		v := "?"
 		if n == "biz_id" {
-			v = quote(bizID)
+			v = Quote(bizID)
 		} else if x, ok := row.Get(n); ok {
 			if x == nil {
 				v = "NULL"
@@ -251,9 +253,9 @@ func bindingsText(names []string, bizID string, row Image) string {
 	return strings.Join(parts, ", ")
 }
 
-// bytesText shows a key or value as text when it is printable UTF-8, else
+// BytesText shows a key or value as text when it is printable UTF-8, else
 // as base64.
-func bytesText(b []byte) string {
+func BytesText(b []byte) string {
 	if b == nil {
 		return "(null)"
 	}

@@ -1,10 +1,11 @@
-package repair
+package plans
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources"
 )
 
 // Refusal codes of a *RefusedError.
@@ -105,14 +106,32 @@ func (e *NothingToRepairError) Error() string { return "nothing to repair: " + s
 
 // NotFoundError says the operation is not known (exit 4).
 type NotFoundError struct {
-	BizID    string
+	BizID string
+	// Pipeline is the pipeline asked for; "" when every one was tried.
 	Pipeline string
+	// Pipelines are the pipelines tried (named in the message).
+	Pipelines []string
 }
 
-// Error says which pipeline does not know the id.
+// Error says which pipelines do not know the id.
 func (e *NotFoundError) Error() string {
-	if e.Pipeline == "" {
-		return fmt.Sprintf("%s is not known to any pipeline", e.BizID)
+	switch {
+	case e.Pipeline != "":
+		return fmt.Sprintf("%s is not known to pipeline %s", e.BizID, e.Pipeline)
+	case len(e.Pipelines) > 0:
+		return fmt.Sprintf("%s is not known to any pipeline (%s)", e.BizID, strings.Join(e.Pipelines, ", "))
 	}
-	return fmt.Sprintf("%s is not known to pipeline %s", e.BizID, e.Pipeline)
+	return fmt.Sprintf("%s is not known to any pipeline", e.BizID)
 }
+
+// ExitCode is exit 5: refused.
+func (e *RefusedError) ExitCode() int { return sources.ExitRefused }
+
+// ExitCode is exit 2: a usage error.
+func (e *InputError) ExitCode() int { return sources.ExitUsage }
+
+// ExitCode is exit 0: nothing to repair is not a failure.
+func (e *NothingToRepairError) ExitCode() int { return sources.ExitOK }
+
+// ExitCode is exit 4: not found.
+func (e *NotFoundError) ExitCode() int { return sources.ExitNotFound }

@@ -1,23 +1,12 @@
-// Package repair turns a verdict into a plan of guarded actions, saves and
-// verifies plan files, and applies a plan with its guards re-read under
-// SELECT ... FOR UPDATE, one transaction per SQL action together with its
-// audit row (SPEC §7).
-//
-// The package has three parts:
-//
-//   - planning (Build, Prepare): pure rules from an inspect.Report to a
-//     Plan; Prepare adds the reads a plan needs (the triage itself and the
-//     redrive topic's partition count);
-//   - the plan file (Plan.Seal, Plan.Verify, Encode, Decode, Render): canonical
-//     JSON whose id is the sha256 of its body, and a Terraform-like diff;
-//   - applying (Applier): tamper, config and stale checks, then each action
-//     with its guards; crash-safe through the audit table's UNIQUE (plan_id,
-//     action_index); a dry run is a different executor (one transaction
-//     rolled back at the end, a publisher and a poster that send nothing),
-//     not a flag the printing code tests.
-//
-// ReadAudit reads the audit tables back (`opctl audit`).
-package repair
+// Package plans is the pure half of repairs: it turns an operation's
+// triage (an inspect.Report and the evidence behind it) into a plan of
+// guarded actions (Build), and owns the plan file: canonical JSON whose id
+// is the sha256 of its body (Seal, Verify, Encode, Decode), the fingerprint
+// of what a plan observed (Observe, Diff), and its rendering as a readable
+// diff (Render). It does no I/O: it imports neither a driver nor
+// database/sql (a test checks it), so every rule is testable on plain
+// structs. docs/repair.md describes the rules and the file format.
+package plans
 
 import (
 	"bytes"
@@ -37,27 +26,39 @@ import (
 // PlanVersion is the plan file format version written by this package.
 const PlanVersion = 1
 
-// Action types (SPEC §7).
+// ActionType names what an action does (docs/repair.md).
+type ActionType string
+
+// Action types.
 const (
-	AdvanceState     = "advance_state"
-	RewindState      = "rewind_state"
-	Republish        = "republish"
-	FlipSkipped      = "flip_skipped"
-	Reverse          = "reverse"
-	CompensateRemote = "compensate_remote"
-	ReleaseLease     = "release_lease"
-	Manual           = "manual"
+	AdvanceState     ActionType = "advance_state"
+	RewindState      ActionType = "rewind_state"
+	Republish        ActionType = "republish"
+	FlipSkipped      ActionType = "flip_skipped"
+	Reverse          ActionType = "reverse"
+	CompensateRemote ActionType = "compensate_remote"
+	ReleaseLease     ActionType = "release_lease"
+	Manual           ActionType = "manual"
 )
 
-// ActionTypes lists the action types in SPEC order.
-func ActionTypes() []string {
-	return []string{AdvanceState, RewindState, Republish, FlipSkipped, Reverse, CompensateRemote, ReleaseLease, Manual}
+// ActionTypes lists the action types in the documented order.
+func ActionTypes() []ActionType {
+	return []ActionType{AdvanceState, RewindState, Republish, FlipSkipped, Reverse, CompensateRemote, ReleaseLease, Manual}
+}
+
+// ActionTypeNames lists the action types as strings (flags, completion).
+func ActionTypeNames() []string {
+	var out []string
+	for _, t := range ActionTypes() {
+		out = append(out, string(t))
+	}
+	return out
 }
 
 // IsActionType reports whether s names an action type.
 func IsActionType(s string) bool {
 	for _, t := range ActionTypes() {
-		if t == s {
+		if string(t) == s {
 			return true
 		}
 	}
@@ -112,8 +113,8 @@ type Plan struct {
 type Action struct {
 	// Index is the action's 1-based position in the plan (audit
 	// action_index).
-	Index int    `json:"index"`
-	Type  string `json:"type"`
+	Index int        `json:"index"`
+	Type  ActionType `json:"type"`
 	// Step is the pipeline step the action is about, when any.
 	Step    string `json:"step,omitempty"`
 	Summary string `json:"summary"`
@@ -269,7 +270,7 @@ func (g Guard) String() string {
 	case CheckLease:
 		return "lease not active"
 	case CheckOwnerMember:
-		return fmt.Sprintf("owner %s is not a member of group %s", quote(g.Key), g.Value)
+		return fmt.Sprintf("owner %s is not a member of group %s", Quote(g.Key), g.Value)
 	case CheckEvidenceRow:
 		return fmt.Sprintf("evidence(%s)[%s] is live and unchanged", g.Step, g.Key)
 	case CheckEvidenceN:
@@ -277,20 +278,21 @@ func (g Guard) String() string {
 	case CheckIntentsAcked:
 		return fmt.Sprintf("intents(%s).acked == %s", g.Step, g.Value)
 	case CheckIntentAcked:
-		return fmt.Sprintf("intent(%s)[%s].acked == %s", g.Step, quote(g.Key), g.Value)
+		return fmt.Sprintf("intent(%s)[%s].acked == %s", g.Step, Quote(g.Key), g.Value)
 	case CheckProbeCount:
 		return fmt.Sprintf("probe(%s).count == %s", g.Step, g.Value)
 	case CheckProbeOutcome:
-		return fmt.Sprintf("probe(%s)[%s] == %s", g.Step, quote(g.Key), g.Value)
+		return fmt.Sprintf("probe(%s)[%s] == %s", g.Step, Quote(g.Key), g.Value)
 	case CheckIdemAction:
-		return fmt.Sprintf("idempotency[%s].action == %s", quote(g.Key), quote(g.Value))
+		return fmt.Sprintf("idempotency[%s].action == %s", Quote(g.Key), Quote(g.Value))
 	case CheckStateStatus, CheckStateOwner, CheckEntityStatus:
-		return fmt.Sprintf("%s == %s", g.Check, quote(g.Value))
+		return fmt.Sprintf("%s == %s", g.Check, Quote(g.Value))
 	}
 	return fmt.Sprintf("%s %s %s", g.Check, g.Op, g.Value)
 }
 
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+// Quote quotes a value for a guard or a message: 'text'.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
 
 // Image is one row as plain text, in column order: {"id":"11","delta":"-30.00"}
 // in JSON. A NULL is a nil value.
@@ -475,7 +477,8 @@ func (p *Plan) Short() string { return short(p.ID) }
 
 func i64(n int64) *int64 { return &n }
 
-func ptrStr(p *int64) string {
+// PtrString renders an optional number, "null" when absent.
+func PtrString(p *int64) string {
 	if p == nil {
 		return "null"
 	}

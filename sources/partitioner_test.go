@@ -1,4 +1,4 @@
-package kafka
+package sources
 
 import (
 	"math/rand/v2"

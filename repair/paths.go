@@ -1,0 +1,203 @@
+package repair
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// writePath is what an apply writes through, chosen once when it starts:
+// Apply commits each action (committing, the configured publisher and
+// poster, the audit mirror); DryRun rolls everything back at the end
+// (dryStore, noSend, no mirror of actions). The executor never asks which
+// one it has.
+type writePath struct {
+	st     store
+	pub    Publisher
+	post   sources.Poster
+	mirror *Mirror
+	// dryRun only labels the Result.
+	dryRun bool
+}
+
+// store is the executor's view of the write path: a sources.Store plus how
+// an apply's outcomes are named and how it ends.
+type store interface {
+	sources.Store
+	// took names the outcome of an action that took effect.
+	took(o Outcome) Outcome
+	// attempt is the attempt row as this path records it.
+	attempt(a sources.Attempt) sources.Attempt
+	// end is called after the last action took effect.
+	end(ctx context.Context, x *applyRun) error
+	// close is called when the apply returns, whatever happened.
+	close()
+}
+
+// committing is a store whose transactions commit one by one.
+type committing struct{ sources.Store }
+
+func (committing) took(o Outcome) Outcome                    { return o }
+func (committing) attempt(a sources.Attempt) sources.Attempt { return a }
+func (committing) end(context.Context, *applyRun) error      { return nil }
+func (committing) close()                                    {}
+
+// dryStore is the dry-run decorator of a store (restic's SetDryRun): every
+// transaction of the apply is one transaction on inner, never committed,
+// rolled back when the apply returns, so later actions' guards see what
+// earlier ones would have written and nothing stays. It needs no
+// SAVEPOINT: an action that fails ends the apply, so nothing of it must be
+// undone before the final rollback. Attempts are recorded for real, as
+// dry_run.
+type dryStore struct {
+	inner  sources.Store
+	shared sources.Tx
+	broken error
+}
+
+// Do runs fn inside the shared transaction; it never commits.
+func (d *dryStore) Do(ctx context.Context, fn func(sources.Tx) error) error {
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		// The server may have rolled the shared transaction back (a
+		// deadlock): nothing after this may run in it. An action another
+		// apply recorded first is not such an error: the apply goes on.
+		var exists *sources.AuditExistsError
+		if !errors.As(err, &exists) {
+			d.broken = err
+		}
+		return err
+	}
+	return nil
+}
+
+// Begin returns the shared transaction, opening it on first use; its
+// Commit and Rollback do nothing (close ends it).
+func (d *dryStore) Begin(ctx context.Context) (sources.Tx, error) {
+	if d.broken != nil {
+		return nil, fmt.Errorf("dry run: an earlier statement failed: %w", d.broken)
+	}
+	if d.shared == nil {
+		tx, err := d.inner.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.shared = tx
+	}
+	return sharedTx{d.shared}, nil
+}
+
+// AuditDone reads the audit on inner: it changes nothing.
+func (d *dryStore) AuditDone(ctx context.Context, table, planID string) ([]sources.AuditDone, error) {
+	return d.inner.AuditDone(ctx, table, planID)
+}
+
+// RecordAttempt records the attempt for real: every dry run is recorded.
+func (d *dryStore) RecordAttempt(ctx context.Context, table string, a sources.Attempt) error {
+	return d.inner.RecordAttempt(ctx, table, a)
+}
+
+func (d *dryStore) took(o Outcome) Outcome {
+	switch o {
+	case OutcomeApplied, OutcomePublished, OutcomePublishing, OutcomeCompensating:
+		return OutcomeWouldApply
+	}
+	return o
+}
+
+func (d *dryStore) attempt(a sources.Attempt) sources.Attempt {
+	a.Outcome = AttemptDryRun
+	return a
+}
+
+// end records the dry run's attempt with what it would have done.
+func (d *dryStore) end(ctx context.Context, x *applyRun) error {
+	return x.record(ctx, 0, AttemptDryRun, map[string]any{"actions": x.res.Actions})
+}
+
+// close rolls the shared transaction back.
+func (d *dryStore) close() {
+	if d.shared != nil {
+		_ = d.shared.Rollback()
+		d.shared = nil
+	}
+}
+
+// sharedTx is the shared transaction of a dry run as one action sees it.
+type sharedTx struct{ sources.Tx }
+
+func (sharedTx) Commit() error   { return nil }
+func (sharedTx) Rollback() error { return nil }
+
+// noSend is the publisher and poster of a dry run: nothing is sent.
+type noSend struct{}
+
+// Publish sends nothing and reports the planned partition, offset -1.
+func (noSend) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
+	return partition, -1, nil
+}
+
+// Post sends nothing and answers as a downstream that accepted it.
+func (noSend) Post(_ context.Context, url string, _ []byte, _ map[string]string) sources.PostResult {
+	return sources.PostResult{URL: sources.RedactURL(url), Answered: true, Status: 200, Detail: "dry run: not sent"}
+}
+
+// Mirror writes every audit row an apply records as one JSON line
+// (config audit.file). It is safe for concurrent use; a nil *Mirror writes
+// nothing.
+type Mirror struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewMirror returns a mirror writing to w.
+func NewMirror(w io.Writer) *Mirror { return &Mirror{w: w} }
+
+// Action mirrors an audit row that took effect.
+func (m *Mirror) Action(table string, e sources.AuditEntry) error {
+	if m == nil {
+		return nil
+	}
+	return m.write(map[string]any{"table": table, "plan_id": e.PlanID, "action_index": e.ActionIndex, "biz_id": e.BizID,
+		"pipeline": e.Pipeline, "action": e.Action, "operator": e.Operator, "reason": e.Reason, "outcome": e.Outcome,
+		"before_image": rawOrNull(e.Before), "after_image": rawOrNull(e.After)})
+}
+
+// Attempt mirrors an attempt row.
+func (m *Mirror) Attempt(table string, a sources.Attempt) error {
+	if m == nil {
+		return nil
+	}
+	return m.write(map[string]any{"table": table, "plan_id": a.PlanID, "action_index": a.ActionIndex, "biz_id": a.BizID,
+		"operator": a.Operator, "outcome": a.Outcome, "detail": rawOrNull(a.Detail)})
+}
+
+func (m *Mirror) write(row map[string]any) error {
+	row["at"] = time.Now().UTC().Format(time.RFC3339Nano)
+	b, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("audit.file: %w", err)
+	}
+	return nil
+}
+
+func rawOrNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

@@ -1,0 +1,373 @@
+// Package repair is opctl's one way to find and triage an operation and to
+// repair it (Service): cmd and the lab call it, and so will the console
+// and the runbooks. It triages exactly as `opctl where` does, builds plans
+// with the pure planner of repair/plans, and applies them with the
+// executor (Applier) over a sources.Store: one transaction per action with
+// its guards re-read under SELECT ... FOR UPDATE and its audit row; a dry
+// run is a decorator of that store plus a publisher and a poster that send
+// nothing, chosen once (docs/repair.md).
+package repair
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
+)
+
+// Kafka is what repairs need from Kafka (sources/kafka.Reader): partition
+// counts to place a republish, the group's members for release_lease, and
+// the send itself.
+type Kafka interface {
+	Publisher
+	GroupReader
+	PartitionCount(ctx context.Context, topic string) (int32, error)
+}
+
+// AuditReader reads opctl's audit log on the read path
+// (sources/mysql.Reader).
+type AuditReader interface {
+	ReadAudit(ctx context.Context, audit config.Audit, f sources.AuditFilter) (*sources.AuditLog, error)
+}
+
+// Service triages operations and repairs them. Its fields are interfaces so
+// that a test can run it on fakes; NewService wires the real clients.
+type Service struct {
+	Config    *config.Config
+	Collector *sources.Collector
+	// Kafka is nil when no broker is configured: a republish and
+	// release_lease are then refused, everything else works.
+	Kafka  Kafka
+	Prober sources.Prober
+	Poster sources.Poster
+	// Store opens the write path (mysql.write_dsn) on first use.
+	Store func() (sources.Store, error)
+	// Audit reads the audit log.
+	AuditLog AuditReader
+	// Now is the clock of a plan's created_at (nil: time.Now).
+	Now func() time.Time
+
+	mu     sync.Mutex
+	mirror *Mirror
+	mfile  *os.File
+}
+
+// NewService wires a Service on the clients of one configuration.
+func NewService(c *connect.Clients) *Service {
+	s := &Service{Config: c.Config, Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader,
+		Store: func() (sources.Store, error) { return c.Writer() }}
+	if c.Kafka != nil {
+		s.Kafka = c.Kafka
+	}
+	return s
+}
+
+// Close closes the audit mirror file, if one was opened.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mfile == nil {
+		return nil
+	}
+	err := s.mfile.Close()
+	s.mfile, s.mirror = nil, nil
+	return err
+}
+
+// Operation is one operation in one pipeline, as read and diagnosed.
+type Operation struct {
+	Pipeline *config.Pipeline
+	Evidence sources.Evidence
+	Report   inspect.Report
+}
+
+// Triage is one id triaged in the pipelines asked for.
+type Triage struct {
+	BizID string
+	// Pipeline is the pipeline asked for ("": every configured pipeline).
+	Pipeline string
+	// Ops has one operation per pipeline triaged, in configuration order.
+	Ops []Operation
+	// names are every configured pipeline's name.
+	names []string
+}
+
+// Triage reads and diagnoses bizID in pipeline (every pipeline when
+// empty), the pipelines concurrently, each exactly once. It fails only on
+// a bad id or pipeline and when MySQL cannot be reached at all (a
+// *sources.ConnError); every other failure is in the reports, marked
+// partial.
+func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, error) {
+	if err := sources.ValidateBizID(bizID); err != nil {
+		return nil, err
+	}
+	ps, err := s.Config.Select(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	t := &Triage{BizID: bizID, Pipeline: pipeline, Ops: make([]Operation, len(ps)), names: s.Config.PipelineNames()}
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			ev, err := s.Collector.Collect(ctx, p, bizID)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			t.Ops[i] = Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the same server for every pipeline: one message
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Reports are the reports `opctl where` shows: with --pipeline or a single
+// pipeline, that report; otherwise those of the pipelines that know the
+// id, or, when none does, one NOT_FOUND report for all of them.
+func (t *Triage) Reports() []inspect.Report {
+	out := make([]inspect.Report, 0, len(t.Ops))
+	for _, op := range t.Ops {
+		out = append(out, op.Report)
+	}
+	if t.Pipeline != "" || len(out) <= 1 {
+		return out
+	}
+	var known []inspect.Report
+	for _, r := range out {
+		if r.Verdict.Code != inspect.NotFound {
+			known = append(known, r)
+		}
+	}
+	if len(known) > 0 {
+		return known
+	}
+	nf := out[0]
+	nf.Pipeline = ""
+	nf.Steps = []inspect.StepView{}
+	nf.Kafka = inspect.KafkaView{Redelivery: inspect.RedeliveryUnknown, Located: sources.LocatedUnknown}
+	nf.Verdict.Summary = fmt.Sprintf("%s is not known to any pipeline (%s)", t.BizID, strings.Join(t.names, ", "))
+	return []inspect.Report{nf}
+}
+
+// One is the operation a repair acts on: the one pipeline that knows the
+// id (with --pipeline, that pipeline whatever it knows). None is a
+// *plans.NotFoundError (exit 4); several are an *plans.InputError asking
+// for --pipeline (exit 2).
+func (t *Triage) One() (*Operation, error) {
+	var known []int
+	for i, op := range t.Ops {
+		if t.Pipeline != "" || op.Report.Verdict.Code != inspect.NotFound {
+			known = append(known, i)
+		}
+	}
+	switch len(known) {
+	case 0:
+		return nil, &plans.NotFoundError{BizID: t.BizID, Pipelines: t.names}
+	case 1:
+		return &t.Ops[known[0]], nil
+	}
+	names := make([]string, len(known))
+	for i, k := range known {
+		names[i] = t.Ops[k].Pipeline.Name
+	}
+	return nil, &plans.InputError{Msg: fmt.Sprintf("%s is known to pipelines %s: pass --pipeline", t.BizID, strings.Join(names, ", "))}
+}
+
+// Plan builds the plan of an operation triaged by Triage (it does not read
+// or diagnose it again), reading the redrive topic's partition count when
+// Kafka answered. Errors: those of plans.Build.
+func (s *Service) Plan(ctx context.Context, op *Operation, o plans.Options) (*plans.Plan, error) {
+	var parts int32
+	if s.Kafka != nil && op.Evidence.Sources["kafka"] == sources.StatusOK {
+		if n, err := s.Kafka.PartitionCount(ctx, op.Pipeline.EffectiveRedriveTopic()); err == nil {
+			parts = n
+		}
+	}
+	if o.Now.IsZero() && s.Now != nil {
+		o.Now = s.Now()
+	}
+	return plans.Build(plans.Input{Config: s.Config, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: parts, Options: o})
+}
+
+// PlanID triages bizID and builds its plan: `opctl repair plan <biz_id>`.
+// The operation is returned with every outcome but a failed triage, so that
+// a caller can say why there is no plan.
+func (s *Service) PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *Operation, error) {
+	t, err := s.Triage(ctx, bizID, pipeline)
+	if err != nil {
+		return nil, nil, err
+	}
+	op, err := t.One()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := s.Plan(ctx, op, o)
+	return p, op, err
+}
+
+// Target is one line of a reconcile targets file, as `repair plan
+// --from-file` reads it.
+type Target struct {
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Check    string       `json:"check"`
+	Verdict  inspect.Code `json:"verdict"`
+	Step     string       `json:"step"`
+}
+
+// Skip is a target that got no plan, and why.
+type Skip struct {
+	BizID    string       `json:"biz_id"`
+	Pipeline string       `json:"pipeline"`
+	Verdict  inspect.Code `json:"verdict,omitempty"`
+	Why      string       `json:"why"`
+}
+
+// Batch is what PlanTargets made of a targets file.
+type Batch struct {
+	Plans   []*plans.Plan
+	Skipped []Skip
+}
+
+// PlanTargets makes one plan per line of a targets file (name is its name
+// for messages): each target is triaged again, and one that no longer needs
+// a repair, or whose pipeline is gone, is skipped with the reason. pipeline
+// overrides the targets' own. A line that is not a target, or an id that
+// cannot be one, is an *plans.InputError naming name:line (exit 2); a
+// MySQL that cannot be reached stops the batch.
+func (s *Service) PlanTargets(ctx context.Context, r io.Reader, name, pipeline string, o plans.Options) (*Batch, error) {
+	b := &Batch{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var tg Target
+		if err := json.Unmarshal([]byte(text), &tg); err != nil || tg.BizID == "" {
+			return nil, &plans.InputError{Msg: fmt.Sprintf("%s:%d: not a target line ({\"biz_id\",\"pipeline\",...})", name, line)}
+		}
+		if err := sources.ValidateBizID(tg.BizID); err != nil {
+			return nil, &plans.InputError{Msg: fmt.Sprintf("%s:%d: %v", name, line, err)}
+		}
+		if err := s.planTarget(ctx, b, tg, pipeline, o); err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return b, nil
+}
+
+// planTarget plans one target into b, or records why it is skipped.
+func (s *Service) planTarget(ctx context.Context, b *Batch, tg Target, pipeline string, o plans.Options) error {
+	if pipeline == "" {
+		pipeline = tg.Pipeline
+	}
+	skip := func(p string, v inspect.Code, err error) {
+		b.Skipped = append(b.Skipped, Skip{BizID: tg.BizID, Pipeline: p, Verdict: v, Why: err.Error()})
+	}
+	t, err := s.Triage(ctx, tg.BizID, pipeline)
+	var ce *sources.ConnError
+	switch {
+	case errors.As(err, &ce):
+		return err
+	case err != nil:
+		skip(tg.Pipeline, "", err)
+		return nil
+	}
+	op, err := t.One()
+	if err != nil {
+		skip(tg.Pipeline, "", err)
+		return nil
+	}
+	if o.FromStep == "" && tg.Step != "" && o.Action != "" {
+		o.FromStep = tg.Step
+	}
+	p, err := s.Plan(ctx, op, o)
+	var ie *plans.InputError
+	switch {
+	case errors.As(err, &ie):
+		return err
+	case err != nil:
+		skip(op.Pipeline.Name, op.Report.Verdict.Code, err)
+		return nil
+	}
+	b.Plans = append(b.Plans, p)
+	return nil
+}
+
+// ApplyOptions are the choices of one apply.
+type ApplyOptions struct {
+	// DryRun runs every SQL action in a transaction that is rolled back and
+	// sends nothing.
+	DryRun bool
+	// Operator is recorded in the audit (who applies).
+	Operator string
+	// Progress, when set, is called after each action.
+	Progress func(ActionResult)
+}
+
+// Apply applies (or dry-runs) a plan on the write path; see Applier.
+func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (*Result, error) {
+	st, err := s.Store()
+	if err != nil {
+		return nil, err
+	}
+	mirror, err := s.auditMirror()
+	if err != nil {
+		return nil, err
+	}
+	a := &Applier{Config: s.Config, Store: st, Collector: s.Collector, Prober: s.Prober, Poster: s.Poster,
+		Operator: o.Operator, Mirror: mirror, Progress: o.Progress}
+	if s.Kafka != nil {
+		a.Publisher, a.Group = s.Kafka, s.Kafka
+	}
+	if o.DryRun {
+		return a.DryRun(ctx, plan)
+	}
+	return a.Apply(ctx, plan)
+}
+
+// auditMirror opens audit.file (appending) on first use.
+func (s *Service) auditMirror() (*Mirror, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Config.Audit.File == "" || s.mirror != nil {
+		return s.mirror, nil
+	}
+	f, err := os.OpenFile(s.Config.Audit.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit.file: %w", err)
+	}
+	s.mfile, s.mirror = f, NewMirror(f)
+	return s.mirror, nil
+}
+
+// Audit reads the audit log (`opctl audit`).
+func (s *Service) Audit(ctx context.Context, f sources.AuditFilter) (*sources.AuditLog, error) {
+	return s.AuditLog.ReadAudit(ctx, s.Config.Audit, f)
+}

@@ -1,0 +1,132 @@
+// Package connect opens the sources a configuration names, in one place:
+// the MySQL read path, the Kafka client (or why there is none), the HTTP
+// probe client, the Collector that `opctl where` and every other triage
+// reads with, and, on first use, the MySQL write path of repairs. cmd, the
+// lab and the tests build their clients here, never by hand.
+package connect
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+	"github.com/opctl-dev/opctl/sources/probe"
+)
+
+// Options bound what the clients may wait for and read.
+type Options struct {
+	// Timeout bounds each source (--timeout; default sources.DefaultTimeout).
+	Timeout time.Duration
+	// SearchWindow and SearchLimit bound the message search (defaults
+	// sources.DefaultSearchWindow and sources.DefaultSearchLimit).
+	SearchWindow time.Duration
+	SearchLimit  int
+}
+
+// Clients are the open sources of one configuration. Close them when done.
+type Clients struct {
+	Config *config.Config
+	// Reader is the MySQL read path (mysql.dsn).
+	Reader *mysqlsrc.Reader
+	// Kafka is nil when no broker is configured; KafkaMissing says why.
+	Kafka        *kafkasrc.Reader
+	KafkaMissing string
+	Prober       *probe.Client
+	// Collector reads one operation (or a batch) from all of the above.
+	Collector *sources.Collector
+	Timeout   time.Duration
+
+	mu     sync.Mutex
+	writer *mysqlsrc.Writer
+}
+
+// Open validates the MySQL and Kafka settings of cfg and opens the read
+// clients (a pool does not connect until it is used: an unreachable server
+// is reported by the first read). No broker is not an error: the verdicts
+// are then computed without Kafka and marked partial.
+func Open(cfg *config.Config, o Options) (*Clients, error) {
+	o = o.withDefaults()
+	if err := cfg.ValidateMySQL(); err != nil {
+		return nil, err
+	}
+	r, err := mysqlsrc.Open(cfg.MySQL.DSN, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	c := &Clients{Config: cfg, Reader: r, Prober: probe.New(o.Timeout), Timeout: o.Timeout}
+	switch {
+	case noBrokers(cfg.Kafka.Brokers):
+		c.KafkaMissing = "not configured: kafka.brokers is empty (set it in opctl.yaml or pass --brokers)"
+	default:
+		if err := cfg.ValidateKafka(); err != nil {
+			c.KafkaMissing = err.Error()
+		} else {
+			c.Kafka = kafkasrc.New(cfg.Kafka, o.Timeout)
+		}
+	}
+	c.Collector = &sources.Collector{DB: r, Prober: c.Prober, AuditTable: cfg.Audit.AuditTable(),
+		Timeout: o.Timeout, SearchWindow: o.SearchWindow, SearchLimit: o.SearchLimit, KafkaMissing: c.KafkaMissing}
+	if c.Kafka != nil {
+		c.Collector.Kafka = c.Kafka
+	}
+	return c, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = sources.DefaultTimeout
+	}
+	if o.SearchWindow <= 0 {
+		o.SearchWindow = sources.DefaultSearchWindow
+	}
+	if o.SearchLimit <= 0 {
+		o.SearchLimit = sources.DefaultSearchLimit
+	}
+	return o
+}
+
+func noBrokers(b []string) bool {
+	return len(b) == 0 || (len(b) == 1 && strings.TrimSpace(b[0]) == "")
+}
+
+// Writer opens the write path (mysql.write_dsn, default mysql.dsn) on first
+// use and returns the same one afterwards.
+func (c *Clients) Writer() (*mysqlsrc.Writer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writer != nil {
+		return c.writer, nil
+	}
+	w, err := mysqlsrc.OpenWriter(c.Config.MySQL.EffectiveWriteDSN(), c.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.writer = w
+	return w, nil
+}
+
+// Close closes every client.
+func (c *Clients) Close() error {
+	c.mu.Lock()
+	w := c.writer
+	c.writer = nil
+	c.mu.Unlock()
+	var errs []error
+	if w != nil {
+		errs = append(errs, w.Close())
+	}
+	if c.Kafka != nil {
+		errs = append(errs, c.Kafka.Close())
+	}
+	errs = append(errs, c.Reader.Close())
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
