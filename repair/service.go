@@ -100,8 +100,9 @@ type Triage struct {
 	Pipeline string
 	// Ops has one operation per pipeline triaged, in configuration order.
 	Ops []Operation
-	// names are every configured pipeline's name.
-	names []string
+	// Names are every configured pipeline's name (a NOT_FOUND summary
+	// lists them).
+	Names []string
 }
 
 // Triage reads and diagnoses bizID in pipeline (every pipeline when
@@ -117,7 +118,7 @@ func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, 
 	if err != nil {
 		return nil, err
 	}
-	t := &Triage{BizID: bizID, Pipeline: pipeline, Ops: make([]Operation, len(ps)), names: s.Config.PipelineNames()}
+	t := &Triage{BizID: bizID, Pipeline: pipeline, Ops: make([]Operation, len(ps)), Names: s.Config.PipelineNames()}
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
@@ -166,7 +167,7 @@ func (t *Triage) Reports() []inspect.Report {
 	nf.Pipeline = ""
 	nf.Steps = []inspect.StepView{}
 	nf.Kafka = inspect.KafkaView{Redelivery: inspect.RedeliveryUnknown, Located: sources.LocatedUnknown}
-	nf.Verdict.Summary = fmt.Sprintf("%s is not known to any pipeline (%s)", t.BizID, strings.Join(t.names, ", "))
+	nf.Verdict.Summary = fmt.Sprintf("%s is not known to any pipeline (%s)", t.BizID, strings.Join(t.Names, ", "))
 	return []inspect.Report{nf}
 }
 
@@ -183,7 +184,7 @@ func (t *Triage) One() (*Operation, error) {
 	}
 	switch len(known) {
 	case 0:
-		return nil, &plans.NotFoundError{BizID: t.BizID, Pipelines: t.names}
+		return nil, &plans.NotFoundError{BizID: t.BizID, Pipelines: t.Names}
 	case 1:
 		return &t.Ops[known[0]], nil
 	}
