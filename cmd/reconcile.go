@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -165,20 +164,18 @@ interrupted.`,
 // durationFlag is a duration that also accepts days ("7d", "1d12h").
 type durationFlag struct{ d time.Duration }
 
-var daysRe = regexp.MustCompile(`^([0-9]+)d(.*)$`)
-
 // ParseDuration parses a Go duration, also accepting a leading number of
 // days ("8d", "1d12h").
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	var days time.Duration
-	if m := daysRe.FindStringSubmatch(s); m != nil {
-		n, err := strconv.Atoi(m[1])
+	if i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }); i > 0 && s[i] == 'd' {
+		n, err := strconv.Atoi(s[:i])
 		if err != nil || n > 100000 {
 			return 0, fmt.Errorf("invalid duration %q", s)
 		}
 		days = time.Duration(n) * 24 * time.Hour
-		s = m[2]
+		s = s[i+1:]
 		if s == "" {
 			return days, nil
 		}

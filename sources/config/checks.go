@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -93,13 +92,6 @@ func checkURLTemplate(s string) ([]string, string) {
 	}
 	return names, ""
 }
-
-var versionRe = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(\.[0-9]+)?$`)
-
-// topicRe is Kafka's legal topic name.
-var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
-
-func validTopic(t string) bool { return topicRe.MatchString(t) && t != "." && t != ".." }
 
 // checkHostPort reports what is wrong with a host:port broker address, or "".
 func checkHostPort(s string) string {

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -11,8 +10,6 @@ import (
 
 // LookupFunc looks up an environment variable, like os.LookupEnv.
 type LookupFunc func(name string) (string, bool)
-
-var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // expandString expands ${NAME} and ${NAME:-default} in s.
 //
@@ -49,7 +46,7 @@ func expandString(s string, lookup LookupFunc) (string, []string, error) {
 		}
 		expr := s[i+2 : end]
 		name, def, hasDef := strings.Cut(expr, ":-")
-		if !envNameRe.MatchString(name) {
+		if !validEnvName(name) {
 			return "", nil, fmt.Errorf("invalid variable reference ${%s}: write ${NAME} or ${NAME:-default}", expr)
 		}
 		v, ok := lookup(name)

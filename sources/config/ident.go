@@ -2,11 +2,8 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
-
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 
 // ValidIdent reports whether s is a valid identifier (SPEC §4): a name
 // matching ^[A-Za-z_][A-Za-z0-9_$]*$, optionally qualified as schema.table.
@@ -16,7 +13,7 @@ func ValidIdent(s string) bool {
 		return false
 	}
 	for _, p := range parts {
-		if len(p) > 64 || !identRe.MatchString(p) {
+		if len(p) > 64 || !validIdentPart(p) {
 			return false
 		}
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -45,8 +44,6 @@ var (
 	defaultProbeApplied = []string{"APPLIED", "SUCCESS"}
 	defaultProbeAbsent  = []string{"NOT_FOUND"}
 )
-
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 var stepKinds = []string{KindLocal, KindRemote, KindOutbox}
 
@@ -167,7 +164,7 @@ func (v *validator) query(path, label, field, q string) {
 
 func (v *validator) kafka() {
 	k := v.c.Kafka
-	if k.Version != "" && !versionRe.MatchString(k.Version) {
+	if k.Version != "" && !validVersion(k.Version) {
 		v.at("kafka.version", "kafka.version %q is not a Kafka version: want a.b.c or a.b.c.d, e.g. \"3.5.0\"", k.Version)
 	}
 	if s := k.SASL; s != nil {
@@ -220,7 +217,7 @@ func (v *validator) pipeline(p *Pipeline, pp string) {
 	switch {
 	case p.Name == "":
 		v.at(pp+".name", "%sname is required%s", label, v.c.unsetHint(pp+".name"))
-	case !nameRe.MatchString(p.Name):
+	case !validName(p.Name):
 		v.at(pp+".name", "pipeline name %q may only contain letters, digits, '_', '.' and '-'", p.Name)
 	}
 	if v.required(pp+".topic", label, "topic", p.Topic) && !validTopic(p.Topic) {
@@ -320,7 +317,7 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 		switch {
 		case s.Name == "":
 			v.at(sp+".name", "%sname is required%s", sl, v.c.unsetHint(sp+".name"))
-		case !nameRe.MatchString(s.Name):
+		case !validName(s.Name):
 			v.at(sp+".name", "%sstep name %q may only contain letters, digits, '_', '.' and '-'", label, s.Name)
 		default:
 			if prev, ok := firstName[s.Name]; ok {

@@ -1,0 +1,58 @@
+package config
+
+import "strings"
+
+// The character classes of names in a configuration, checked by hand: a
+// regexp compiled at package init would cost every opctl command its
+// start-up time (docs/architecture.md: no init-time work).
+
+func isASCIILetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
+func isDigit(b byte) bool       { return b >= '0' && b <= '9' }
+
+// every reports whether s is not empty and every byte of it is ok.
+func every(s string, ok func(byte) bool) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// validIdentPart: ^[A-Za-z_][A-Za-z0-9_$]*$
+func validIdentPart(s string) bool {
+	return s != "" && (isASCIILetter(s[0]) || s[0] == '_') &&
+		every(s, func(b byte) bool { return isASCIILetter(b) || isDigit(b) || b == '_' || b == '$' })
+}
+
+// validEnvName: ^[A-Za-z_][A-Za-z0-9_]*$
+func validEnvName(s string) bool {
+	return s != "" && (isASCIILetter(s[0]) || s[0] == '_') &&
+		every(s, func(b byte) bool { return isASCIILetter(b) || isDigit(b) || b == '_' })
+}
+
+// validName (a pipeline or step name): ^[A-Za-z0-9_.-]+$
+func validName(s string) bool {
+	return every(s, func(b byte) bool { return isASCIILetter(b) || isDigit(b) || b == '_' || b == '.' || b == '-' })
+}
+
+// validTopic is Kafka's legal topic name: [A-Za-z0-9._-]{1,249}, not "."
+// or "..".
+func validTopic(t string) bool { return len(t) <= 249 && validName(t) && t != "." && t != ".." }
+
+// validVersion (kafka.version): ^[0-9]+\.[0-9]+\.[0-9]+(\.[0-9]+)?$
+func validVersion(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 && len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		if !every(p, isDigit) {
+			return false
+		}
+	}
+	return true
+}
