@@ -40,7 +40,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
 		// cobra's own error for a command that does not exist.
 		msg := err.Error()
-		if len(args) > 0 && args[0] == "demo" {
+		if strings.HasPrefix(msg, `unknown command "demo"`) {
 			msg += "\nThe demo is a separate program: go run ./lab/demo (see README.md)"
 		}
 		err = &UsageError{Err: errors.New(msg)}

@@ -97,7 +97,7 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 		Args: noArgs,
 		RunE: run(printOpts),
 	}
-	pr.Flags().BoolVar(&printOpts.Audit, "audit", false, "only the audit tables (SPEC §7), named after audit.table when a config is found")
+	pr.Flags().BoolVar(&printOpts.Audit, "audit", false, "only the audit tables (docs/repair.md), named after audit.table when a config is found")
 	pr.Flags().StringVar(&printOpts.Dialect, "dialect", schema.MySQL8, "mysql8 or mariadb")
 
 	checkOpts := &SchemaOptions{Action: "check", Dialect: schema.MySQL8}
@@ -144,9 +144,9 @@ func runSchema(ctx context.Context, opts *SchemaOptions) error {
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			fmt.Fprintf(out, "-- opctl recommended schema (%s): the anchored consumer of DESIGN.md\n\n", dialectName(opts.Dialect))
+			fmt.Fprintf(out, "-- opctl recommended schema (%s): the anchored consumer of docs/design.md\n\n", dialectName(opts.Dialect))
 			_, _ = io.WriteString(out, schema.Script(rec))
-			fmt.Fprintln(out, "-- opctl's audit tables (SPEC §7)")
+			fmt.Fprintln(out, "-- opctl's audit tables (docs/repair.md)")
 			fmt.Fprintln(out)
 		}
 		_, err := io.WriteString(out, schema.Script(stmts))

@@ -97,7 +97,7 @@ func runOpctl(t testing.TB, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// report is the subset of SPEC §6's JSON the tests assert on.
+// report is the subset of docs/where.md's JSON the tests assert on.
 type report struct {
 	BizID    string `json:"biz_id"`
 	Pipeline string `json:"pipeline"`
@@ -321,7 +321,7 @@ func TestWhereNotFoundAndHostileIDs(t *testing.T) {
 	if err := f.db.SQL.QueryRow("SELECT COUNT(*) FROM biz_operation").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("biz_operation after hostile ids: %d rows, %v", n, err)
 	}
-	// Ids SPEC §6 rejects as usage errors, before any query.
+	// Ids docs/where.md rejects as usage errors, before any query.
 	for _, id := range []string{"", strings.Repeat("x", 10*1024), "a\nb", "a\x00b"} {
 		code, out, errOut := f.run("where", id)
 		if code != ExitUsage || out != "" || strings.Contains(errOut, "goroutine") || !strings.Contains(errOut, "biz_id") {

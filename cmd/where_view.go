@@ -36,7 +36,7 @@ func (v *whereHumanView) Render(rs []inspect.Report) error {
 	return ui.Where(v.w, v.tty, v.st, rs)
 }
 
-// whereJSONView prints SPEC §6's object (an array when several reports).
+// whereJSONView prints docs/where.md's object (an array when several reports).
 type whereJSONView struct {
 	w     io.Writer
 	lines bool

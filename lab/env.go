@@ -4,7 +4,7 @@
 // at the callee, a rebalance, out-of-order events, a consumer that dies
 // mid-operation), real HTTP downstream services (lab/downstream) and an
 // in-process Kafka-protocol cluster (lab/cluster), on a real MySQL-protocol
-// database. `opctl demo` and the integration tests run it.
+// database. The demo (`go run ./lab/demo`) and the integration tests run it.
 package lab
 
 import (
@@ -26,6 +26,7 @@ import (
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/downstream"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 //go:embed schema.sql
@@ -149,6 +150,13 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	if e.Config, err = config.Load(e.ConfigPath); err != nil {
 		return nil, fmt.Errorf("lab: generated config does not load: %v", err)
+	}
+	// opctl's audit tables, as `opctl schema apply --audit` creates them:
+	// repairs (the demo's and a person's on a kept lab) record there.
+	for _, stmt := range schema.AuditDDL(e.Config.Audit.AuditTable()) {
+		if _, err := e.DB.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("lab: audit tables: %v", err)
+		}
 	}
 	return e, nil
 }

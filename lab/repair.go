@@ -12,7 +12,6 @@ import (
 	"github.com/opctl-dev/opctl/lab/downstream"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
-	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // Repair is what the demo did about one affected operation.
@@ -45,11 +44,6 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 	if progress == nil {
 		progress = func(string) {}
 	}
-	for _, stmt := range schema.AuditDDL(e.Config.Audit.AuditTable()) {
-		if _, err := e.DB.ExecContext(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("lab: audit tables: %v", err)
-		}
-	}
 	svc, closeFn, err := e.Service(5 * time.Second)
 	if err != nil {
 		return nil, err
@@ -62,7 +56,7 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 			continue
 		}
 		rp := Repair{Scenario: c.Scenario, BizID: c.BizID, Pipeline: c.Pipeline, Before: c.Verdict}
-		opts := plans.Options{Reason: "opctl demo: " + c.Scenario, Operator: "opctl demo"}
+		opts := plans.Options{Reason: "lab/demo: " + c.Scenario, Operator: "lab/demo"}
 		if c.Verdict == inspect.UnknownOutcome {
 			// The operator asks the downstream team; the lab's journal answers.
 			step, svc := e.unknownStep(c.Report)
@@ -99,7 +93,7 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 		var sb strings.Builder
 		_ = plans.Render(&sb, plan, plans.RenderOptions{})
 		rp.PlanID, rp.PlanText = plan.ID, sb.String()
-		res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "opctl demo"})
+		res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "lab/demo"})
 		if err != nil {
 			rp.Applied = "refused: " + err.Error()
 		} else {

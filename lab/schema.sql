@@ -1,7 +1,7 @@
 -- The incident lab's tables: one set per pipeline, so that `opctl where <id>`
 -- without --pipeline finds each operation in exactly one pipeline.
 -- Naive pipelines (settlement, fulfilment, orders) follow the seeds' designs,
--- bugs included; anchored pipelines follow ../shared/DESIGN.md.
+-- bugs included; anchored pipelines follow docs/design.md.
 -- Runs on MySQL 8, MariaDB >= 10.6 and go-mysql-server (lab/demo).
 
 -- Shared business tables.
@@ -48,7 +48,7 @@ CREATE TABLE ledger_entry (
   UNIQUE KEY uk_biz_dir (biz_order_id, direction)
 );
 
--- settlement_anchored (DESIGN.md): state advanced with each effect in one
+-- settlement_anchored (docs/design.md): state advanced with each effect in one
 -- transaction under a version CAS, lease, intents before the remote call.
 CREATE TABLE pay_state (
   biz_id        VARCHAR(64)  NOT NULL PRIMARY KEY,
@@ -124,7 +124,7 @@ CREATE TABLE fulfil_outbox (
   KEY ix_biz (biz_id)
 );
 
--- fulfilment_anchored (DESIGN.md).
+-- fulfilment_anchored (docs/design.md).
 CREATE TABLE ful_state (
   biz_id        VARCHAR(64)  NOT NULL PRIMARY KEY,
   status        VARCHAR(32)  NOT NULL,
@@ -177,7 +177,7 @@ CREATE TABLE idempotent (
   KEY ix_biz (biz_id)
 );
 
--- orders_anchored (DESIGN.md): skips decided against the entity lifecycle,
+-- orders_anchored (docs/design.md): skips decided against the entity lifecycle,
 -- reviewable; an intent before the points call.
 CREATE TABLE order_idem (
   msg_id             VARCHAR(64)  NOT NULL PRIMARY KEY,

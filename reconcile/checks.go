@@ -403,7 +403,7 @@ func (r *run) stuck(cs *checkState, index string) error {
 // When the entity block names its table, key and status, the entities of
 // the remaining operations are read with one lookup per chunk, and those
 // whose status cancels the effect are counted as SKIPPED_OK without being
-// triaged (SPEC §8: the check is about entities that do not cancel the
+// triaged (docs/reconcile.md: the check is about entities that do not cancel the
 // effect); an operation without an entity row is triaged. The others are
 // triaged.
 func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {

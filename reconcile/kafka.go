@@ -13,7 +13,7 @@ type groupResult struct {
 }
 
 // cachedKafka answers the Collector from the group views read once at the
-// start of a run (SPEC §8: Kafka is read once per partition for a whole
+// start of a run (docs/reconcile.md: Kafka is read once per partition for a whole
 // run, never per candidate). Locate does no I/O: it reports the position
 // the state row stores, or unknown.
 type cachedKafka struct {

@@ -1,5 +1,5 @@
 // Package reconcile finds half-completed operations across whole tables
-// (SPEC §8). Each check walks an index in keyset-paginated chunks (never
+// (docs/reconcile.md). Each check walks an index in keyset-paginated chunks (never
 // OFFSET, never a JOIN over a whole table), keeps only the candidates the
 // table-level facts point at, and triages every candidate with the same
 // sources.Collector and inspect.Diagnose as `opctl where`: in batches, the
@@ -275,7 +275,42 @@ type run struct {
 	errMu sync.Mutex
 	err   error
 
+	// causes are why verdicts were partial, by pipeline and source (a
+	// Kafka cause by its text), for Summary.PartialWhy.
+	causeMu sync.Mutex
+	causes  map[string]*partialCause
+
 	interrupted *Interruption
+}
+
+// partialCause is one reason verdicts of a pipeline were partial: the first
+// operation it was seen on and how many were.
+type partialCause struct {
+	pipeline, source, bizID, detail string
+	n                               int
+}
+
+// notePartial records why rep is partial: each source it could not read.
+func (r *run) notePartial(rep inspect.Report) {
+	r.causeMu.Lock()
+	defer r.causeMu.Unlock()
+	if r.causes == nil {
+		r.causes = map[string]*partialCause{}
+	}
+	for src, v := range rep.Sources {
+		if v == sources.StatusOK || v == sources.StatusSkipped {
+			continue
+		}
+		key := rep.Pipeline + "\x00" + src
+		if src == "kafka" {
+			key = src + "\x00" + v // the same view error for every candidate
+		}
+		if c, ok := r.causes[key]; ok {
+			c.n++
+			continue
+		}
+		r.causes[key] = &partialCause{pipeline: rep.Pipeline, source: src, bizID: rep.BizID, detail: v, n: 1}
+	}
 }
 
 func (r *run) fail(err error) {
@@ -447,12 +482,14 @@ func (r *run) triage(out chan<- Result) {
 			continue
 		}
 		for _, ev := range evs {
-			res := resultOf(cs, inspect.Diagnose(ev))
+			rep := inspect.Diagnose(ev)
+			res := resultOf(cs, rep)
 			cs.mu.Lock()
 			cs.verdicts[res.Verdict]++
 			cs.mu.Unlock()
 			if res.Partial {
 				cs.partial.Store(true)
+				r.notePartial(rep)
 			}
 			if res.IsTarget() {
 				cs.targets.Add(1)
@@ -523,6 +560,19 @@ func (r *run) summary() *Summary {
 		why["kafka: "+r.col.KafkaMissing] = true
 		s.Partial = true
 	}
+	r.causeMu.Lock()
+	for _, c := range r.causes {
+		if c.source == "kafka" {
+			why["kafka: "+c.detail] = true
+			continue
+		}
+		w := fmt.Sprintf("%s %s: %s", c.pipeline, c.bizID, c.detail)
+		if c.n > 1 {
+			w += fmt.Sprintf(" (and %d more operation(s))", c.n-1)
+		}
+		why[w] = true
+	}
+	r.causeMu.Unlock()
 	for w := range why {
 		s.PartialWhy = append(s.PartialWhy, w)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // Check names, as given to --check and written in the `check` field of a
-// target (SPEC §8).
+// target (docs/reconcile.md).
 const (
 	CheckStuck       = "stuck"
 	CheckSkipped     = "skipped"

@@ -22,9 +22,9 @@ type Collector struct {
 	KafkaMissing string
 	Prober       Prober
 	AuditTable   string
-	// Timeout bounds each source (SPEC §5 --timeout).
+	// Timeout bounds each source (--timeout).
 	Timeout time.Duration
-	// SearchWindow and SearchLimit bound the message search (SPEC §6).
+	// SearchWindow and SearchLimit bound the message search (docs/where.md).
 	SearchWindow time.Duration
 	SearchLimit  int
 }

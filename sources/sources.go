@@ -66,7 +66,7 @@ func (r Row) Get(col string) (Value, bool) {
 	return nil, false
 }
 
-// Identity is the row's identity: its first column (SPEC §7).
+// Identity is the row's identity: its first column (docs/repair.md).
 func (r Row) Identity() Value {
 	if len(r.Values) == 0 {
 		return nil

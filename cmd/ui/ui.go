@@ -1,5 +1,5 @@
 // Package ui renders tables and styled text for terminals, and plain
-// tab-separated text when stdout is not a terminal (SPEC §5: no colour and no
+// tab-separated text when stdout is not a terminal (docs/README.md: no colour and no
 // box art when piped).
 package ui
 

@@ -14,7 +14,7 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// Limits of the audit columns (SPEC §7).
+// Limits of the audit columns (docs/repair.md).
 const (
 	MaxReason   = 1024
 	MaxOperator = 128
@@ -62,7 +62,7 @@ type Input struct {
 	Options           Options
 }
 
-// CalledFor returns the action types the verdict's rule of SPEC §7 uses;
+// CalledFor returns the action types the verdict's rule of docs/repair.md uses;
 // --action without --force must be one of them.
 func CalledFor(verdict inspect.Code) []ActionType {
 	switch verdict {
@@ -84,7 +84,7 @@ func CalledFor(verdict inspect.Code) []ActionType {
 	return nil
 }
 
-// Build makes the plan for a report (SPEC §7 "Which plan a verdict gets").
+// Build makes the plan for a report (docs/repair.md "Which plan a verdict gets").
 // It does no I/O. Errors: *InputError (bad options: exit 2), *NotFoundError
 // (exit 4), *NothingToRepairError (exit 0, no plan), *RefusedError (exit
 // 5: IN_FLIGHT, no safe plan, an action the verdict does not call for).

@@ -12,7 +12,7 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// Observed is the fingerprint of what a plan was built from (SPEC §7): the
+// Observed is the fingerprint of what a plan was built from (docs/repair.md): the
 // state row, the idempotency records, the entity's status, each step's
 // evidence identities (reversed flagged) and intents, the verdict and
 // Kafka's redelivery answer. The committed offset itself is left out: it

@@ -65,8 +65,8 @@ func IsActionType(s string) bool {
 	return false
 }
 
-// Record headers opctl adds to the messages it republishes (SPEC §7,
-// DESIGN.md "Replays from opctl").
+// Record headers opctl adds to the messages it republishes (docs/repair.md,
+// docs/design.md "Replays from opctl").
 const (
 	HeaderPlan        = "opctl-plan"
 	HeaderFromStep    = "opctl-from-step"
@@ -75,7 +75,7 @@ const (
 	HeaderMsgID = "msg_id"
 )
 
-// Plan is a reviewed, guarded repair of one operation (SPEC §7). Its ID is
+// Plan is a reviewed, guarded repair of one operation (docs/repair.md). Its ID is
 // the sha256 of its canonical body (see Seal); a plan whose body changed no
 // longer verifies and is refused.
 type Plan struct {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// ValidIdent reports whether s is a valid identifier (SPEC §4): a name
+// ValidIdent reports whether s is a valid identifier (docs/config.md): a name
 // matching ^[A-Za-z_][A-Za-z0-9_$]*$, optionally qualified as schema.table.
 func ValidIdent(s string) bool {
 	parts := strings.Split(s, ".")

@@ -48,7 +48,7 @@ func (e *NotFoundError) Error() string {
 // Is makes errors.Is(err, fs.ErrNotExist) true for a NotFoundError.
 func (e *NotFoundError) Is(target error) bool { return target == fs.ErrNotExist }
 
-// Find returns the configuration file to use, in this order (SPEC §4):
+// Find returns the configuration file to use, in this order (docs/config.md):
 //
 //  1. flagPath, the value of --config, when not empty;
 //  2. $OPCTL_CONFIG, when set and not empty;

@@ -1,4 +1,4 @@
-// Package config loads and validates opctl.yaml (SPEC §4).
+// Package config loads and validates opctl.yaml (docs/config.md).
 //
 // The types in this file are the parsed configuration. Load fills them from a
 // file, expands ${VAR} references from the environment, and validates every

@@ -17,7 +17,7 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// Search defaults (SPEC §6 "Finding the message"; --search-window,
+// Search defaults (docs/where.md "Finding the message"; --search-window,
 // --search-limit).
 const (
 	DefaultSearchWindow = 5 * time.Minute

@@ -24,7 +24,7 @@ import (
 )
 
 // DefaultVersion is the Kafka version assumed when the configuration names
-// none (SPEC §4 example: "3.5.0").
+// none (docs/config.md example: "3.5.0").
 const DefaultVersion = "3.5.0"
 
 // DefaultClientID is the client.id opctl presents when none is configured.

@@ -100,7 +100,7 @@ func skipPipeline() *config.Pipeline {
 	}
 }
 
-// auditDDL is SPEC §7's audit table.
+// auditDDL is docs/repair.md's audit table.
 const auditDDL = `CREATE TABLE opctl_audit (
   id BIGINT AUTO_INCREMENT PRIMARY KEY,
   plan_id CHAR(64) NOT NULL, action_index INT NOT NULL,

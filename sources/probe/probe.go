@@ -1,5 +1,5 @@
 // Package probe asks downstream services over HTTP whether a call took
-// effect. It implements sources.Prober with the convention of SPEC §4/§6:
+// effect. It implements sources.Prober with the convention of docs/config.md and docs/where.md:
 //
 //   - the probe is a GET of the configured URL (request_id or biz_id filled in
 //     by the caller);

@@ -20,7 +20,7 @@ const (
 	MariaDB = "mariadb"
 )
 
-// Recommended returns the anchored design's tables (DESIGN.md) for dialect
+// Recommended returns the anchored design's tables (docs/design.md) for dialect
 // (mysql8 or mariadb), one CREATE TABLE IF NOT EXISTS per statement, with
 // the indexes reconcile walks:
 //   - op_state: (status, updated_at) for stuck, (src_partition, src_offset)
@@ -100,8 +100,8 @@ CREATE TABLE IF NOT EXISTS balance_journal (
 )`,
 }
 
-// AuditDDL returns the statements that create opctl's audit tables (SPEC
-// §7) named table and table + "_attempt" (config audit.table; "" means
+// AuditDDL returns the statements that create opctl's audit tables
+// (docs/repair.md) named table and table + "_attempt" (config audit.table; "" means
 // opctl_audit). They are CREATE TABLE IF NOT EXISTS, so running them again
 // changes nothing. It panics on a table name that is not a valid
 // identifier (config validation guarantees one).

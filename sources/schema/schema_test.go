@@ -11,7 +11,7 @@ import (
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
-// TestAuditDDL: the audit tables have SPEC §7's columns and keys, run on
+// TestAuditDDL: the audit tables have docs/repair.md's columns and keys, run on
 // MariaDB, and running them again changes nothing.
 func TestAuditDDL(t *testing.T) {
 	stmts := schema.AuditDDL("ops_audit")

@@ -1,5 +1,5 @@
 -- Seed 000 (settlement: debit -> ledger -> risk/clearing notify), with the state
--- row and intents of ../shared/DESIGN.md. Runs on MySQL 8 and MariaDB >= 10.6.
+-- row and intents of docs/design.md. Runs on MySQL 8 and MariaDB >= 10.6.
 CREATE TABLE biz_operation (
   biz_id        VARCHAR(64)  NOT NULL PRIMARY KEY,
   status        VARCHAR(32)  NOT NULL,
