@@ -12,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -413,5 +414,67 @@ func TestAuditRun(t *testing.T) {
 				t.Errorf("%s tty=%v: stdout lacks %q:\n%s", tc.format, tc.tty, w, stdout)
 			}
 		}
+	}
+}
+
+func TestReconcileRunFake(t *testing.T) {
+	cfg := &config.Config{Path: "opctl.yaml", Pipelines: []config.Pipeline{{Name: "settlement"}, {Name: "orders"}}}
+	target := reconcile.Result{Target: reconcile.Target{BizID: "PAY-3", Pipeline: "settlement", Check: "stuck", Verdict: inspect.Stranded, Detail: "committed past it"},
+		Severity: inspect.SeverityAction}
+	watch := reconcile.Result{Target: reconcile.Target{BizID: "PAY-4", Pipeline: "settlement", Check: "stuck", Verdict: inspect.WillRedeliver}, Severity: inspect.SeverityWatch}
+	for _, tc := range []struct {
+		name     string
+		pipeline string
+		sum      reconcile.Summary
+		code     int
+		stdout   []string
+		lines    int // lines of --out
+	}{
+		{name: "a target", sum: reconcile.Summary{Targets: 1, Candidates: 2}, code: ExitAttention, stdout: []string{`"biz_id":"PAY-3"`}, lines: 1},
+		{name: "nothing found", sum: reconcile.Summary{Candidates: 2}, code: ExitOK, lines: 1},
+		{name: "kafka down", sum: reconcile.Summary{Targets: 1, Partial: true, PartialWhy: []string{"kafka: refused"}}, code: ExitPartial, lines: 1},
+		{name: "a check refused", sum: reconcile.Summary{Targets: 1, Refused: true}, code: ExitRefused, lines: 1},
+		{name: "one pipeline", pipeline: "orders", sum: reconcile.Summary{}, code: ExitOK, lines: 1},
+		{name: "unknown pipeline", pipeline: "nope", code: ExitUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ios, _, stdout, _ := iostreams.Test()
+			out := filepath.Join(t.TempDir(), "targets.jsonl")
+			var asked reconcile.Options
+			run := func(_ context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
+				asked = o
+				for _, r := range []reconcile.Result{target, watch} {
+					if err := emit(r); err != nil {
+						return nil, err
+					}
+				}
+				sum := tc.sum
+				return &sum, nil
+			}
+			err := runReconcile(context.Background(), &ReconcileOptions{IO: ios, Timeout: 1e9, Output: FormatJSONL, Out: out, Pipeline: tc.pipeline, Chunk: 10,
+				Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (ReconcileFunc, error) { return run, nil }})
+			if code := exitCode(err, false); code != tc.code {
+				t.Fatalf("exit %d (%v), want %d\n%s", code, err, tc.code, stdout)
+			}
+			if tc.code == ExitUsage {
+				return
+			}
+			want := 2
+			if tc.pipeline != "" {
+				want = 1
+			}
+			if len(asked.Pipelines) != want || asked.Chunk != 10 || asked.AuditTable != "opctl_audit" {
+				t.Errorf("reconcile options %+v", asked)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+			b, _ := os.ReadFile(out)
+			if n := strings.Count(string(b), "\n"); n != tc.lines || !strings.Contains(string(b), "PAY-3") || strings.Contains(string(b), "PAY-4") {
+				t.Errorf("--out has %d lines (want %d targets, no watch item):\n%s", n, tc.lines, b)
+			}
+		})
 	}
 }
