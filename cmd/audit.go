@@ -13,6 +13,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
+	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
@@ -140,9 +141,9 @@ func shortID(id string) string {
 
 func styleOutcome(st ui.Styles, o string) string {
 	switch o {
-	case "applied", "published":
+	case sources.AuditApplied, sources.AuditPublished:
 		return st.OK.Render(o)
-	case "publishing", "compensating", "dry_run":
+	case sources.AuditPublishing, sources.AuditCompensating, repair.AttemptDryRun:
 		return st.Watch.Render(o)
 	}
 	return st.Action.Render(o)

@@ -64,17 +64,17 @@ func AuditAttestations(audit []sources.AuditAction) Attestations {
 		m[id] = Attestation{Outcome: outcome, PlanID: plan}
 	}
 	for _, a := range audit {
-		if a.Outcome != "applied" || a.Step == "" {
+		if a.Outcome != sources.AuditApplied || a.Step == "" {
 			continue
 		}
 		switch a.Action {
-		case "reverse":
+		case sources.AuditReverse:
 			// The evidence row an applied reverse names stops counting
 			// (docs/verdicts.md): two reversals of one row are impossible.
 			if a.ReversedID != "" {
 				set(a.Step, a.ReversedID, AttestReversed, a.PlanID)
 			}
-		case "manual", "advance_state", "compensate_remote":
+		case sources.AuditManual, sources.AuditAdvanceState, sources.AuditCompensateRemote:
 			for id, o := range a.Attested {
 				set(a.Step, id, o, a.PlanID)
 			}

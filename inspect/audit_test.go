@@ -23,7 +23,7 @@ func TestAuditAttestations(t *testing.T) {
 	cases := []struct {
 		name    string
 		audit   sources.AuditAction
-		outcome string
+		outcome IntentOutcome
 		verdict Code
 	}{
 		{"manual applied", sources.AuditAction{PlanID: "p1", Action: "manual", Outcome: "applied", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "applied", StateBehind},
@@ -41,7 +41,7 @@ func TestAuditAttestations(t *testing.T) {
 		if in.Outcome != c.outcome || r.Verdict.Code != c.verdict {
 			t.Errorf("%s: intent %s verdict %s, want %s %s", c.name, in.Outcome, r.Verdict.Code, c.outcome, c.verdict)
 		}
-		if c.outcome != "unknown" && !strings.Contains(in.Probe, "attested "+c.outcome+" by opctl plan p1") {
+		if c.outcome != "unknown" && !strings.Contains(in.Probe, "attested "+string(c.outcome)+" by opctl plan p1") {
 			t.Errorf("%s: note %q", c.name, in.Probe)
 		}
 	}

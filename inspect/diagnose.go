@@ -200,10 +200,10 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 	v.Evidence, count = evidenceRows(s.Name, se.Rows, att)
 	for _, in := range se.Intents {
 		iv := intentView(s.Name, in, att)
-		switch iv.Outcome {
-		case "acked", "applied":
+		switch {
+		case iv.Outcome.Counts():
 			count++
-		case "unknown":
+		case iv.Outcome == IntentUnknown:
 			unknown++
 		}
 		v.Intents = append(v.Intents, iv)
@@ -247,22 +247,22 @@ func intentView(step string, in sources.Intent, att Attestations) IntentView {
 // intentOutcome decides an intent's outcome, and whether it comes from an
 // attestation of opctl's audit: a compensation first, then the ack, then the
 // probe, then what was attested.
-func intentOutcome(step string, in sources.Intent, att Attestations) (outcome string, attested bool) {
+func intentOutcome(step string, in sources.Intent, att Attestations) (outcome IntentOutcome, attested bool) {
 	switch {
 	case att.is(step, in.RequestID, AttestCompensated):
-		return AttestCompensated, true
+		return IntentCompensated, true
 	case in.AckedAt != nil:
-		return "acked", false
+		return IntentAcked, false
 	case in.Probe != nil && in.Probe.Outcome == sources.ProbeApplied:
-		return "applied", false
+		return IntentApplied, false
 	case in.Probe != nil && in.Probe.Outcome == sources.ProbeAbsent:
-		return "absent", false
+		return IntentAbsent, false
 	case att.is(step, in.RequestID, AttestApplied):
-		return "applied", true
+		return IntentApplied, true
 	case att.is(step, in.RequestID, AttestAbsent):
-		return "absent", true
+		return IntentAbsent, true
 	}
-	return "unknown", false
+	return IntentUnknown, false
 }
 
 // bizProbe folds the answer of a step's probe keyed by {biz_id} into the

@@ -79,7 +79,7 @@ func kafkaView(p *config.Pipeline, ev sources.Evidence) KafkaView {
 func lastRepublish(audit []sources.AuditAction) *sources.AuditAction {
 	var out *sources.AuditAction
 	for i, a := range audit {
-		if a.Action == "republish" && a.Outcome == "published" && a.Partition != nil && a.Offset != nil {
+		if a.Action == sources.AuditRepublish && a.Outcome == sources.AuditPublished && a.Partition != nil && a.Offset != nil {
 			out = &audit[i]
 		}
 	}

@@ -28,7 +28,7 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 			}
 			if i := p.StepIndex(f.Step); i >= 0 && p.Steps[i].Probe != "" {
 				for _, in := range r.Steps[i].Intents {
-					if in.Outcome == "unknown" {
+					if in.Outcome == IntentUnknown {
 						out = append(out, "curl -s "+ShellQuote(sources.Expand(p.Steps[i].Probe, map[string]string{"request_id": in.RequestID, "biz_id": r.BizID}, true))+"   # probe the downstream")
 					}
 				}

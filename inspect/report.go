@@ -138,10 +138,26 @@ type IntentView struct {
 	SentAt    *time.Time `json:"sent_at"`
 	AckedAt   *time.Time `json:"acked_at"`
 	Result    string     `json:"result,omitempty"`
-	// Outcome is acked, applied (probe), absent (probe) or unknown.
-	Outcome string `json:"outcome"`
-	Probe   string `json:"probe,omitempty"`
+	Outcome IntentOutcome `json:"outcome"`
+	Probe   string        `json:"probe,omitempty"`
 }
+
+// IntentOutcome is what is known of one remote call (docs/verdicts.md).
+type IntentOutcome string
+
+// Intent outcomes: acked by the consumer, applied or absent by the probe or
+// an attestation, compensated (a duplicate the downstream reversed), or
+// unknown.
+const (
+	IntentAcked       IntentOutcome = "acked"
+	IntentApplied     IntentOutcome = "applied"
+	IntentAbsent      IntentOutcome = "absent"
+	IntentCompensated IntentOutcome = AttestCompensated
+	IntentUnknown     IntentOutcome = "unknown"
+)
+
+// Counts reports whether the call counts as an effect of its step.
+func (o IntentOutcome) Counts() bool { return o == IntentAcked || o == IntentApplied }
 
 // ProbeView is the answer of a probe keyed by {biz_id}.
 type ProbeView struct {

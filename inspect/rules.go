@@ -366,7 +366,7 @@ func effectDetail(s config.Step, v StepView) string {
 func unknownDetail(s config.Step, v StepView) string {
 	var unknown []string
 	for _, in := range v.Intents {
-		if in.Outcome == "unknown" {
+		if in.Outcome == IntentUnknown {
 			d := in.RequestID
 			if in.Probe != "" {
 				d += " (probe " + in.Probe + ")"

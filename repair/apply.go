@@ -72,10 +72,10 @@ type Outcome string
 // published and compensating are also audit outcomes) and of an apply
 // (Result.Outcome: applied, already_applied, would_apply, refused, failed).
 const (
-	OutcomeApplied      Outcome = "applied"
-	OutcomePublishing   Outcome = "publishing"
-	OutcomePublished    Outcome = "published"
-	OutcomeCompensating Outcome = "compensating"
+	OutcomeApplied      Outcome = sources.AuditApplied
+	OutcomePublishing   Outcome = sources.AuditPublishing
+	OutcomePublished    Outcome = sources.AuditPublished
+	OutcomeCompensating Outcome = sources.AuditCompensating
 	OutcomeAlready      Outcome = "already"
 	OutcomeWouldApply   Outcome = "would_apply"
 	OutcomeRefused      Outcome = "refused"

@@ -233,3 +233,24 @@ type AuditLog struct {
 	Actions  []AuditRow   `json:"actions"`
 	Attempts []AttemptRow `json:"attempts"`
 }
+
+// The audit's vocabulary, as written by repairs and read back by `opctl
+// where` (docs/repair.md). repair/plans' action types and repair's
+// outcomes are these values.
+const (
+	// Outcomes of an audit row.
+	AuditApplied      = "applied"
+	AuditPublishing   = "publishing"
+	AuditPublished    = "published"
+	AuditCompensating = "compensating"
+
+	// Actions of an audit row.
+	AuditAdvanceState     = "advance_state"
+	AuditRewindState      = "rewind_state"
+	AuditRepublish        = "republish"
+	AuditFlipSkipped      = "flip_skipped"
+	AuditReverse          = "reverse"
+	AuditCompensateRemote = "compensate_remote"
+	AuditReleaseLease     = "release_lease"
+	AuditManual           = "manual"
+)

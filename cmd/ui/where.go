@@ -130,7 +130,7 @@ func stepDetail(s inspect.StepView) string {
 		parts = append(parts, t)
 	}
 	for _, in := range s.Intents {
-		t := in.RequestID + " " + in.Outcome
+		t := in.RequestID + " " + string(in.Outcome)
 		if in.Probe != "" {
 			t += " [probe " + in.Probe + "]"
 		}

@@ -627,7 +627,7 @@ func checkReverseParams(s config.Step, row sources.Row) error {
 func effectIntents(v inspect.StepView) []inspect.IntentView {
 	var out []inspect.IntentView
 	for _, in := range v.Intents {
-		if in.Outcome == "acked" || in.Outcome == "applied" {
+		if in.Outcome.Counts() {
 			out = append(out, in)
 		}
 	}
@@ -762,7 +762,7 @@ func (pl *planner) unknown() error {
 	att := map[string]string{}
 	guards := pl.stateGuards()
 	for _, in := range v.Intents {
-		if in.Outcome == "unknown" {
+		if in.Outcome == inspect.IntentUnknown {
 			att[in.RequestID] = pl.o.Outcome
 			guards = append(guards, Guard{Check: CheckIntentAcked, Step: s.Name, Key: in.RequestID, Op: "==", Value: "false"})
 		}
@@ -817,7 +817,7 @@ func (pl *planner) unknown() error {
 
 func probeDetail(v inspect.StepView) string {
 	for _, in := range v.Intents {
-		if in.Outcome == "unknown" && in.Probe != "" {
+		if in.Outcome == inspect.IntentUnknown && in.Probe != "" {
 			return in.Probe
 		}
 	}
@@ -850,7 +850,7 @@ func (pl *planner) stateBehind() error {
 	}
 	last := pl.p.Steps[j-1]
 	for _, in := range pl.r.Steps[j-1].Intents {
-		if in.Outcome == "applied" && in.AckedAt == nil {
+		if in.Outcome == inspect.IntentApplied && in.AckedAt == nil {
 			att[in.RequestID] = inspect.AttestApplied // confirmed by the probe only
 		}
 	}
@@ -1277,7 +1277,7 @@ func (pl *planner) forcedAction() error {
 			if pl.o.Outcome != "" {
 				att = map[string]string{}
 				for _, in := range pl.r.Steps[pl.from].Intents {
-					if in.Outcome == "unknown" {
+					if in.Outcome == inspect.IntentUnknown {
 						att[in.RequestID] = pl.o.Outcome
 					}
 				}

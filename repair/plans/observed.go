@@ -95,7 +95,7 @@ func Observe(r inspect.Report) Observed {
 			os.Evidence = append(os.Evidence, ObservedRow{ID: inspect.IdentityString(e.Identity()), Reversed: e.Reversed})
 		}
 		for _, in := range s.Intents {
-			os.Intents = append(os.Intents, ObservedIntent{RequestID: in.RequestID, Acked: in.AckedAt != nil, Outcome: in.Outcome})
+			os.Intents = append(os.Intents, ObservedIntent{RequestID: in.RequestID, Acked: in.AckedAt != nil, Outcome: string(in.Outcome)})
 		}
 		if s.Probe != nil && s.Probe.Count != nil {
 			n := *s.Probe.Count

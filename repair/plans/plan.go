@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources"
 )
 
 // PlanVersion is the plan file format version written by this package.
@@ -31,14 +32,14 @@ type ActionType string
 
 // Action types.
 const (
-	AdvanceState     ActionType = "advance_state"
-	RewindState      ActionType = "rewind_state"
-	Republish        ActionType = "republish"
-	FlipSkipped      ActionType = "flip_skipped"
-	Reverse          ActionType = "reverse"
-	CompensateRemote ActionType = "compensate_remote"
-	ReleaseLease     ActionType = "release_lease"
-	Manual           ActionType = "manual"
+	AdvanceState     ActionType = sources.AuditAdvanceState
+	RewindState      ActionType = sources.AuditRewindState
+	Republish        ActionType = sources.AuditRepublish
+	FlipSkipped      ActionType = sources.AuditFlipSkipped
+	Reverse          ActionType = sources.AuditReverse
+	CompensateRemote ActionType = sources.AuditCompensateRemote
+	ReleaseLease     ActionType = sources.AuditReleaseLease
+	Manual           ActionType = sources.AuditManual
 )
 
 // ActionTypes lists the action types in the documented order.
