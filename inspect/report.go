@@ -134,12 +134,12 @@ func jsonValue(v sources.Value) any {
 
 // IntentView is one intent of a remote step.
 type IntentView struct {
-	RequestID string     `json:"request_id"`
-	SentAt    *time.Time `json:"sent_at"`
-	AckedAt   *time.Time `json:"acked_at"`
-	Result    string     `json:"result,omitempty"`
-	Outcome IntentOutcome `json:"outcome"`
-	Probe   string        `json:"probe,omitempty"`
+	RequestID string        `json:"request_id"`
+	SentAt    *time.Time    `json:"sent_at"`
+	AckedAt   *time.Time    `json:"acked_at"`
+	Result    string        `json:"result,omitempty"`
+	Outcome   IntentOutcome `json:"outcome"`
+	Probe     string        `json:"probe,omitempty"`
 }
 
 // IntentOutcome is what is known of one remote call (docs/verdicts.md).
