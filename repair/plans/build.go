@@ -117,27 +117,40 @@ func CalledFor(verdict inspect.Code) []ActionType {
 // from the repaired state, and a second copy would be processed twice by a
 // consumer without opctl's replay dedupe.
 func Build(in Input) (*Plan, error) {
-	o := in.Options
-	if strings.TrimSpace(o.Reason) == "" {
-		return nil, inputErrorf("--reason is required: say why this repair is made (an incident, a ticket)")
+	if err := checkOptions(in.Options); err != nil {
+		return nil, err
 	}
-	if len(o.Reason) > MaxReason {
-		return nil, inputErrorf("--reason is %d bytes; at most %d", len(o.Reason), MaxReason)
+	pl, err := newPlanner(in)
+	if err != nil {
+		return nil, err
 	}
-	if len(o.Operator) > MaxOperator {
-		return nil, inputErrorf("--operator is %d bytes; at most %d", len(o.Operator), MaxOperator)
+	if err := pl.plan(); err != nil {
+		return nil, err
 	}
-	if o.Action != "" && !IsActionType(string(o.Action)) {
-		return nil, inputErrorf("--action %q: want one of %s", o.Action, strings.Join(ActionTypeNames(), ", "))
+	return pl.seal()
+}
+
+// checkOptions refuses options no plan can be made with.
+func checkOptions(o Options) error {
+	switch {
+	case strings.TrimSpace(o.Reason) == "":
+		return inputErrorf("--reason is required: say why this repair is made (an incident, a ticket)")
+	case len(o.Reason) > MaxReason:
+		return inputErrorf("--reason is %d bytes; at most %d", len(o.Reason), MaxReason)
+	case len(o.Operator) > MaxOperator:
+		return inputErrorf("--operator is %d bytes; at most %d", len(o.Operator), MaxOperator)
+	case o.Action != "" && !IsActionType(string(o.Action)):
+		return inputErrorf("--action %q: want one of %s", o.Action, strings.Join(ActionTypeNames(), ", "))
+	case o.Outcome != "" && o.Outcome != inspect.AttestApplied && o.Outcome != inspect.AttestAbsent:
+		return inputErrorf("--outcome %q: want applied or absent", o.Outcome)
+	case o.Force && o.Action == "":
+		return inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
 	}
-	switch o.Outcome {
-	case "", inspect.AttestApplied, inspect.AttestAbsent:
-	default:
-		return nil, inputErrorf("--outcome %q: want applied or absent", o.Outcome)
-	}
-	if o.Force && o.Action == "" {
-		return nil, inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
-	}
+	return nil
+}
+
+// newPlanner starts a planner at the state the report read.
+func newPlanner(in Input) (*planner, error) {
 	if in.Config == nil {
 		return nil, inputErrorf("repair: no configuration")
 	}
@@ -146,16 +159,15 @@ func Build(in Input) (*Plan, error) {
 	if p == nil {
 		return nil, inputErrorf("pipeline %q is not in the configuration", r.Pipeline)
 	}
-	pl := &planner{in: in, p: p, r: r, o: o, from: -1, idem: map[string]string{}, live: map[string]int{}}
-	if o.FromStep != "" {
-		k, err := stepArg(p, o.FromStep)
+	pl := &planner{in: in, p: p, r: r, o: in.Options, from: -1, idem: map[string]string{}, live: map[string]int{},
+		found: r.State.Found, status: r.State.Status}
+	if in.Options.FromStep != "" {
+		k, err := stepArg(p, in.Options.FromStep)
 		if err != nil {
 			return nil, err
 		}
 		pl.from = k
 	}
-	pl.found = r.State.Found
-	pl.status = r.State.Status
 	if r.State.Version != nil {
 		v := *r.State.Version
 		pl.version = &v
@@ -166,49 +178,66 @@ func Build(in Input) (*Plan, error) {
 	for _, s := range r.Steps {
 		pl.live[s.Name] = s.EvidenceCount
 	}
+	return pl, nil
+}
 
+// plan adds the actions the verdict calls for (or --action forces), or
+// says why there are none.
+func (pl *planner) plan() error {
+	r, o := pl.r, pl.o
 	verdict := r.Verdict.Code
-	if verdict == inspect.NotFound {
-		return nil, &NotFoundError{BizID: r.BizID, Pipeline: r.Pipeline}
-	}
 	var err error
 	switch {
+	case verdict == inspect.NotFound:
+		return &NotFoundError{BizID: r.BizID, Pipeline: r.Pipeline}
 	case o.Action == ReleaseLease:
 		pl.forced = verdict != inspect.InFlight
 		err = pl.releaseLease()
 	case verdict == inspect.InFlight || r.State.LeaseActive:
-		return nil, &RefusedError{Code: CodeInFlight, Detail: fmt.Sprintf("%s: %s; no plan while the lease is live (--force never bypasses it). Wait for lease_until, or if the owner is gone from the group: --action release_lease", verdict, r.Verdict.Summary)}
+		return &RefusedError{Code: CodeInFlight, Detail: fmt.Sprintf("%s: %s; no plan while the lease is live (--force never bypasses it). Wait for lease_until, or if the owner is gone from the group: --action release_lease", verdict, r.Verdict.Summary)}
 	default:
-		if err := pl.checkComplete(); err != nil {
-			return nil, err
-		}
-		called := CalledFor(verdict)
-		switch {
-		case o.Action != "" && !slices.Contains(called, o.Action) && !o.Force:
-			if len(called) == 0 {
-				return nil, &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for no repair; --action %s acts on it only with --force", verdict, o.Action)}
-			}
-			return nil, &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for %s, not %s; add --force to do it anyway", verdict, joinTypes(called), o.Action)}
-		case o.Action == "" && len(called) == 0:
-			return nil, &NothingToRepairError{Verdict: verdict, Summary: r.Verdict.Summary}
-		case o.Action != "" && !slices.Contains(called, o.Action):
-			pl.forced = true
-			err = pl.forcedAction()
-		default:
-			err = pl.rule(verdict)
-		}
+		err = pl.calledFor(verdict)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(pl.acts) == 0 {
-		return nil, &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("%s: no action of the requested kind applies", verdict)}
+		return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("%s: no action of the requested kind applies", verdict)}
 	}
 	for _, a := range pl.acts {
 		if a.Type == Manual && strings.TrimSpace(o.Attest) == "" {
-			return nil, inputErrorf("this plan has a manual action (%s): do it by hand, then plan again with --attest \"what was done\"", a.Summary)
+			return inputErrorf("this plan has a manual action (%s): do it by hand, then plan again with --attest \"what was done\"", a.Summary)
 		}
 	}
+	return nil
+}
+
+// calledFor plans what the verdict calls for, or the action --action asks
+// for (--force lets it act on a verdict that does not call for it).
+func (pl *planner) calledFor(verdict inspect.Code) error {
+	if err := pl.checkComplete(); err != nil {
+		return err
+	}
+	o := pl.o
+	called := CalledFor(verdict)
+	switch {
+	case o.Action != "" && !slices.Contains(called, o.Action) && !o.Force:
+		if len(called) == 0 {
+			return &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for no repair; --action %s acts on it only with --force", verdict, o.Action)}
+		}
+		return &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for %s, not %s; add --force to do it anyway", verdict, joinTypes(called), o.Action)}
+	case o.Action == "" && len(called) == 0:
+		return &NothingToRepairError{Verdict: verdict, Summary: pl.r.Verdict.Summary}
+	case o.Action != "" && !slices.Contains(called, o.Action):
+		pl.forced = true
+		return pl.forcedAction()
+	}
+	return pl.rule(verdict)
+}
+
+// seal makes the plan of the actions planned, with its id.
+func (pl *planner) seal() (*Plan, error) {
+	o, r := pl.o, pl.r
 	now := o.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -218,10 +247,10 @@ func Build(in Input) (*Plan, error) {
 		CreatedAt:         now.UTC().Truncate(time.Millisecond),
 		Operator:          o.Operator,
 		Reason:            o.Reason,
-		Pipeline:          p.Name,
+		Pipeline:          pl.p.Name,
 		BizID:             r.BizID,
-		Verdict:           verdict,
-		ConfigFingerprint: ConfigFingerprint(p, in.Config.Audit.AuditTable()),
+		Verdict:           r.Verdict.Code,
+		ConfigFingerprint: ConfigFingerprint(pl.p, pl.in.Config.Audit.AuditTable()),
 		Forced:            pl.forced,
 		Notes:             pl.notes,
 		Observed:          Observe(r),
