@@ -28,7 +28,7 @@ func TestScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	results, err := env.Run(ctx, nil, func(p lab.Progress) {
+	results, err := env.RunWith(ctx, nil, lab.FastRun(), func(p lab.Progress) {
 		if p.Done {
 			t.Logf("scenario %s: %v in %s", p.Scenario, p.Err, p.Elapsed)
 		}
@@ -109,7 +109,7 @@ func TestReconcileFindsTheLabIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	results, err := env.Run(ctx, nil, nil)
+	results, err := env.RunWith(ctx, nil, lab.FastRun(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestRepairEveryIncident(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	results, err := env.Run(ctx, nil, nil)
+	results, err := env.RunWith(ctx, nil, lab.FastRun(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

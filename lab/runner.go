@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -24,10 +25,31 @@ type Progress struct {
 // ScenarioTimeout bounds one scenario.
 const ScenarioTimeout = 30 * time.Second
 
+// RunOptions tune how the scenarios run. The zero value runs them as the
+// demo does.
+type RunOptions struct {
+	// Timings are the scenario consumers' waits and group timings
+	// (consumer.Config.Timings); zero fields keep the consumer's defaults.
+	// They change how soon things happen, never what happens: each
+	// scenario waits for the events it needs, and its windows are set by
+	// faults, RPC timeouts and leases, which Timings do not touch.
+	Timings consumer.Timings
+}
+
+// FastRun is how tests run the scenarios: consumer.FastTimings, so that a
+// commit is not held behind a parked fetch, a joining member is noticed
+// within 100ms and a failed commit is followed by a rejoin at once.
+func FastRun() RunOptions { return RunOptions{Timings: consumer.FastTimings()} }
+
 // Run runs the named scenarios (all when names is empty), in the order of
 // Scenarios(), and returns their results. Consumers are stopped after each
 // scenario, except the in-flight one's, which keep their lease until Close.
 func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) ([]Result, error) {
+	return e.RunWith(ctx, names, RunOptions{}, progress)
+}
+
+// RunWith is Run with options.
+func (e *Env) RunWith(ctx context.Context, names []string, opts RunOptions, progress func(Progress)) ([]Result, error) {
 	list, err := Select(names)
 	if err != nil {
 		return nil, err
@@ -46,7 +68,7 @@ func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) 
 		}
 		start := time.Now()
 		res := Result{Scenario: s}
-		r := &run{e: e, rec: rec, producer: producer, res: &res}
+		r := &run{e: e, rec: rec, producer: producer, res: &res, opts: opts}
 		sctx, cancel := context.WithTimeout(ctx, ScenarioTimeout)
 		res.Err = s.run(sctx, r)
 		cancel()
@@ -58,9 +80,7 @@ func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) 
 		if r.keepLive {
 			e.inflight = append(e.inflight, r.live...)
 		} else {
-			for _, c := range r.live {
-				c.Kill()
-			}
+			killAll(r.live)
 		}
 		res.Elapsed = time.Since(start)
 		results = append(results, res)
@@ -72,6 +92,21 @@ func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) 
 		}
 	}
 	return results, nil
+}
+
+// killAll kills consumers at once, as a crash of the whole deployment would:
+// none of them sees the others leave (no rebalance hands one of them the
+// others' partitions on the way out), and no one waits for the next.
+func killAll(cs []*consumer.Consumer) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Kill()
+		}()
+	}
+	wg.Wait()
 }
 
 // Select returns the named scenarios (every one when names is empty) in the

@@ -26,25 +26,27 @@ func startCluster(t *testing.T, topics map[string]int32) *Cluster {
 }
 
 // config is a sarama configuration as the lab's consumers use it: protocol
-// 3.5, manual commits, short poll and backoffs.
+// 3.5, manual commits, short poll and backoffs (an outage is seen through
+// every retry of every request, so they are short).
 func config(clientID string) *sarama.Config {
 	conf := sarama.NewConfig()
 	conf.Version = sarama.V3_5_0_0
 	conf.ClientID = clientID
-	conf.Metadata.Retry.Backoff = 50 * time.Millisecond
+	conf.Metadata.Retry.Backoff = 10 * time.Millisecond
 	conf.Producer.Partitioner = sarama.NewManualPartitioner
 	conf.Producer.RequiredAcks = sarama.WaitForAll
 	conf.Producer.Return.Successes = true
 	conf.Producer.Retry.Max = 1
-	conf.Producer.Retry.Backoff = 50 * time.Millisecond
+	conf.Producer.Retry.Backoff = 10 * time.Millisecond
 	conf.Consumer.Return.Errors = true
 	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
 	conf.Consumer.Offsets.AutoCommit.Enable = false
 	// Requests on one connection are answered in order, and sarama
-	// shares one connection per broker: a commit waits behind the
-	// partition's long-poll fetch.
-	conf.Consumer.MaxWaitTime = 100 * time.Millisecond
-	conf.Consumer.Group.Heartbeat.Interval = 300 * time.Millisecond
+	// shares one connection per broker: a commit (and a heartbeat) waits
+	// behind the partition's long-poll fetch, so the poll is short. A
+	// heartbeat every 100ms notices a rebalance or an outage at once.
+	conf.Consumer.MaxWaitTime = 20 * time.Millisecond
+	conf.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
 	conf.Consumer.Group.Session.Timeout = 6 * time.Second // kfake's minimum
 	return conf
 }

@@ -64,27 +64,118 @@ const (
 	DefaultLeaseTTL   = 60 * time.Second
 )
 
-// Timings of the consumer's own loops (not configurable: the lab tunes its
-// windows with Faults).
-const (
-	// retryBackoff separates the first two attempts at a record that failed
-	// (an RPC timeout, a lost CAS, a database error); it doubles with each
-	// further failure.
-	retryBackoff = 250 * time.Millisecond
-	// maxRetryBackoff caps the doubling of retryBackoff over a record's
-	// consecutive failures.
-	maxRetryBackoff = 5 * time.Second
-	// leaseRecheck separates two looks at a lease held by someone else.
-	leaseRecheck = 500 * time.Millisecond
-	// rejoinBackoff separates a torn-down client (failed commit) from the
+// joinTimeout bounds Start when its context has no earlier deadline.
+const joinTimeout = 30 * time.Second
+
+// Timings are the consumer's own waits and the timings of its sarama
+// consumer group. A zero field takes its default (DefaultTimings, what the
+// demo runs with); tests on one machine shorten them (FastTimings). They
+// set how soon the consumer acts, not what it does: the lab's scenarios and
+// tests wait for the events they need and set their windows with Faults,
+// RPCTimeout and LeaseTTL.
+type Timings struct {
+	// RetryBackoff separates the first two attempts at a record that
+	// failed (an RPC timeout, a lost CAS, a database error); it doubles
+	// with each further failure, up to MaxRetryBackoff. It also separates
+	// two attempts at a failing Consume.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// LeaseRecheck separates two looks at a lease held by someone else.
+	LeaseRecheck time.Duration
+	// RejoinBackoff separates a torn-down client (failed commit) from the
 	// new one.
-	rejoinBackoff = 500 * time.Millisecond
-	// killGrace is how long Kill lets the group leave before it closes the
+	RejoinBackoff time.Duration
+	// KillGrace is how long Kill lets the group leave before it closes the
 	// client under it.
-	killGrace = 2 * time.Second
-	// joinTimeout bounds Start when its context has no earlier deadline.
-	joinTimeout = 30 * time.Second
-)
+	KillGrace time.Duration
+	// FetchMaxWait is how long the broker may hold a fetch that finds no
+	// new record (sarama's Consumer.MaxWaitTime). The member sends every
+	// request (heartbeats, commits, the check after a commit) on its one
+	// connection to the broker, which answers them in order: each may wait
+	// this long behind a parked fetch.
+	FetchMaxWait time.Duration
+	// HeartbeatInterval is how often the member heartbeats, and so how
+	// soon it notices a rebalance (a member joining or leaving).
+	HeartbeatInterval time.Duration
+	// SessionTimeout is how long the broker keeps a member it does not
+	// hear from. It must be more than HeartbeatInterval and at least the
+	// broker's group.min.session.timeout.ms (6s on Kafka and kfake).
+	SessionTimeout time.Duration
+	// RebalanceTimeout is how long the coordinator waits for every member
+	// to rejoin in a rebalance.
+	RebalanceTimeout time.Duration
+	// RebalanceRetryBackoff separates two attempts at a failed join or
+	// sync of the group.
+	RebalanceRetryBackoff time.Duration
+	// FetchRetryBackoff separates two attempts at a partition whose fetch
+	// failed (sarama's Consumer.Retry.Backoff).
+	FetchRetryBackoff time.Duration
+}
+
+// DefaultTimings are the timings a zero Timings field takes.
+//
+// 6s is the broker's smallest allowed session timeout (Kafka's and kfake's
+// group.min.session.timeout.ms); heartbeats every second, so a rebalance is
+// noticed within a second; members rejoin at once (a revoked claim returns
+// without waiting for the record in flight), so 3s of rebalance timeout is
+// plenty and keeps a stuck member from holding a rebalance for sarama's
+// default minute.
+func DefaultTimings() Timings {
+	return Timings{
+		RetryBackoff:          250 * time.Millisecond,
+		MaxRetryBackoff:       5 * time.Second,
+		LeaseRecheck:          500 * time.Millisecond,
+		RejoinBackoff:         500 * time.Millisecond,
+		KillGrace:             2 * time.Second,
+		FetchMaxWait:          100 * time.Millisecond,
+		HeartbeatInterval:     time.Second,
+		SessionTimeout:        6 * time.Second,
+		RebalanceTimeout:      3 * time.Second,
+		RebalanceRetryBackoff: 250 * time.Millisecond,
+		FetchRetryBackoff:     250 * time.Millisecond,
+	}
+}
+
+// FastTimings are for tests, where the broker, the database and the
+// downstreams run on this machine: short waits between attempts, between
+// looks at a busy lease and before a rejoin, a short fetch wait (so that a
+// commit is not held behind a parked fetch) and a heartbeat every 100ms (so
+// that a rebalance is noticed within 100ms). The session and rebalance
+// timeouts and the kill grace, which only bound failures, keep their
+// defaults, and so do RPCTimeout and LeaseTTL, which decide outcomes: a
+// test sets those itself.
+func FastTimings() Timings {
+	t := DefaultTimings()
+	t.RetryBackoff = 50 * time.Millisecond
+	t.MaxRetryBackoff = time.Second
+	t.LeaseRecheck = 50 * time.Millisecond
+	t.RejoinBackoff = 50 * time.Millisecond
+	t.FetchMaxWait = 20 * time.Millisecond
+	t.HeartbeatInterval = 100 * time.Millisecond
+	t.RebalanceRetryBackoff = 50 * time.Millisecond
+	t.FetchRetryBackoff = 50 * time.Millisecond
+	return t
+}
+
+// withDefaults fills the zero fields of t from DefaultTimings.
+func (t Timings) withDefaults() Timings {
+	d := DefaultTimings()
+	for _, f := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&t.RetryBackoff, d.RetryBackoff}, {&t.MaxRetryBackoff, d.MaxRetryBackoff},
+		{&t.LeaseRecheck, d.LeaseRecheck}, {&t.RejoinBackoff, d.RejoinBackoff},
+		{&t.KillGrace, d.KillGrace}, {&t.FetchMaxWait, d.FetchMaxWait},
+		{&t.HeartbeatInterval, d.HeartbeatInterval}, {&t.SessionTimeout, d.SessionTimeout},
+		{&t.RebalanceTimeout, d.RebalanceTimeout}, {&t.RebalanceRetryBackoff, d.RebalanceRetryBackoff},
+		{&t.FetchRetryBackoff, d.FetchRetryBackoff},
+	} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
+	}
+	return t
+}
 
 // Config configures one consumer (one group member).
 type Config struct {
@@ -103,6 +194,9 @@ type Config struct {
 	// LeaseTTL is the anchored lease's length (default 60s); every state
 	// CAS renews it.
 	LeaseTTL time.Duration
+	// Timings are the consumer's waits and group timings; zero fields
+	// take DefaultTimings.
+	Timings Timings
 	// Faults may be nil.
 	Faults *Faults
 	// ResumeFromState turns a naive consumer into its post-incident fix:
@@ -267,6 +361,14 @@ func (cfg *Config) validate() error {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
+	cfg.Timings = cfg.Timings.withDefaults()
+	if cfg.Timings.HeartbeatInterval >= cfg.Timings.SessionTimeout {
+		return fmt.Errorf("consumer: heartbeat interval %s must be shorter than the session timeout %s",
+			cfg.Timings.HeartbeatInterval, cfg.Timings.SessionTimeout)
+	}
+	if cfg.Timings.RetryBackoff > cfg.Timings.MaxRetryBackoff {
+		cfg.Timings.MaxRetryBackoff = cfg.Timings.RetryBackoff
+	}
 	return nil
 }
 
@@ -311,7 +413,7 @@ func (c *Consumer) kill(why string) {
 		c.mu.Unlock()
 		c.cancelLife()
 		if k != nil {
-			go k.abort()
+			go k.abort(c.cfg.Timings.KillGrace)
 		}
 	})
 }
@@ -386,7 +488,7 @@ func (c *Consumer) run(joined chan<- struct{}, failed chan<- error) {
 		if err != nil {
 			c.note("error", err.Error())
 		}
-		if c.ending() || !c.sleep(rejoinBackoff) {
+		if c.ending() || !c.sleep(c.cfg.Timings.RejoinBackoff) {
 			return
 		}
 		c.note("rejoin", "")
@@ -408,8 +510,9 @@ func (k *conn) close() {
 	k.clientOnce.Do(func() { _ = k.client.Close() })
 }
 
-// abort closes the group, and the client under it if leaving takes too long.
-func (k *conn) abort() {
+// abort closes the group, and the client under it if leaving takes longer
+// than grace.
+func (k *conn) abort(grace time.Duration) {
 	left := make(chan struct{})
 	go func() {
 		k.groupOnce.Do(func() { _ = k.group.Close() })
@@ -417,7 +520,7 @@ func (k *conn) abort() {
 	}()
 	select {
 	case <-left:
-	case <-time.After(killGrace):
+	case <-time.After(grace):
 	}
 	k.clientOnce.Do(func() { _ = k.client.Close() })
 }
@@ -485,7 +588,7 @@ func (c *Consumer) session(onJoin func()) error {
 			if failures >= 5 {
 				return err // a fresh client
 			}
-			c.sleep(retryBackoff)
+			c.sleep(c.cfg.Timings.RetryBackoff)
 		default:
 			failures = 0 // a rebalance: join the next generation
 		}
@@ -502,11 +605,12 @@ func (c *Consumer) saramaConfig() *sarama.Config {
 	sc.Version = sarama.V3_5_0_0
 	sc.ClientID = c.cfg.ClientID
 	sc.ChannelBufferSize = 16
+	tm := c.cfg.Timings
 	sc.Net.DialTimeout = 3 * time.Second
 	sc.Net.WriteTimeout = 3 * time.Second
 	// A JoinGroup answer may wait up to the rebalance timeout on the
 	// coordinator: the read timeout must be longer.
-	sc.Net.ReadTimeout = 10 * time.Second
+	sc.Net.ReadTimeout = max(10*time.Second, tm.RebalanceTimeout+5*time.Second)
 	sc.Metadata.AllowAutoTopicCreation = false
 	sc.Metadata.Retry.Max = 3
 	sc.Metadata.Retry.Backoff = 100 * time.Millisecond
@@ -514,20 +618,15 @@ func (c *Consumer) saramaConfig() *sarama.Config {
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	sc.Consumer.Offsets.AutoCommit.Enable = false
-	sc.Consumer.MaxWaitTime = 100 * time.Millisecond
-	sc.Consumer.Retry.Backoff = 250 * time.Millisecond
+	sc.Consumer.MaxWaitTime = tm.FetchMaxWait
+	sc.Consumer.Retry.Backoff = tm.FetchRetryBackoff
 
-	// 6s is the broker's smallest allowed session timeout (Kafka's and
-	// kfake's group.min.session.timeout.ms); heartbeats every second, so a
-	// rebalance is noticed within a second; members rejoin at once (a
-	// revoked claim returns without waiting for the record in flight), so
-	// 3s of rebalance timeout is plenty and keeps a stuck member from
-	// holding a rebalance for sarama's default minute.
-	sc.Consumer.Group.Session.Timeout = 6 * time.Second
-	sc.Consumer.Group.Heartbeat.Interval = time.Second
-	sc.Consumer.Group.Rebalance.Timeout = 3 * time.Second
+	// See DefaultTimings for the defaults.
+	sc.Consumer.Group.Session.Timeout = tm.SessionTimeout
+	sc.Consumer.Group.Heartbeat.Interval = tm.HeartbeatInterval
+	sc.Consumer.Group.Rebalance.Timeout = tm.RebalanceTimeout
 	sc.Consumer.Group.Rebalance.Retry.Max = 4
-	sc.Consumer.Group.Rebalance.Retry.Backoff = 250 * time.Millisecond
+	sc.Consumer.Group.Rebalance.Retry.Backoff = tm.RebalanceRetryBackoff
 	// Eager range assignment (sarama's default): a rebalance revokes every
 	// claim, as in the seeds' clients.
 	sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}

@@ -1,7 +1,9 @@
 package consumer
 
 import (
+	"database/sql"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,7 +261,14 @@ func TestCommitFailure(t *testing.T) {
 // on) by its in-process guard. The holder is killed; its lease runs out; the
 // operation finishes exactly once. Range assignment gives the single
 // partition to the member whose id (client id + uuid) sorts first.
+//
+// The lease is short so that it runs out soon after the kill, and long
+// enough to outlive the second member's join and first look: a rebalance
+// the holder notices at its next heartbeat (FastTimings: 100ms), then a
+// fetch and a read. That takes 0.1-0.4s here; the lease's 1.5s leaves the
+// margin a loaded machine needs (the gap is logged).
 func TestAnchoredLease(t *testing.T) {
+	const leaseTTL = 1500 * time.Millisecond
 	for _, tc := range []struct{ holder, other, busy string }{
 		{"c-z", "c-b", "lease held by c-z"},
 		{"c-a", "c-b", "in flight in this process (c-a)"},
@@ -268,7 +277,7 @@ func TestAnchoredLease(t *testing.T) {
 			t.Parallel()
 			l := newLab(t, 1)
 			l.exec("INSERT INTO account_balance (account_id, balance) VALUES (5, 500.00)")
-			ttl := func(c *Config) { c.LeaseTTL = 3 * time.Second }
+			ttl := func(c *Config) { c.LeaseTTL = leaseTTL }
 			f := NewFaults()
 			f.StepDelay("PAY-L", stepNotify, time.Minute)
 			holder := l.start(Settlement, Anchored, tc.holder, f, ttl)
@@ -278,6 +287,10 @@ func TestAnchoredLease(t *testing.T) {
 			})
 			l.start(Settlement, Anchored, tc.other, nil, ttl)
 			busy := l.rec.waitFor(t, l.ctx, "PAY-L", "lease_busy")
+			leased := l.rec.wait(t, l.ctx, "ledger done (the lease's last renewal)", func(ev Event) bool {
+				return ev.BizID == "PAY-L" && ev.What == "step_done" && ev.Step == stepLedger
+			})
+			t.Logf("lease_busy %s after the lease's last renewal (lease %s)", busy.At.Sub(leased.At).Round(time.Millisecond), leaseTTL)
 			l.want("lease_busy detail", busy.Detail, tc.busy)
 			l.want("pay_state while held", l.str("SELECT CONCAT_WS('/', status, owner) FROM pay_state WHERE biz_id = 'PAY-L'"), "LEDGER_DONE/"+tc.holder)
 			l.want("notify calls while held", l.notify.count("PAY-L"), 0)
@@ -427,6 +440,25 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestTimings: zero fields take the defaults (the demo's), set ones are
+// kept, and a heartbeat that is not shorter than the session is refused.
+func TestTimings(t *testing.T) {
+	cfg := Config{Kind: Orders, Design: Anchored, Topic: "t", Group: "g", ClientID: "c", Brokers: []string{"x"},
+		DB: &sql.DB{}, Services: URLs{Points: "http://127.0.0.1:1"}, Timings: Timings{LeaseRecheck: time.Millisecond}}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultTimings()
+	want.LeaseRecheck = time.Millisecond
+	if cfg.Timings != want {
+		t.Errorf("Timings = %+v, want %+v", cfg.Timings, want)
+	}
+	cfg.Timings = Timings{HeartbeatInterval: 6 * time.Second}
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "heartbeat interval") {
+		t.Errorf("heartbeat = session timeout: %v, want an error", err)
+	}
+}
+
 // TestRebalanceZombie is seed 001's rebalance: the WMS call of the member
 // holding the record hangs (the lock is applied, the answer is late) while a
 // second member joins and takes the partition. The first member's work goes
@@ -434,13 +466,17 @@ func TestConfigErrors(t *testing.T) {
 // (two locks, two waybills, two notices). Anchored: the new owner finds the
 // zombie's lease busy; the zombie finishes under its lease; the new owner
 // then finds the operation DONE and only commits.
+//
+// WMS holds its answer until the new owner has taken over (naive: it has
+// committed; anchored: it has found the lease busy), so that the late answer
+// comes after the rebalance however long the rebalance takes.
 func TestRebalanceZombie(t *testing.T) {
 	for _, design := range []Design{Naive, Anchored} {
 		t.Run(string(design), func(t *testing.T) {
 			t.Parallel()
 			l := newLab(t, 1)
 			slowRPC := func(c *Config) { c.RPCTimeout = 10 * time.Second }
-			l.wms.delayNext("F-Z", 3*time.Second)
+			answer := l.wms.holdNext(t, "F-Z")
 			l.start(Fulfilment, design, "c-z", nil, slowRPC)
 			part, off := l.produce(fulfilMsg("F-Z"))
 			select {
@@ -452,6 +488,16 @@ func TestRebalanceZombie(t *testing.T) {
 			l.rec.wait(t, l.ctx, "c-z revoked", func(ev Event) bool {
 				return ev.Consumer == "c-z" && ev.BizID == "F-Z" && ev.What == "revoked"
 			})
+			if design == Naive {
+				l.rec.wait(t, l.ctx, "c-b commits", func(ev Event) bool {
+					return ev.Consumer == "c-b" && ev.BizID == "F-Z" && ev.What == "committed"
+				})
+			} else {
+				l.rec.wait(t, l.ctx, "c-b finds the lease busy", func(ev Event) bool {
+					return ev.Consumer == "c-b" && ev.BizID == "F-Z" && ev.What == "lease_busy"
+				})
+			}
+			answer() // the zombie's WMS call returns, late
 			l.rec.wait(t, l.ctx, "c-z's zombie finishes without a commit", func(ev Event) bool {
 				return ev.Consumer == "c-z" && ev.BizID == "F-Z" && ev.What == "commit_skipped"
 			})

@@ -20,7 +20,8 @@ import (
 // fakeService is a tiny stand-in for a lab/downstream service: POST /call
 // applies a (non-idempotent) effect, GET /status?request_id= and GET
 // /effects?biz_id= report them. delayNext makes the next call of a biz id
-// apply its effect and then answer late.
+// apply its effect and then answer late; holdNext makes it apply its effect
+// and answer only once the test releases it.
 type fakeService struct {
 	srv *httptest.Server
 
@@ -28,11 +29,13 @@ type fakeService struct {
 	byBiz   map[string]int
 	byReq   map[string]int
 	delays  map[string]time.Duration
+	holds   map[string]chan struct{}
 	applied chan string // biz ids, as effects are applied
 }
 
 func newFakeService(t *testing.T) *fakeService {
-	s := &fakeService{byBiz: map[string]int{}, byReq: map[string]int{}, delays: map[string]time.Duration{}, applied: make(chan string, 100)}
+	s := &fakeService{byBiz: map[string]int{}, byReq: map[string]int{}, delays: map[string]time.Duration{},
+		holds: map[string]chan struct{}{}, applied: make(chan string, 100)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /call", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -50,6 +53,8 @@ func newFakeService(t *testing.T) *fakeService {
 		n := s.byBiz[req.BizID]
 		d := s.delays[req.BizID]
 		delete(s.delays, req.BizID)
+		hold := s.holds[req.BizID]
+		delete(s.holds, req.BizID)
 		s.mu.Unlock()
 		select {
 		case s.applied <- req.BizID:
@@ -58,6 +63,13 @@ func newFakeService(t *testing.T) *fakeService {
 		if d > 0 {
 			select {
 			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if hold != nil {
+			select {
+			case <-hold:
 			case <-r.Context().Done():
 				return
 			}
@@ -89,6 +101,21 @@ func (s *fakeService) delayNext(bizID string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.delays[bizID] = d
+}
+
+// holdNext makes the next call of bizID apply its effect and then wait for
+// release (or for the caller to give up) before it answers. release may be
+// called more than once; the test's end calls it too, so that no handler
+// outlives the server.
+func (s *fakeService) holdNext(t *testing.T, bizID string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.holds[bizID] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release)
+	return release
 }
 
 func (s *fakeService) count(bizID string) int {
@@ -218,13 +245,13 @@ func (l *lab) urls() URLs {
 	return URLs{Notify: l.notify.srv.URL, WMS: l.wms.srv.URL, Logistics: l.logi.srv.URL, Points: l.points.srv.URL}
 }
 
-// start starts a consumer of the lab's topic and group; it is killed when the
-// test ends.
+// start starts a consumer of the lab's topic and group, with FastTimings
+// (tune may change them); it is killed when the test ends.
 func (l *lab) start(kind Kind, design Design, clientID string, f *Faults, tune func(*Config)) *Consumer {
 	l.t.Helper()
 	cfg := Config{Kind: kind, Design: design, Topic: l.topic, Group: l.group, ClientID: clientID,
 		Brokers: l.kafka.Brokers, DB: l.db, Services: l.urls(), RPCTimeout: 500 * time.Millisecond,
-		LeaseTTL: 30 * time.Second, Faults: f, Events: l.events}
+		LeaseTTL: 30 * time.Second, Timings: FastTimings(), Faults: f, Events: l.events}
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -85,10 +85,11 @@ const (
 	outParked
 	// outInvalid: the record cannot be processed (poison); commit.
 	outInvalid
-	// outRetry: failed; try again after retryBackoff; no commit.
+	// outRetry: failed; try again after Timings.RetryBackoff (doubling);
+	// no commit.
 	outRetry
 	// outBusy: someone else holds the operation; look again after
-	// leaseRecheck; no commit.
+	// Timings.LeaseRecheck; no commit.
 	outBusy
 	// outDied: a fault killed the consumer.
 	outDied
@@ -174,7 +175,8 @@ func (c *Consumer) handle(d *delivery) (keep bool) {
 		}
 	}
 
-	backoff := retryBackoff
+	tm := c.cfg.Timings
+	backoff := tm.RetryBackoff
 	for {
 		r := c.pipe.process(c.life, d)
 		switch r.out {
@@ -198,14 +200,14 @@ func (c *Consumer) handle(d *delivery) (keep bool) {
 		case outRetry, outBusy:
 			wait := backoff
 			if r.out == outBusy {
-				wait = leaseRecheck
+				wait = tm.LeaseRecheck
 				if r.detail != d.lastBusy {
 					c.emitD(d, "lease_busy", "", r.detail)
 					d.lastBusy = r.detail
 				}
 			} else {
 				c.emitD(d, "retry", "", r.detail)
-				backoff = min(2*backoff, maxRetryBackoff)
+				backoff = min(2*backoff, tm.MaxRetryBackoff)
 			}
 			if !c.pause(d, wait) {
 				c.abandon(d)

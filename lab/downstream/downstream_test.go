@@ -358,9 +358,12 @@ func TestFaultDelayAppliesButCallerTimesOut(t *testing.T) {
 	// Seed 001: the WMS locks the stock, but answers after the
 	// consumer's timeout.
 	s.SetFault("F-1", Fault{Delay: time.Hour})
-	c := client(t, 2*time.Second)
+	// The caller's timeout only has to outlast the call reaching the
+	// service (the effect is applied before the delay): a short one.
+	impatient := client(t, 500*time.Millisecond)
+	c := client(t, 10*time.Second)
 
-	_, err := do(t, c, callReq(t, context.Background(), s, callBody("F-1:wms", "F-1")))
+	_, err := do(t, impatient, callReq(t, context.Background(), s, callBody("F-1:wms", "F-1")))
 	var nerr net.Error
 	if !errors.As(err, &nerr) || !nerr.Timeout() {
 		t.Fatalf("call with a Delay fault: err = %v, want a client timeout", err)
