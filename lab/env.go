@@ -74,6 +74,8 @@ type Env struct {
 	root *sql.DB
 	// inflight are consumers a scenario left running (in-flight-lease).
 	inflight []*consumer.Consumer
+	// timings are the consumers' waits of the last RunWith.
+	timings consumer.Timings
 	tmpDir   string
 	closer   []func()
 }

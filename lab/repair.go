@@ -139,7 +139,7 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 		select {
 		case <-ctx.Done():
 			return out, ctx.Err()
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -150,7 +150,7 @@ func (e *Env) startFixed(ctx context.Context, pipeline string) (*consumer.Consum
 	if err != nil {
 		return nil, err
 	}
-	cfg.LeaseTTL, cfg.ResumeFromState = time.Minute, true
+	cfg.LeaseTTL, cfg.ResumeFromState, cfg.Timings = time.Minute, true, e.timings
 	// No scenario relies on these consumers' timeouts: a generous bound,
 	// so that a loaded machine (CI runs every package at once) does not
 	// turn a slow probe into an inconclusive one, and a redrive into a

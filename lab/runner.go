@@ -54,6 +54,7 @@ func (e *Env) RunWith(ctx context.Context, names []string, opts RunOptions, prog
 	if err != nil {
 		return nil, err
 	}
+	e.timings = opts.Timings // the fixed consumers of Repair run with them too
 	producer, err := sarama.NewSyncProducer(e.Cluster.Brokers, consumer.ProducerConfig("opctl-lab-producer"))
 	if err != nil {
 		return nil, fmt.Errorf("lab: producer: %v", err)
