@@ -76,8 +76,8 @@ type Env struct {
 	inflight []*consumer.Consumer
 	// timings are the consumers' waits of the last RunWith.
 	timings consumer.Timings
-	tmpDir   string
-	closer   []func()
+	tmpDir  string
+	closer  []func()
 }
 
 // Start creates the lab database, loads the schema, starts the cluster and the
