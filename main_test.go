@@ -26,6 +26,13 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs testdata/script/*.txtar: CLI behaviour that needs no
 // database (usage, config errors, explain, version, completion).
+//
+// Each `exec opctl` runs this test binary again; built with -race it would
+// sleep a second at exit (the race runtime's atexit_sleep_ms), so the
+// scripts' processes do not.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+	testscript.Run(t, testscript.Params{Dir: "testdata/script", Setup: func(env *testscript.Env) error {
+		env.Setenv("GORACE", "atexit_sleep_ms=0")
+		return nil
+	}})
 }
