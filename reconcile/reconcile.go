@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,14 @@ type DB interface {
 }
 
 var _ DB = (*mysqlsrc.Reader)(nil)
+
+// batchLimiter is a DB whose server needs smaller batches than
+// Options.Batch (*mysql.Reader: go-mysql-server does).
+type batchLimiter interface {
+	BatchLimit(ctx context.Context) (int, string)
+}
+
+var _ batchLimiter = (*mysqlsrc.Reader)(nil)
 
 // Deps are the sources of a run.
 type Deps struct {
@@ -275,6 +284,9 @@ type run struct {
 	errMu sync.Mutex
 	err   error
 
+	// batchWhy says why o.Batch is below what the options asked.
+	batchWhy string
+
 	// causes are why verdicts were partial, by pipeline and source (a
 	// Kafka cause by its text), for Summary.PartialWhy.
 	causeMu sync.Mutex
@@ -358,6 +370,14 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 		return nil, err
 	}
 	r.now = now
+	if bl, ok := d.DB.(batchLimiter); ok {
+		tctx, cancel := context.WithTimeout(r.qctx, o.Timeout)
+		n, why := bl.BatchLimit(tctx)
+		cancel()
+		if n > 0 && n < r.o.Batch {
+			r.o.Batch, r.batchWhy = n, why
+		}
+	}
 	r.kafka = &cachedKafka{views: map[string]groupResult{}}
 	r.col = &sources.Collector{DB: d.DB, Prober: d.Prober, AuditTable: o.AuditTable, Timeout: o.Timeout}
 	if d.Kafka != nil {
@@ -538,6 +558,9 @@ func (r *run) summary() *Summary {
 			st.Verdicts[k] = v
 		}
 		cs.mu.Unlock()
+		if r.batchWhy != "" && st.Candidates > int64(r.o.Batch) {
+			st.Notes = append(slices.Clip(st.Notes), fmt.Sprintf("triaged in batches of %d: %s", r.o.Batch, r.batchWhy))
+		}
 		s.Rows += st.Rows
 		s.Candidates += st.Candidates
 		s.Targets += st.Targets

@@ -277,7 +277,14 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		sel, cols := stateSelect(st, q)
 		text := fmt.Sprintf("SELECT %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = ?", sel, q(st.Table), q(st.Key))
 		branch := fmt.Sprintf("SELECT ? AS opctl_op, %s FROM %s AS s WHERE s.%s = ?", sel, q(st.Table), q(st.Key))
-		clock := "SELECT -1, NOW(6)" + strings.Repeat(", NULL", len(cols))
+		// The clock branch selects the state columns from an empty join
+		// rather than bare NULLs, so that every column of the UNION keeps
+		// the table's type. go-mysql-server types DATETIME UNION ALL NULL
+		// as text (the batch's times read as strings: every verdict
+		// partial) and, on a table with a primary-key index, rejects the
+		// bare-NULL form ("result max1Row iterator returned more than one
+		// row": every batch fell back to one statement per operation).
+		clock := fmt.Sprintf("SELECT -1, %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON 1 = 0", sel, q(st.Table))
 		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock})
 	} else {
 		qs = append(qs, query{kind: kindState, text: "SELECT NOW(6)"})
