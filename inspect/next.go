@@ -37,7 +37,13 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 				}
 			}
 		}
-		return append(out, plan+reason+" --out plan.json", explain)
+		// No answer says whether the call took effect: a plan needs what the
+		// downstream's team says, attested (docs/repair.md).
+		attest := plan + " --action manual" + stepFlag(r) + ` --attest "$ATTEST"` + reason
+		return append(out,
+			attest+" --outcome applied --out plan.json   # the downstream says the call took effect",
+			attest+" --outcome absent --out plan.json   # the downstream says it never did",
+			"opctl repair apply plan.json --dry-run", explain)
 	case DuplicateEffect, WronglySkipped, MissingEffect, StateBehind, Stranded:
 		return []string{plan + reason + " --out plan.json", "opctl repair apply plan.json --dry-run", explain}
 	case WillRedeliver, CompleteUncommitted, Incomplete:
@@ -46,6 +52,17 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 		return []string{explain}
 	}
 	return []string{}
+}
+
+// stepFlag names the first step whose outcome is unknown (--from-step),
+// the one an attestation is about.
+func stepFlag(r *Report) string {
+	for _, f := range r.Findings {
+		if f.Code == UnknownOutcome && f.Step != "" {
+			return " --from-step " + ShellQuote(f.Step)
+		}
+	}
+	return ""
 }
 
 // ShellQuote quotes s for a POSIX shell when it holds anything but safe

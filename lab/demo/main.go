@@ -119,6 +119,11 @@ memory). With --mysql-dsn it creates its own database on that server
 				}
 			}
 			ios.SetNoColor(opts.NoColor || os.Getenv("NO_COLOR") != "")
+			if opts.Keep {
+				// A kept lab is for a person to triage and repair: every
+				// command the README and where's NEXT suggest has work to do.
+				opts.NoRepair = true
+			}
 			if opts.MySQLDSN == "" {
 				srv, dsn, err := startEmbedded()
 				if err != nil {
@@ -141,7 +146,7 @@ EXIT STATUS
 	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	fl := c.Flags()
 	fl.StringVar(&opts.MySQLDSN, "mysql-dsn", "", "run on this MySQL/MariaDB server (default: an embedded MySQL-protocol server)")
-	fl.BoolVar(&opts.Keep, "keep", false, "leave the lab running after the demo (until Ctrl-C) and print how to reach it")
+	fl.BoolVar(&opts.Keep, "keep", false, "leave the lab running, its incidents unrepaired (as --no-repair), until Ctrl-C, and print how to reach it")
 	fl.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios, comma-separated (default: all)")
 	fl.BoolVar(&opts.NoRepair, "no-repair", false, "stop after the triage: no plans, no apply")
 	fl.StringVarP(&opts.Output, "output", "o", "table", "output format: table|json|jsonl")
@@ -170,11 +175,21 @@ EXIT STATUS
 
 // startEmbedded starts go-mysql-server on 127.0.0.1:0 and returns a DSN for
 // it (root, no password; the lab creates its own database).
-func startEmbedded() (*server.Server, string, error) {
+func startEmbedded() (*server.Server, string, error) { return newEmbedded(true) }
+
+// newEmbedded starts go-mysql-server; pkIndexes gives the tables of every
+// database created on it a PRIMARY index (the demo's server), as InnoDB's.
+// Without it (go-mysql-server's default) a table has no PRIMARY index at
+// all: none in information_schema.STATISTICS, SHOW INDEX or the planner,
+// only COLUMNS.COLUMN_KEY = 'PRI' (the tests use such a server).
+func newEmbedded(pkIndexes bool) (*server.Server, string, error) {
 	logrus.SetOutput(io.Discard) // go-mysql-server logs every connection and every failed prepare
 	db := memory.NewDatabase("opctl")
 	db.BaseDatabase.EnablePrimaryKeyIndexes()
 	pro := memory.NewDBProvider(db)
+	// The lab creates its own database (CREATE DATABASE opctl_lab_...): the
+	// provider's option, not the database's, decides for it.
+	pro.WithOption(memory.NativeIndexProvider(pkIndexes))
 	engine := sqle.NewDefault(pro)
 	serial := func(h mysql.Handler) (mysql.Handler, error) { return &serialHandler{Handler: h}, nil }
 	srv, err := server.NewServerWithHandler(server.Config{Protocol: "tcp", Address: "127.0.0.1:0"}, engine, gmssql.NewContext,

@@ -52,10 +52,51 @@ type demoKeep struct {
 
 func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error {
 	start := time.Now()
-	dsn := opts.MySQLDSN
 	human := opts.Output == "table"
 	progress := func(format string, args ...any) { fmt.Fprintf(ios.ErrOut, format, args...) }
 
+	env, rep, err := startLab(ctx, opts, progress)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	rep.Elapsed = time.Since(start).Round(time.Millisecond).String()
+
+	if human {
+		renderDemo(ios.Out, ios, rep, env)
+	} else {
+		enc := json.NewEncoder(ios.Out)
+		if opts.Output == "json" {
+			enc.SetIndent("", "  ")
+		}
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	}
+	if opts.Keep {
+		if err := os.WriteFile("opctl-lab.yaml", []byte(env.RenderConfig()), 0o600); err != nil {
+			progress("could not write ./opctl-lab.yaml: %v\n", err)
+		}
+		progress("\nThe lab stays up, its incidents unrepaired, until Ctrl-C. From another terminal, in this directory\n(the README's tour):\n  go build -o opctl . && export OPCTL_CONFIG=opctl-lab.yaml\n  ./opctl where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
+			env.Cluster.Brokers[0], env.Cluster.Brokers[0])
+		<-ctx.Done()
+		os.Remove("opctl-lab.yaml")
+		progress("lab stopped\n")
+		return nil
+	}
+	if !rep.OK {
+		return errMismatch
+	}
+	return nil
+}
+
+// startLab starts the lab on opts.MySQLDSN, runs the selected scenarios,
+// triages every operation, repairs the incidents (unless opts.NoRepair) and
+// checks the invariants. The lab stays up: the caller closes the returned
+// env (what --keep leaves running is this env). rep.Elapsed is left to the
+// caller.
+func startLab(ctx context.Context, opts *options, progress func(format string, args ...any)) (*lab.Env, demoReport, error) {
+	dsn := opts.MySQLDSN
 	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, SerialWrites: opts.embedded})
 	if err != nil {
 		if strings.Contains(err.Error(), "not reachable") {
@@ -63,14 +104,23 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 			if c, perr := mysql.ParseDSN(dsn); perr == nil {
 				host = c.Addr
 			}
-			return fmt.Errorf("no MySQL answering at %s: run `go run ./lab/demo` without --mysql-dsn for the embedded MySQL-protocol server", host)
+			return nil, demoReport{}, fmt.Errorf("no MySQL answering at %s: run `go run ./lab/demo` without --mysql-dsn for the embedded MySQL-protocol server", host)
 		}
-		return err
+		return nil, demoReport{}, err
 	}
-	defer env.Close()
+	rep, err := runLab(ctx, env, opts, progress)
+	if err != nil {
+		env.Close()
+		return nil, demoReport{}, err
+	}
+	return env, rep, nil
+}
+
+// runLab is startLab on a started env.
+func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(format string, args ...any)) (demoReport, error) {
 	selected, err := lab.Select(opts.Scenarios)
 	if err != nil {
-		return err
+		return demoReport{}, err
 	}
 	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(selected))
 
@@ -86,22 +136,22 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 		}
 	})
 	if runErr != nil && ctx.Err() != nil {
-		return ctx.Err()
+		return demoReport{}, ctx.Err()
 	}
 	if runErr != nil {
-		return runErr
+		return demoReport{}, runErr
 	}
 	progress("triaging %d operations with opctl where...\n", countExpect(results))
 	checks, err := env.Check(ctx, results)
 	if err != nil {
-		return err
+		return demoReport{}, err
 	}
 	rep := demoReport{Checks: checks, Repairs: []lab.Repair{}, Reports: []inspect.Report{}, OK: true}
 	if !opts.NoRepair {
 		progress("repairing: opctl repair plan + opctl repair apply --yes for each incident...\n")
 		rep.Repairs, err = env.Repair(ctx, checks, func(s string) { progress("  %s\n", s) })
 		if err != nil {
-			return err
+			return demoReport{}, err
 		}
 		for _, r := range rep.Repairs {
 			rep.OK = rep.OK && r.OK
@@ -109,7 +159,7 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 	}
 	invs, err := env.Invariants(ctx, results)
 	if err != nil {
-		return err
+		return demoReport{}, err
 	}
 	rep.Invariants = invs
 	for _, inv := range invs {
@@ -137,34 +187,29 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 	if opts.Keep {
 		rep.Keep = &demoKeep{DSN: env.DSN, Brokers: env.Cluster.Brokers, Config: env.ConfigPath}
 	}
-	rep.Elapsed = time.Since(start).Round(time.Millisecond).String()
+	return rep, nil
+}
 
-	if human {
-		renderDemo(ios.Out, ios, rep, env)
-	} else {
-		enc := json.NewEncoder(ios.Out)
-		if opts.Output == "json" {
-			enc.SetIndent("", "  ")
+// repairedView is the where view of an incident the demo then repaired:
+// its NEXT repair commands are what the demo ran (REPAIRS), and pasted into
+// another terminal they would find nothing to repair (and no plan.json to
+// dry-run), so they give way to a comment that says so. The other NEXT
+// lines (explain, where again) still work on the repaired lab.
+func repairedView(r inspect.Report) inspect.Report {
+	var next []string
+	replaced := false
+	for _, n := range r.Verdict.Next {
+		if strings.HasPrefix(n, "opctl repair ") {
+			if !replaced {
+				next = append(next, "# repaired by the demo (REPAIRS below); to run opctl repair yourself: go run ./lab/demo --keep --no-repair")
+				replaced = true
+			}
+			continue
 		}
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
+		next = append(next, n)
 	}
-	if opts.Keep {
-		if err := os.WriteFile("opctl-lab.yaml", []byte(env.RenderConfig()), 0o600); err != nil {
-			progress("could not write ./opctl-lab.yaml: %v\n", err)
-		}
-		progress("\nThe lab stays up until Ctrl-C. From another terminal:\n  go build -o opctl . && ./opctl --config opctl-lab.yaml where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
-			env.Cluster.Brokers[0], env.Cluster.Brokers[0])
-		<-ctx.Done()
-		os.Remove("opctl-lab.yaml")
-		progress("lab stopped\n")
-		return nil
-	}
-	if !rep.OK {
-		return errMismatch
-	}
-	return nil
+	r.Verdict.Next = next
+	return r
 }
 
 func countExpect(rs []lab.Result) int {
@@ -211,6 +256,9 @@ func renderDemo(w io.Writer, ios *iostreams.IOStreams, rep demoReport, env *lab.
 
 	for _, r := range rep.Reports {
 		fmt.Fprintf(w, "\n%s\n\n", strings.Repeat("═", 72))
+		if len(rep.Repairs) > 0 {
+			r = repairedView(r)
+		}
 		_ = ui.Where(w, ios.IsStdoutTTY(), st, []inspect.Report{r})
 	}
 
