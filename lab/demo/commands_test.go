@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/lab"
 	"github.com/opctl-dev/opctl/reconcile"
 )
 
@@ -91,6 +92,110 @@ func buildOpctl(t *testing.T, dir string) {
 	}
 }
 
+// keptLab starts the embedded server and the lab as `go run ./lab/demo
+// --keep` leaves it (the incidents unrepaired, the lab's config written to
+// dir/opctl-lab.yaml) and a shell with opctl built on its PATH and
+// OPCTL_CONFIG, REASON and ATTEST set, as the README's tour sets them.
+func keptLab(t *testing.T) (sh *labShell, env *lab.Env, rep demoReport, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	buildOpctl(t, bin)
+	srv, dsn, err := startEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true}
+	env, rep, err = startLab(context.Background(), opts, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	if !rep.OK {
+		t.Fatalf("the lab's verdicts differ from its expectations: %+v", rep.Checks)
+	}
+	cfgPath := filepath.Join(dir, "opctl-lab.yaml")
+	if err := os.WriteFile(cfgPath, []byte(env.RenderConfig()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh = &labShell{dir: dir}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OPCTL_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "REASON=") && !strings.HasPrefix(kv, "ATTEST=") {
+			sh.env = append(sh.env, kv)
+		}
+	}
+	sh.env = append(sh.env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"OPCTL_CONFIG="+cfgPath, "REASON=INC-lab commands test", "ATTEST=the downstream team checked their journal", "NO_COLOR=1")
+	return sh, env, rep, dir
+}
+
+// TestReadmeTour runs README.md's five-minute tour exactly as printed, line
+// by line, on a lab as `go run ./lab/demo --keep` leaves it: each must
+// exit 0, or the status its comment gives ("(exit 3)"); a line that asks to
+// type "yes" runs on a terminal (script(1)) with "yes" typed.
+func TestReadmeTour(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the lab")
+	}
+	t.Parallel()
+	lines := readmeTour(t)
+	sh, _, _, _ := keptLab(t)
+	exitOf := regexp.MustCompile(`\(exit (\d)\)`)
+	for _, line := range lines {
+		cmd, comment, _ := strings.Cut(line, "#")
+		cmd = strings.TrimSpace(cmd)
+		want := 0
+		if m := exitOf.FindStringSubmatch(comment); m != nil {
+			want = int(m[1][0] - '0')
+		}
+		if strings.Contains(comment, `type "yes"`) {
+			r := sh.run(t, "printf 'yes\\n' | script -qec '"+cmd+"' /dev/null", want)
+			if !strings.Contains(r.out, "applied") {
+				t.Errorf("$ %s (typing yes)\n%s", cmd, clip(r.out))
+			}
+			continue
+		}
+		sh.run(t, cmd, want)
+	}
+	if sh.ran < 10 {
+		t.Fatalf("only %d commands in the README's tour", sh.ran)
+	}
+}
+
+// readmeTour is the second code block of README.md's "A five-minute tour"
+// (terminal 2), one command per line, without the line that builds opctl
+// and sets the environment (keptLab does).
+func readmeTour(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tour, ok := strings.Cut(string(b), "## A five-minute tour")
+	if !ok {
+		t.Fatal("README.md has no '## A five-minute tour'")
+	}
+	tour, _, _ = strings.Cut(tour, "\n## ")
+	blocks := strings.Split(tour, "```sh\n")
+	if len(blocks) < 3 {
+		t.Fatalf("the tour has %d code blocks, want 2", len(blocks)-1)
+	}
+	block, _, _ := strings.Cut(blocks[2], "```")
+	var out []string
+	for _, l := range strings.Split(block, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "go build") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // TestLabCommands is the contract of `go run ./lab/demo --keep`: every
 // command the docs and `opctl where`'s NEXT sections tell a person to run
 // works against the lab on the embedded server, run as separate opctl
@@ -105,45 +210,13 @@ func TestLabCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the lab and runs opctl some 60 times")
 	}
+	t.Parallel()
 	start := time.Now()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	buildOpctl(t, bin)
-
-	srv, dsn, err := startEmbedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true}
-	env, rep, err := startLab(context.Background(), opts, func(string, ...any) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
-	if !rep.OK {
-		t.Fatalf("the lab's verdicts differ from its expectations: %+v", rep.Checks)
-	}
-	cfgPath := filepath.Join(dir, "opctl-lab.yaml")
-	if err := os.WriteFile(cfgPath, []byte(env.RenderConfig()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sh, env, rep, dir := keptLab(t)
 	t.Logf("lab up in %v", time.Since(start).Round(time.Millisecond))
 
-	sh := &labShell{dir: dir}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OPCTL_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "REASON=") && !strings.HasPrefix(kv, "ATTEST=") {
-			sh.env = append(sh.env, kv)
-		}
-	}
-	sh.env = append(sh.env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"OPCTL_CONFIG="+cfgPath, "REASON=INC-lab commands test", "ATTEST=the downstream team checked their journal", "NO_COLOR=1")
-
-	// docs/lab.md tells a --no-repair user to create the audit tables
-	// first; the lab may have already (CREATE TABLE IF NOT EXISTS: exit 0).
+	// The lab created the audit tables; creating them again changes
+	// nothing (CREATE TABLE IF NOT EXISTS: exit 0).
 	sh.run(t, "opctl --config opctl-lab.yaml schema apply --audit", 0)
 
 	// Every affected operation: where -o json, then each NEXT line.

@@ -13,6 +13,7 @@ import (
 // TestEmbeddedDemo runs the demo exactly as `go run ./lab/demo -o json`
 // does: on the embedded go-mysql-server, with no MariaDB involved.
 func TestEmbeddedDemo(t *testing.T) {
+	t.Parallel()
 	ios, _, out, errOut := iostreams.Test()
 	code := run(context.Background(), ios, []string{"-o", "json"})
 	var rep struct {

@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 		if err := os.WriteFile("opctl-lab.yaml", []byte(env.RenderConfig()), 0o600); err != nil {
 			progress("could not write ./opctl-lab.yaml: %v\n", err)
 		}
-		progress("\nThe lab stays up, its incidents unrepaired, until Ctrl-C. From another terminal, in this directory\n(the README's tour):\n  go build -o opctl . && export OPCTL_CONFIG=opctl-lab.yaml\n  ./opctl where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
+		progress("\nThe lab stays up, its incidents unrepaired, until Ctrl-C. From another terminal, in this directory\n(the README's tour):\n  go build -o opctl . && export PATH=\"$PWD:$PATH\" OPCTL_CONFIG=opctl-lab.yaml\n  opctl where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
 			env.Cluster.Brokers[0], env.Cluster.Brokers[0])
 		<-ctx.Done()
 		os.Remove("opctl-lab.yaml")
