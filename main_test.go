@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -35,4 +38,28 @@ func TestScripts(t *testing.T) {
 		env.Setenv("GORACE", "atexit_sleep_ms=0")
 		return nil
 	}})
+}
+
+// TestOpctlLinksNoLab: the operator's binary carries no fake broker, no
+// test consumers and no embedded database: go list -deps . has no lab
+// package, no kfake and no go-mysql-server (whose regex engine compiles
+// WebAssembly at init: +0.4-0.6 s on every command). docs/architecture.md.
+func TestOpctlLinksNoLab(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/opctl-dev/opctl/cmd") {
+		t.Fatalf("go list -deps output does not look like opctl's graph:\n%.500s", out)
+	}
+	for _, d := range deps {
+		switch {
+		case strings.HasPrefix(d, "github.com/opctl-dev/opctl/lab"),
+			strings.Contains(d, "/kfake"),
+			strings.HasPrefix(d, "github.com/dolthub/"),
+			strings.HasPrefix(d, "github.com/tetratelabs/wazero"):
+			t.Errorf("opctl links %s", d)
+		}
+	}
 }

@@ -19,7 +19,7 @@ func isTerminal(status string) bool {
 	return false
 }
 
-// anchor is DESIGN.md's consumer algorithm over one state table and one
+// anchor is docs/design.md's consumer algorithm over one state table and one
 // intent table (pay_state/pay_intent, ful_state/ful_intent). Table names are
 // constants of this package, never input.
 type anchor struct {

@@ -5,7 +5,7 @@
 // effects with no anchor, a state row written after each effect in its own
 // statement and never read back, remote calls with a fresh request id on
 // every attempt, skips decided by status equality and recorded forever.
-// Anchored consumers implement ../shared/DESIGN.md: a state row claimed with
+// Anchored consumers implement docs/design.md: a state row claimed with
 // a lease and advanced by a version CAS in the same transaction as each
 // effect, intents written before each remote call and probed after an
 // unknown outcome, skips decided against the entity's lifecycle.
@@ -48,7 +48,7 @@ type Design string
 const (
 	// Naive is the seed's original design, bugs included.
 	Naive Design = "naive"
-	// Anchored is DESIGN.md's design: state row, lease, CAS, intents.
+	// Anchored is docs/design.md's design: state row, lease, CAS, intents.
 	Anchored Design = "anchored"
 )
 

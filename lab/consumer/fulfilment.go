@@ -85,7 +85,7 @@ func (p *fulfilmentNaive) process(ctx context.Context, d *delivery) result {
 	return done()
 }
 
-// fulfilmentAnchored is DESIGN.md over ful_state, ful_order, ful_intent and
+// fulfilmentAnchored is docs/design.md over ful_state, ful_order, ful_intent and
 // ful_outbox. WMS can be probed; the logistics provider cannot, so an
 // unknown logistics outcome is parked for an operator, never called twice.
 type fulfilmentAnchored struct{ a *anchor }

@@ -16,7 +16,7 @@ import (
 
 // Record headers the consumers read. HeaderMsgID is set by ProduceMessage;
 // the opctl-* headers are added by `opctl repair apply` to the records it
-// republishes (SPEC §7).
+// republishes (docs/repair.md).
 const (
 	HeaderMsgID       = "msg_id"
 	HeaderPlan        = "opctl-plan"

@@ -121,7 +121,7 @@ func (p *ordersNaive) process(ctx context.Context, d *delivery) result {
 	return done()
 }
 
-// ordersAnchored is DESIGN.md §5 over orders, order_idem and order_intent:
+// ordersAnchored is docs/design.md (skip decisions) over orders, order_idem and order_intent:
 // skips are decided against the lifecycle CREATED < PAID < SHIPPED <
 // DELIVERED (cancelled by REFUNDED, CANCELLED), say why and what they saw,
 // and an early event waits for review instead of being skipped forever.

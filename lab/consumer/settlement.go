@@ -95,7 +95,7 @@ func (p *settlementNaive) process(ctx context.Context, d *delivery) result {
 	return done()
 }
 
-// settlementAnchored is DESIGN.md over pay_state, balance_journal,
+// settlementAnchored is docs/design.md over pay_state, balance_journal,
 // pay_ledger and pay_intent.
 type settlementAnchored struct{ a *anchor }
 

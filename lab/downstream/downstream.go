@@ -22,7 +22,7 @@
 //	GET  /journal[?biz_id=X]      200 [entries...] for humans (every call, in order)
 //
 // /status follows opctl's probe convention keyed by request id and /effects
-// the one keyed by biz id (SPEC §6): a 404 is "absent", "count" is the
+// the one keyed by biz id (docs/where.md): a 404 is "absent", "count" is the
 // number of effects the service holds for the operation.
 //
 // Faults (SetFault) apply to POST /call only, per biz id: an answer that is
