@@ -40,26 +40,64 @@ func TestScripts(t *testing.T) {
 	}})
 }
 
-// TestOpctlLinksNoLab: the operator's binary carries no fake broker, no
-// test consumers and no embedded database: go list -deps . has no lab
-// package, no kfake and no go-mysql-server (whose regex engine compiles
-// WebAssembly at init: +0.4-0.6 s on every command). docs/architecture.md.
-func TestOpctlLinksNoLab(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
+// TestLinks: what each package may link, from go list -deps
+// (docs/architecture.md).
+//   - the operator's binary (.) carries no fake broker, no test consumers
+//     and no embedded database: no lab package, no kfake and no
+//     go-mysql-server (whose regex engine compiles WebAssembly at init:
+//     +0.4-0.6 s on every command);
+//   - inspect imports the sources types, never a driver, database/sql or a
+//     network client, so every verdict rule is testable without a database;
+//   - the planner and the plan file (repair/plans) likewise link no driver,
+//     no database/sql and no Kafka or HTTP client, so every rule runs on
+//     plain structs.
+func TestLinks(t *testing.T) {
+	pure := struct{ exact, prefixes, allowed []string }{
+		exact:    []string{"database/sql", "net/http"},
+		prefixes: []string{"github.com/IBM/sarama", "github.com/go-sql-driver/", "github.com/opctl-dev/opctl/sources/"},
+		allowed:  []string{"github.com/opctl-dev/opctl/sources/config"},
 	}
-	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/opctl-dev/opctl/cmd") {
-		t.Fatalf("go list -deps output does not look like opctl's graph:\n%.500s", out)
-	}
-	for _, d := range deps {
-		switch {
-		case strings.HasPrefix(d, "github.com/opctl-dev/opctl/lab"),
-			strings.Contains(d, "/kfake"),
-			strings.HasPrefix(d, "github.com/dolthub/"),
-			strings.HasPrefix(d, "github.com/tetratelabs/wazero"):
-			t.Errorf("opctl links %s", d)
-		}
+	for _, tc := range []struct {
+		pkg, name string
+		// must be in the graph: it proves the output is opctl's graph.
+		must []string
+		// exact: banned packages; prefixes: banned import path prefixes;
+		// contains: banned substrings; allowed: exceptions to all three.
+		exact, prefixes, contains, allowed []string
+	}{
+		{pkg: ".", name: "opctl", must: []string{"github.com/opctl-dev/opctl/cmd"},
+			prefixes: []string{"github.com/opctl-dev/opctl/lab", "github.com/dolthub/", "github.com/tetratelabs/wazero"},
+			contains: []string{"/kfake"}},
+		{pkg: "./inspect", name: "inspect", must: []string{"github.com/opctl-dev/opctl/inspect"},
+			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
+		{pkg: "./repair/plans", name: "repair/plans", must: []string{"github.com/opctl-dev/opctl/repair/plans"},
+			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", tc.pkg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) < 10 {
+				t.Fatalf("go list -deps output does not look like a dependency list: %q", out)
+			}
+			for _, m := range tc.must {
+				if !slices.Contains(deps, m) {
+					t.Fatalf("go list -deps %s output does not look like %s's graph (no %s):\n%.500s", tc.pkg, tc.name, m, out)
+				}
+			}
+			for _, d := range deps {
+				if slices.Contains(tc.allowed, d) {
+					continue
+				}
+				banned := slices.Contains(tc.exact, d) ||
+					slices.ContainsFunc(tc.prefixes, func(p string) bool { return strings.HasPrefix(d, p) }) ||
+					slices.ContainsFunc(tc.contains, func(c string) bool { return strings.Contains(d, c) })
+				if banned {
+					t.Errorf("%s links %s", tc.name, d)
+				}
+			}
+		})
 	}
 }

@@ -89,11 +89,7 @@ func runAudit(ctx context.Context, opts *AuditOptions) error {
 	}
 	out := opts.IO.Out
 	if opts.Format != FormatTable {
-		enc := json.NewEncoder(out)
-		if opts.Format == FormatJSON {
-			enc.SetIndent("", "  ")
-		}
-		return enc.Encode(log)
+		return jsonEncoder(out, opts.Format).Encode(log)
 	}
 	return renderAudit(out, opts.IO.IsStdoutTTY(), ui.NewStyles(out, opts.IO.ColorEnabled()), log)
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -82,12 +80,7 @@ func BenchmarkWhere(b *testing.B) {
 	})
 
 	b.Run("process", func(b *testing.B) {
-		bin := filepath.Join(b.TempDir(), "opctl")
-		build := exec.Command("go", "build", "-o", bin, "..")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			b.Fatal(err)
-		}
+		bin := buildOpctl(b, "")
 		var ds []time.Duration
 		for b.Loop() {
 			start := time.Now()

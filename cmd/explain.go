@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -67,10 +66,7 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 		list = append(list, e)
 	}
 	if f.Globals.Output != FormatTable {
-		enc := json.NewEncoder(out)
-		if f.Globals.Output == FormatJSON {
-			enc.SetIndent("", "  ")
-		}
+		enc := jsonEncoder(out, f.Globals.Output)
 		if opts.Code != "" {
 			return enc.Encode(list[0])
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/repair"
-	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
@@ -52,7 +51,7 @@ type Factory struct {
 
 // NewFactory returns a factory on the given streams.
 func NewFactory(io *iostreams.IOStreams, version string) *Factory {
-	return &Factory{IOStreams: io, Version: version, Globals: GlobalOptions{Output: FormatTable, Timeout: sources.DefaultTimeout}}
+	return &Factory{IOStreams: io, Version: version, Globals: GlobalOptions{Output: FormatTable}}
 }
 
 // Config loads opctl.yaml once (lookup order of docs/config.md) and applies
@@ -67,14 +66,13 @@ func (f *Factory) config() (*config.Config, error) {
 	if f.cfg != nil || f.cfgErr != nil {
 		return f.cfg, f.cfgErr
 	}
-	path, err := config.Find(f.Globals.ConfigPath)
-	if err == nil {
-		f.cfg, err = config.Load(path)
-	}
+	// Load looks the file up itself (config.Find).
+	cfg, err := config.Load(f.Globals.ConfigPath)
 	if err != nil {
 		f.cfgErr = err
 		return nil, err
 	}
+	f.cfg = cfg
 	if f.Globals.MySQLDSN != "" {
 		f.cfg.MySQL.DSN = f.Globals.MySQLDSN
 	}
@@ -84,8 +82,9 @@ func (f *Factory) config() (*config.Config, error) {
 	return f.cfg, nil
 }
 
-// Clients opens the sources of the config once (o.Timeout defaults to
-// --timeout); later calls return the same clients.
+// Clients opens the sources of the config once, each bounded by --timeout
+// (o.Timeout is set from it; connect.Open defaults what o leaves zero);
+// later calls return the same clients.
 func (f *Factory) Clients(o connect.Options) (*connect.Clients, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,9 +95,7 @@ func (f *Factory) Clients(o connect.Options) (*connect.Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Timeout == 0 {
-		o.Timeout = f.Globals.Timeout
-	}
+	o.Timeout = f.Globals.Timeout
 	c, err := connect.Open(cfg, o)
 	if err != nil {
 		return nil, err

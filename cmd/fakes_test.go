@@ -463,7 +463,9 @@ func TestReconcileRunFake(t *testing.T) {
 			if tc.pipeline != "" {
 				want = 1
 			}
-			if len(asked.Pipelines) != want || asked.Chunk != 10 || asked.AuditTable != "opctl_audit" {
+			// The audit table travels in the Collector now (reconcile.Deps;
+			// sources/connect's TestOpenAssemblesTheCollector checks it).
+			if len(asked.Pipelines) != want || asked.Chunk != 10 || asked.Timeout != 1e9 {
 				t.Errorf("reconcile options %+v", asked)
 			}
 			for _, w := range tc.stdout {

@@ -56,10 +56,7 @@ func NewCmdReconcile(f *Factory, runF func(context.Context, *ReconcileOptions) e
 		if err != nil {
 			return nil, err
 		}
-		d := reconcile.Deps{DB: c.Reader, Prober: c.Prober, KafkaMissing: c.KafkaMissing}
-		if c.Kafka != nil {
-			d.Kafka = c.Kafka
-		}
+		d := reconcile.Deps{DB: c.Reader, Collector: c.Collector}
 		return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return reconcile.Run(ctx, d, o, emit)
 		}, nil
@@ -107,12 +104,11 @@ interrupted.`,
 			if opts.Since <= 0 || opts.OlderThan < 0 {
 				return usageErrorf("--since must be positive and --older-than not negative")
 			}
-			opts.Output = Format(output)
-			switch opts.Output {
-			case FormatTable, FormatJSON, FormatJSONL, FormatPrometheus:
-			default:
-				return usageErrorf("--output %q: want table, json, jsonl or prometheus", output)
+			o, err := parseFormat(output, FormatTable, FormatJSON, FormatJSONL, FormatPrometheus)
+			if err != nil {
+				return err
 			}
+			opts.Output = o
 			opts.Checks = nil
 			for _, s := range strings.Split(checks, ",") {
 				s = strings.TrimSpace(s)
@@ -164,32 +160,42 @@ interrupted.`,
 // durationFlag is a duration that also accepts days ("7d", "1d12h").
 type durationFlag struct{ d time.Duration }
 
+// maxDurationDays bounds the days of a duration flag (docs/reconcile.md).
+const maxDurationDays = 100000
+
 // ParseDuration parses a Go duration, also accepting a leading number of
-// days ("8d", "1d12h").
+// days ("8d", "1d12h"). The error quotes the whole input.
 func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
+	bad := func() error { return fmt.Errorf("invalid duration %q (want e.g. 30s, 5m, 2h, 7d)", s) }
+	t := strings.TrimSpace(s)
 	var days time.Duration
-	if i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }); i > 0 && s[i] == 'd' {
-		n, err := strconv.Atoi(s[:i])
-		if err != nil || n > 100000 {
-			return 0, fmt.Errorf("invalid duration %q", s)
+	if i := strings.IndexFunc(t, func(r rune) bool { return r < '0' || r > '9' }); i > 0 && t[i] == 'd' {
+		n, err := strconv.Atoi(t[:i])
+		if err != nil || n > maxDurationDays {
+			return 0, bad()
 		}
 		days = time.Duration(n) * 24 * time.Hour
-		s = s[i+1:]
-		if s == "" {
+		t = t[i+1:]
+		if t == "" {
 			return days, nil
 		}
 	}
-	d, err := time.ParseDuration(s)
+	d, err := time.ParseDuration(t)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (want e.g. 30s, 5m, 2h, 7d)", s)
+		return 0, bad()
 	}
-	return days + d, nil
+	sum := days + d
+	if (d > 0 && sum < days) || (d < 0 && sum > days) {
+		return 0, bad() // out of range
+	}
+	return sum, nil
 }
 
+// String is the value as Set takes it back: whole days as "Nd", else Go's
+// form.
 func (f *durationFlag) String() string {
-	if f.d%(24*time.Hour) == 0 && f.d > 0 {
-		return fmt.Sprintf("%dd", f.d/(24*time.Hour))
+	if n := f.d / (24 * time.Hour); f.d%(24*time.Hour) == 0 && n > 0 && n <= maxDurationDays {
+		return fmt.Sprintf("%dd", n)
 	}
 	return f.d.String()
 }
@@ -246,8 +252,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	ro := reconcile.Options{
 		Pipelines: pipelines, Checks: opts.Checks, Since: opts.Since, OlderThan: opts.OlderThan,
 		Rate: opts.Rate, Chunk: opts.Chunk, Shard: opts.Shard, Shards: opts.Shards,
-		AllowFullScan: opts.AllowFullScan, Concurrency: opts.Concurrency,
-		AuditTable: cfg.Audit.AuditTable(), Timeout: opts.Timeout,
+		AllowFullScan: opts.AllowFullScan, Concurrency: opts.Concurrency, Timeout: opts.Timeout,
 	}
 	if bar != nil {
 		ro.Progress = bar.Update
@@ -328,7 +333,7 @@ func createTargetsFile(path string) (*targetsFile, error) {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
 	w := bufio.NewWriter(f)
-	return &targetsFile{f: f, w: w, enc: json.NewEncoder(w)}, nil
+	return &targetsFile{f: f, w: w, enc: jsonEncoder(w, FormatJSONL)}, nil
 }
 
 func (t *targetsFile) Write(tg reconcile.Target) error {

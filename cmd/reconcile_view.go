@@ -28,7 +28,7 @@ func newReconcileView(io *iostreams.IOStreams, output Format) reconcileView {
 	case FormatJSON:
 		return &reconcileJSONView{w: io.Out, targets: []reconcile.Target{}}
 	case FormatJSONL:
-		return &reconcileJSONLView{enc: json.NewEncoder(io.Out)}
+		return &reconcileJSONLView{enc: jsonEncoder(io.Out, FormatJSONL)}
 	case FormatPrometheus:
 		return &reconcilePromView{w: io.Out, now: time.Now}
 	}
@@ -72,15 +72,11 @@ func (v *reconcileHumanView) Result(r reconcile.Result) error {
 	if !v.tty {
 		if !v.streamed {
 			v.streamed = true
-			if err := ui.Table(v.w, false, targetHeader, nil); err != nil {
+			if err := ui.TSVRow(v.w, targetHeader); err != nil {
 				return err
 			}
 		}
-		var sb strings.Builder
-		_ = ui.Table(&sb, false, targetHeader, [][]string{targetRow(r.Target)})
-		_, line, _ := strings.Cut(sb.String(), "\n")
-		_, err := io.WriteString(v.w, line)
-		return err
+		return ui.TSVRow(v.w, targetRow(r.Target))
 	}
 	if len(v.rows) >= maxTTYRows {
 		v.dropped++
@@ -168,9 +164,7 @@ func (v *reconcileJSONView) Result(r reconcile.Result) error {
 }
 
 func (v *reconcileJSONView) Finish(sum *reconcile.Summary) error {
-	enc := json.NewEncoder(v.w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
+	return jsonEncoder(v.w, FormatJSON).Encode(struct {
 		Targets []reconcile.Target `json:"targets"`
 		Summary *reconcile.Summary `json:"summary"`
 	}{v.targets, sum})

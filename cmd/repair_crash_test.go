@@ -22,8 +22,9 @@ import (
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
-// failpointEnv is the variable a binary built with -tags failpoint reads
-// (repair/failpoint.go).
+// failpointEnv is the variable a binary built with -tags failpoint reads:
+// repair.FailpointEnv, which only a failpoint build has (repair/failpoint.go),
+// so this test, built without the tag, spells it out.
 const failpointEnv = "OPCTL_TEST_FAILPOINT"
 
 var (
@@ -33,8 +34,8 @@ var (
 
 // buildOpctl builds the opctl binary once per test run and build tags, for
 // tests that need a real process to kill (tags "failpoint") or the shipped
-// binary itself (tags "").
-func buildOpctl(t *testing.T, tags string) string {
+// binary itself (tags "": BenchmarkWhere's process run).
+func buildOpctl(t testing.TB, tags string) string {
 	t.Helper()
 	opctlBinMu.Lock()
 	defer opctlBinMu.Unlock()

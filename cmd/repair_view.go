@@ -32,14 +32,14 @@ type repairApplyView interface {
 
 func newRepairPlanView(ios *iostreams.IOStreams, format Format) repairPlanView {
 	if format != FormatTable {
-		return &repairPlanJSON{w: ios.Out, lines: format == FormatJSONL}
+		return &repairPlanJSON{w: ios.Out, format: format}
 	}
 	return &repairPlanHuman{w: ios.Out, st: ui.NewStyles(ios.Out, ios.ColorEnabled())}
 }
 
 func newRepairApplyView(ios *iostreams.IOStreams, format Format, dry bool) repairApplyView {
 	if format != FormatTable {
-		return &repairApplyJSON{w: ios.Out}
+		return &repairApplyJSON{w: ios.Out, format: format}
 	}
 	return &repairApplyHuman{w: ios.Out, st: ui.NewStyles(ios.Out, ios.ColorEnabled()), dry: dry}
 }
@@ -218,18 +218,13 @@ func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
 
 // --- JSON ----------------------------------------------------------------
 
+// repairPlanJSON prints -o json (indented) and -o jsonl (one object a line).
 type repairPlanJSON struct {
-	w     io.Writer
-	lines bool
+	w      io.Writer
+	format Format
 }
 
-func (v *repairPlanJSON) enc() *json.Encoder {
-	e := json.NewEncoder(v.w)
-	if !v.lines {
-		e.SetIndent("", "  ")
-	}
-	return e
-}
+func (v *repairPlanJSON) enc() *json.Encoder { return jsonEncoder(v.w, v.format) }
 
 func (v *repairPlanJSON) Plan(p *plans.Plan, _ string) error { return v.enc().Encode(p) }
 
@@ -257,7 +252,12 @@ func (v *repairPlanJSON) Batch(ps []*plans.Plan, skipped []repair.Skip, out stri
 	return v.enc().Encode(map[string]any{"out": out, "plans": ids, "skipped": skipped})
 }
 
-type repairApplyJSON struct{ w io.Writer }
+// repairApplyJSON prints one result per plan: -o jsonl one a line (a JSON
+// lines file of plans gives JSON lines), -o json indented.
+type repairApplyJSON struct {
+	w      io.Writer
+	format Format
+}
 
 func (v *repairApplyJSON) Plan(*plans.Plan) error       { return nil }
 func (v *repairApplyJSON) Progress(repair.ActionResult) {}
@@ -265,7 +265,5 @@ func (v *repairApplyJSON) Result(res *repair.Result, _ error) error {
 	if res == nil {
 		return nil
 	}
-	e := json.NewEncoder(v.w)
-	e.SetIndent("", "  ")
-	return e.Encode(res)
+	return jsonEncoder(v.w, v.format).Encode(res)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/sources"
 )
 
 // Main runs opctl with the process's arguments and streams and returns the
@@ -37,14 +38,6 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
-	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
-		// cobra's own error for a command that does not exist.
-		msg := err.Error()
-		if strings.HasPrefix(msg, `unknown command "demo"`) {
-			msg += "\nThe demo is a separate program: go run ./lab/demo (see README.md)"
-		}
-		err = &UsageError{Err: errors.New(msg)}
-	}
 	code := exitCode(err, ctx.Err() != nil)
 	if err != nil {
 		var silent *SilentError
@@ -79,19 +72,22 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		SilenceErrors: true,
 		Version:       f.Version,
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			switch Format(output) {
-			case FormatTable, FormatJSON, FormatJSONL:
-				f.Globals.Output = Format(output)
-			default:
-				return usageErrorf("--output %q: want table, json or jsonl", output)
+			o, err := parseFormat(output, FormatTable, FormatJSON, FormatJSONL)
+			if err != nil {
+				return err
 			}
+			f.Globals.Output = o
 			if f.Globals.Timeout <= 0 {
 				return usageErrorf("--timeout %s: must be positive", f.Globals.Timeout)
 			}
-			f.IOStreams.SetNoColor(f.Globals.NoColor || os.Getenv("NO_COLOR") != "")
+			// NO_COLOR is read with the streams (iostreams.System).
+			if f.Globals.NoColor {
+				f.IOStreams.SetNoColor(true)
+			}
 			return nil
 		},
 	}
+	root.SetVersionTemplate(versionTemplate)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	pf := root.PersistentFlags()
 	g := &f.Globals
@@ -100,7 +96,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 	pf.StringSliceVar(&g.Brokers, "brokers", nil, "Kafka brokers host:port,..., overrides kafka.brokers")
 	pf.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|json|jsonl")
 	pf.BoolVar(&g.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
-	pf.DurationVar(&g.Timeout, "timeout", g.Timeout, "timeout per source (MySQL, Kafka, each probe)")
+	pf.DurationVar(&g.Timeout, "timeout", sources.DefaultTimeout, "timeout per source (MySQL, Kafka, each probe)")
 
 	root.AddCommand(
 		NewCmdWhere(f, nil),
@@ -111,9 +107,65 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdInit(f, nil),
 		NewCmdRepair(f, nil),
 		NewCmdAudit(f, nil),
+		newCmdDemo(),
 	)
+	// Added here rather than by Execute, so that it is a group like the others.
+	root.InitDefaultCompletionCmd()
+	setGroupRun(root)
+	// A group runs only to say what it groups: its usage is "opctl repair
+	// [command]", not also the use line of a command that takes flags.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
+		"Usage:{{if .Runnable}}", "Usage:{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
 	addExitStatus(root)
 	return root
+}
+
+// setGroupRun makes every command that only groups subcommands (opctl,
+// repair, schema, completion) show its help when called alone and refuse
+// anything else as an unknown command (exit 2, docs/exit-codes.md): cobra
+// itself only checks the root's arguments, and prints the help of a group
+// given an unknown subcommand.
+func setGroupRun(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = runGroup
+	}
+	for _, sub := range c.Commands() {
+		setGroupRun(sub)
+	}
+}
+
+// runGroup is the RunE of a group command: its help without arguments,
+// else an unknown command with cobra's suggestions.
+func runGroup(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return c.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return usageErrorf("%s", msg)
+}
+
+// demoHint says where the demo is: not an opctl command (docs/lab.md).
+const demoHint = "The demo is a separate program: go run ./lab/demo (see README.md)"
+
+// newCmdDemo is a hidden command that says where the demo is: opctl never
+// links lab/ (docs/architecture.md).
+func newCmdDemo() *cobra.Command {
+	return &cobra.Command{
+		Use:                "demo",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Args:               cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return usageErrorf("unknown command %q for %q\n%s", "demo", c.Root().CommandPath(), demoHint)
+		},
+	}
 }
 
 // addExitStatus appends the EXIT STATUS section to every command's help.

@@ -3,7 +3,6 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
@@ -206,11 +204,7 @@ func schemaCheck(ctx context.Context, opts *SchemaOptions) (*schema.Report, *con
 func renderSchemaCheck(opts *SchemaOptions, rep *schema.Report) error {
 	out := opts.IO.Out
 	if opts.Format != FormatTable {
-		enc := json.NewEncoder(out)
-		if opts.Format == FormatJSON {
-			enc.SetIndent("", "  ")
-		}
-		return enc.Encode(struct {
+		return jsonEncoder(out, opts.Format).Encode(struct {
 			Items []schema.Item `json:"items"`
 			DDL   []string      `json:"ddl"`
 		}{rep.Items, append([]string{}, rep.DDL()...)})
@@ -334,10 +328,7 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 // execDDL runs DDL on the write path. DDL on a large table can take longer
 // than a read: no per-call timeout beyond the DSN's own; Ctrl-C cancels.
 func execDDL(ctx context.Context, cfg *config.Config, stmts []string) (string, error) {
-	if err := cfg.ValidateMySQL(); err != nil {
-		return "", err
-	}
-	w, err := mysqlsrc.OpenWriter(cfg.MySQL.EffectiveWriteDSN(), 0)
+	w, err := connect.OpenWriter(cfg, 0)
 	if err != nil {
 		return "", err
 	}

@@ -9,18 +9,26 @@ import (
 )
 
 // BuildVersion describes the running binary from the build information the
-// Go toolchain embeds: the module version ("v1.2.3", a pseudo-version, or
-// "(devel)") and, when built from a checkout, the VCS revision, its commit
-// time and whether the tree had uncommitted changes:
+// Go toolchain embeds, read once: the module version ("v1.2.3", a
+// pseudo-version, or "(devel)"), when built from a checkout the VCS
+// revision, its commit time and whether the tree had uncommitted changes,
+// and the Go toolchain (docs/README.md):
 //
-//	v0.0.0-20261201081500-1a2b3c4d5e6f (rev 1a2b3c4d5e6f, 2026-12-01T08:15:00Z, modified)
+//	v0.0.0-20261201081500-1a2b3c4d5e6f (rev 1a2b3c4d5e6f, 2026-12-01T08:15:00Z, modified) go1.26.0
 func BuildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(unknown: built without module support)"
 	}
-	return versionOf(bi)
+	if bi.GoVersion == "" {
+		return versionOf(bi)
+	}
+	return versionOf(bi) + " " + bi.GoVersion
 }
+
+// versionTemplate is what `opctl --version` prints; `opctl version` prints
+// the same line.
+const versionTemplate = "opctl {{.Version}}\n"
 
 func versionOf(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
@@ -55,7 +63,8 @@ func versionOf(bi *debug.BuildInfo) string {
 	return v + " (" + strings.Join(parts, ", ") + ")"
 }
 
-// NewCmdVersion prints the module version and VCS revision.
+// NewCmdVersion prints the module version, the VCS revision and the Go
+// version: the line of `opctl --version`.
 func NewCmdVersion(f *Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
@@ -64,17 +73,8 @@ func NewCmdVersion(f *Factory) *cobra.Command {
   opctl --version`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(f.IOStreams.Out, "opctl %s %s\n", f.Version, goVersion())
+			_, err := fmt.Fprintf(f.IOStreams.Out, "opctl %s\n", f.Version)
 			return err
 		},
 	}
-}
-
-// goVersion is the toolchain and platform the binary was built with.
-func goVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	return bi.GoVersion
 }

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"encoding/json"
 	"io"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
@@ -17,10 +16,8 @@ type whereView interface {
 
 func newWhereView(io *iostreams.IOStreams, output Format) whereView {
 	switch output {
-	case FormatJSON:
-		return &whereJSONView{w: io.Out}
-	case FormatJSONL:
-		return &whereJSONView{w: io.Out, lines: true}
+	case FormatJSON, FormatJSONL:
+		return &whereJSONView{w: io.Out, format: output}
 	}
 	return &whereHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
 }
@@ -37,14 +34,15 @@ func (v *whereHumanView) Render(rs []inspect.Report) error {
 }
 
 // whereJSONView prints docs/where.md's object (an array when several reports).
+// -o jsonl prints one report a line.
 type whereJSONView struct {
-	w     io.Writer
-	lines bool
+	w      io.Writer
+	format Format
 }
 
 func (v *whereJSONView) Render(rs []inspect.Report) error {
-	if v.lines {
-		enc := json.NewEncoder(v.w)
+	enc := jsonEncoder(v.w, v.format)
+	if v.format == FormatJSONL {
 		for _, r := range rs {
 			if err := enc.Encode(r); err != nil {
 				return err
@@ -52,8 +50,6 @@ func (v *whereJSONView) Render(rs []inspect.Report) error {
 		}
 		return nil
 	}
-	enc := json.NewEncoder(v.w)
-	enc.SetIndent("", "  ")
 	if len(rs) == 1 {
 		return enc.Encode(rs[0])
 	}

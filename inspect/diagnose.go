@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -53,10 +54,8 @@ func survey(ev sources.Evidence) (Report, reachedInfo) {
 		Timeline:    []Event{},
 		Sources:     map[string]string{},
 	}
-	for k, v := range ev.Sources {
-		r.Sources[k] = v
-		r.Partial = r.Partial || (v != sources.StatusOK && v != sources.StatusSkipped)
-	}
+	maps.Copy(r.Sources, ev.Sources)
+	r.Partial = len(r.Unread()) > 0
 	if !ev.DB.Now.IsZero() {
 		now := ev.DB.Now
 		r.DBNow = &now
@@ -83,40 +82,43 @@ func (r *Report) finish(ev sources.Evidence, f Finding) {
 	r.Timeline = timeline(ev, r)
 }
 
-// reachedInfo is what the state status claims.
+// reachedInfo is what the state status claims, and the lists of the config
+// it is in; every membership of the status is decided here, once.
 type reachedInfo struct {
 	// n is the number of steps the status claims done; -1: no claim.
-	n             int
+	n int
+	// row: the pipeline has a state table and the operation's row was found.
+	// The flags below are false without one.
+	row bool
+	// terminal, failed: the status is in the terminal, the failed list.
+	terminal, failed bool
+	// unknownStatus: the status is in no list of the config.
 	unknownStatus bool
 }
 
-func stateFailed(p *config.Pipeline) []string {
-	if p.State == nil {
-		return nil
-	}
-	return p.State.Failed
-}
-
-// stateReached maps the state status to the number of steps it claims done.
+// stateReached maps the state status to the number of steps it claims done
+// (docs/verdicts.md, "What the state row claims").
 func stateReached(p *config.Pipeline, st sources.StateRow) reachedInfo {
 	if p.State == nil || !st.Found {
 		return reachedInfo{n: -1}
 	}
-	if slices.Contains(p.State.Terminal, st.Status) {
-		return reachedInfo{n: len(p.Steps)}
-	}
-	if slices.Contains(p.State.Initial, st.Status) {
-		return reachedInfo{n: 0}
-	}
-	for i, s := range p.Steps {
-		if s.DoneStatus != "" && s.DoneStatus == st.Status {
-			return reachedInfo{n: i + 1}
+	ri := reachedInfo{n: -1, row: true,
+		terminal: slices.Contains(p.State.Terminal, st.Status), failed: slices.Contains(p.State.Failed, st.Status)}
+	switch {
+	case ri.terminal:
+		ri.n = len(p.Steps)
+	case slices.Contains(p.State.Initial, st.Status):
+		ri.n = 0
+	default:
+		for i, s := range p.Steps {
+			if s.DoneStatus != "" && s.DoneStatus == st.Status {
+				ri.n = i + 1
+				return ri
+			}
 		}
+		ri.unknownStatus = !ri.failed
 	}
-	if slices.Contains(p.State.Failed, st.Status) {
-		return reachedInfo{n: -1}
-	}
-	return reachedInfo{n: -1, unknownStatus: true}
+	return ri
 }
 
 func stateView(db sources.DBEvidence, reached reachedInfo) StateView {
@@ -127,21 +129,21 @@ func stateView(db sources.DBEvidence, reached reachedInfo) StateView {
 	}
 	v.Status, v.Version, v.Owner, v.LeaseUntil = st.Status, st.Version, st.Owner, st.LeaseUntil
 	v.MsgID, v.CreatedAt, v.UpdatedAt = st.MsgID, st.CreatedAt, st.UpdatedAt
-	v.LeaseActive = st.Owner != "" && st.LeaseUntil != nil && !db.Now.IsZero() && st.LeaseUntil.After(db.Now)
+	v.LeaseActive = st.LeaseLive(db.Now)
 	return v
 }
 
-// isTerminal implements docs/verdicts.md: terminal by the state row (terminal or failed
-// list), or with no state row by idempotency records that are all DONE or
-// SKIPPED.
-func isTerminal(p *config.Pipeline, db sources.DBEvidence) bool {
-	if db.State.Found && p.State != nil {
-		return slices.Contains(p.State.Terminal, db.State.Status) || slices.Contains(p.State.Failed, db.State.Status)
+// isTerminal implements docs/verdicts.md: terminal by the state row (its
+// status in the terminal or failed list), or with no state row by
+// idempotency records that are all DONE or SKIPPED.
+func isTerminal(reached reachedInfo, rows []sources.IdempotencyRow) bool {
+	if reached.row {
+		return reached.terminal || reached.failed
 	}
-	if len(db.Idempotency) == 0 {
+	if len(rows) == 0 {
 		return false
 	}
-	for _, r := range db.Idempotency {
+	for _, r := range rows {
 		if r.Action != ActionDone && r.Action != ActionSkipped {
 			return false
 		}

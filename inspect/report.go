@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/opctl-dev/opctl/sources"
@@ -26,6 +27,21 @@ type Report struct {
 	Sources     map[string]string `json:"sources"`
 	// DBNow is the database clock the time comparisons used.
 	DBNow *time.Time `json:"db_now"`
+}
+
+// Unread names, sorted, the sources of the report that were not read: a
+// source whose status (Sources) is neither sources.StatusOK nor
+// sources.StatusSkipped holds why it could not be read, and makes the
+// report partial (docs/verdicts.md#partial).
+func (r Report) Unread() []string {
+	var out []string
+	for k, v := range r.Sources {
+		if v != sources.StatusOK && v != sources.StatusSkipped {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Verdict is the one named diagnosis of the operation.
@@ -221,4 +237,21 @@ func (f Finding) String() string {
 		return fmt.Sprintf("%s [%s] %s", f.Code, f.Step, f.Detail)
 	}
 	return fmt.Sprintf("%s %s", f.Code, f.Detail)
+}
+
+// Target is one line of a targets file: an operation `opctl reconcile`
+// found that needs an action (written with --out or -o jsonl), and the
+// input of `opctl repair plan --from-file` (docs/reconcile.md). Unknown
+// fields are ignored on reading.
+type Target struct {
+	BizID    string `json:"biz_id"`
+	Pipeline string `json:"pipeline"`
+	Check    string `json:"check"`
+	Verdict  Code   `json:"verdict"`
+	// Step is set when exactly one step is at fault.
+	Step   string `json:"step,omitempty"`
+	Detail string `json:"detail"`
+	// Partial is true when a source (Kafka) could not be read: the verdict
+	// was computed without it.
+	Partial bool `json:"partial,omitempty"`
 }

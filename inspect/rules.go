@@ -97,13 +97,18 @@ type facts struct {
 	state    StateView
 	// unknownStatus: the state status is in no list of the config.
 	unknownStatus bool
+	// failed: the state status is in the failed list.
+	failed bool
 	// now is the database clock.
 	now time.Time
 	// steps has one view per pipeline step, in pipeline order.
 	steps       []StepView
 	idempotency []IdempotencyView
-	entity      *EntityView
-	kafka       KafkaView
+	// skipped is the newest SKIPPED idempotency record when the pipeline
+	// names the entity a skip decision read, nil otherwise (skippedOf).
+	skipped *IdempotencyView
+	entity  *EntityView
+	kafka   KafkaView
 	// message is the Kafka record read back, nil when none was.
 	message *sources.Message
 	// audit is opctl's own audit of the operation.
@@ -120,10 +125,10 @@ type facts struct {
 // report's views of it.
 func newFacts(ev sources.Evidence, r *Report, reached reachedInfo) facts {
 	return facts{
-		pipeline: ev.Pipeline, state: r.State, unknownStatus: reached.unknownStatus, now: ev.DB.Now,
-		steps: r.Steps, idempotency: r.Idempotency, entity: r.Entity, kafka: r.Kafka,
+		pipeline: ev.Pipeline, state: r.State, unknownStatus: reached.unknownStatus, failed: reached.failed, now: ev.DB.Now,
+		steps: r.Steps, idempotency: r.Idempotency, skipped: skippedOf(ev.Pipeline, r.Idempotency), entity: r.Entity, kafka: r.Kafka,
 		message: ev.Kafka.Message, audit: ev.DB.Audit,
-		terminal: isTerminal(ev.Pipeline, ev.DB),
+		terminal: isTerminal(reached, ev.DB.Idempotency),
 		anchored: r.State.Found || r.Kafka.Located == sources.LocatedRepublished,
 	}
 }
@@ -212,7 +217,7 @@ func seeUnknownOutcome(f *facts) []seen {
 // seeEntityNotFound: a skip was recorded but the entity it read is missing,
 // so opctl cannot judge the skip.
 func seeEntityNotFound(f *facts) []seen {
-	rec := f.skipped()
+	rec := f.skipped
 	if rec == nil || f.entityFound() {
 		return nil
 	}
@@ -222,7 +227,7 @@ func seeEntityNotFound(f *facts) []seen {
 // seeWronglySkipped: a skip was recorded, the entity does not cancel the
 // effect, and the effect step has none.
 func seeWronglySkipped(f *facts) []seen {
-	rec := f.skipped()
+	rec := f.skipped
 	if rec == nil || !f.entityFound() || f.entityCancels() {
 		return nil
 	}
@@ -236,27 +241,27 @@ func seeWronglySkipped(f *facts) []seen {
 
 // seeSkippedOK: a skip was recorded and the entity cancels the effect.
 func seeSkippedOK(f *facts) []seen {
-	rec := f.skipped()
+	rec := f.skipped
 	if rec == nil || !f.entityCancels() {
 		return nil
 	}
 	return one(f.pipeline.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED and the entity is %s (cancels the effect)", rec.Key, f.entity.Status))
 }
 
-// skipped returns the newest SKIPPED idempotency record when the pipeline
-// names the entity a skip decision read, nil otherwise.
-func (f *facts) skipped() *IdempotencyView {
-	if f.pipeline.Entity == nil {
+// skippedOf returns the newest SKIPPED idempotency record of rows when the
+// pipeline names the entity a skip decision read, nil otherwise.
+func skippedOf(p *config.Pipeline, rows []IdempotencyView) *IdempotencyView {
+	if p.Entity == nil {
 		return nil
 	}
-	return skippedRecord(f.idempotency)
+	return skippedRecord(rows)
 }
 
 // entityFound reports whether the entity row was read and found.
 func (f *facts) entityFound() bool { return f.entity != nil && f.entity.Found }
 
 // entityCancels reports whether the entity was found in a status that
-// cancels the effect. Call it only after skipped() returned a record.
+// cancels the effect. Call it only when skipped is a record.
 func (f *facts) entityCancels() bool {
 	return f.entityFound() && slices.Contains(f.pipeline.Entity.Cancels, f.entity.Status)
 }
@@ -332,7 +337,7 @@ func seeCompleteUncommitted(f *facts) []seen {
 
 // seeFailed: the state status is a failed status.
 func seeFailed(f *facts) []seen {
-	if !f.state.Found || !slices.Contains(stateFailed(f.pipeline), f.state.Status) {
+	if !f.state.Found || !f.failed {
 		return nil
 	}
 	return one("", fmt.Sprintf("state %s is a failed status", f.state.Status))
@@ -387,7 +392,10 @@ func unknownDetail(s config.Step, v StepView) string {
 }
 
 func strandedDetail(k KafkaView) string {
-	if strings.Contains(k.Detail, "below log start") || (k.Offset != nil && k.LogStart != nil && *k.Offset < *k.LogStart) {
+	// The numbers decide, as they decided the redelivery
+	// (docs/verdicts.md#redelivery-yes-no-unknown): STRANDED needs a
+	// redelivery answer, so the group's log start is known.
+	if k.Offset != nil && k.LogStart != nil && *k.Offset < *k.LogStart {
 		return fmt.Sprintf("message offset %s is below log start %s: deleted by retention, never redelivered", fmtPtr(k.Offset), fmtPtr(k.LogStart))
 	}
 	if k.Committed == nil {

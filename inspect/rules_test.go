@@ -7,12 +7,17 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
+
+// documentedPrecedence is the table of verdict codes of docs/verdicts.md,
+// highest precedence first, written out by hand.
+var documentedPrecedence = []Code{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
+	"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "INCOMPLETE", "COMPLETE_UNCOMMITTED", "FAILED", "SKIPPED_OK", "COMPLETE"}
 
 // The documented verdict precedence (docs/verdicts.md), highest first.
 func TestPrecedenceIsTheDocumentedOrder(t *testing.T) {
-	want := []Code{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
-		"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "INCOMPLETE", "COMPLETE_UNCOMMITTED", "FAILED", "SKIPPED_OK", "COMPLETE"}
+	want := documentedPrecedence
 	if got := Precedence(); !slices.Equal(got, want) {
 		t.Fatalf("precedence\n got %v\nwant %v", got, want)
 	}
@@ -48,8 +53,10 @@ func TestSeverities(t *testing.T) {
 			if got := SeverityOf(c.code); got != c.want {
 				t.Errorf("SeverityOf = %q, want %q", got, c.want)
 			}
-			if got := IsVerdict(c.code); got != (c.want != "") {
-				t.Errorf("IsVerdict = %v", got)
+			// A verdict code is one of the documented table, an
+			// informational finding is not (docs/verdicts.md).
+			if got, want := IsVerdict(c.code), slices.Contains(documentedPrecedence, c.code); got != want {
+				t.Errorf("IsVerdict = %v, want %v", got, want)
 			}
 		})
 	}
@@ -181,9 +188,14 @@ func stepAs(name string, status StepStatus, count int) StepView {
 	return StepView{Name: name, Status: status, EvidenceCount: count, Evidence: []EvidenceRow{}}
 }
 
-// stateAt sets a state row with the given status claiming n steps done.
+// stateAt sets a state row with the given status claiming n steps done, and
+// the flags newFacts takes from the status, for the pipeline set so far.
 func stateAt(status string, n int) func(*facts) {
-	return func(f *facts) { f.state = StateView{Found: true, Status: status, Reached: n} }
+	return func(f *facts) {
+		f.state = StateView{Found: true, Status: status, Reached: n}
+		ri := stateReached(f.pipeline, sources.StateRow{Found: true, Status: status})
+		f.failed, f.unknownStatus = ri.failed, ri.unknownStatus
+	}
 }
 
 func testRule(t *testing.T, see func(*facts) []seen, cases []ruleCase) {
@@ -194,6 +206,8 @@ func testRule(t *testing.T, see func(*facts) []seen, cases []ruleCase) {
 			if c.set != nil {
 				c.set(&f)
 			}
+			// As newFacts does, from the pipeline and records set.
+			f.skipped = skippedOf(f.pipeline, f.idempotency)
 			if got := see(&f); !slices.Equal(got, c.want) {
 				t.Errorf("saw %q\nwant %q", got, c.want)
 			}
@@ -415,9 +429,12 @@ func TestSeeStranded(t *testing.T) {
 			one("", "committed offset 101 > message offset 100: the group has moved past it")},
 		{"the message deleted by retention", and(anchor, at(50, 40, 200, RedeliveryNo)),
 			one("", "message offset 50 is below log start 200: deleted by retention, never redelivered")},
-		{"the search said below log start", and(anchor, func(f *facts) {
-			f.kafka.Redelivery, f.kafka.Detail = RedeliveryNo, "offset 50 is below log start 200: deleted by retention"
-		}), one("", "message offset none is below log start none: deleted by retention, never redelivered")},
+		{"the stored position read below log start, and the group's numbers agree", and(anchor, at(50, 60, 200, RedeliveryNo), func(f *facts) {
+			f.kafka.Detail = "offset 50 is below log start 200: deleted by retention"
+		}), one("", "message offset 50 is below log start 200: deleted by retention, never redelivered")},
+		{"the numbers decide, not the detail's text (retention ran between the group read and the locate)", and(anchor, at(50, 60, 40, RedeliveryNo), func(f *facts) {
+			f.kafka.Detail = "offset 50 is below log start 55: deleted by retention"
+		}), one("", "committed offset 60 > message offset 50: the group has moved past it")},
 		{"never committed, offset_reset latest", and(anchor, at(100, -1, 0, RedeliveryNo)),
 			one("", "the group has no committed offset and offset_reset is latest: the message will not be read again")},
 		{"a terminal operation", and(anchor, ended, at(100, 101, 0, RedeliveryNo)), nil},
@@ -470,7 +487,7 @@ func TestSeeFailed(t *testing.T) {
 		{"a terminal status", stateAt("DONE", 3), nil},
 		{"no state row", nil, nil},
 		{"a failed status on a row that was not found", func(f *facts) { f.state.Status = "FAILED" }, nil},
-		{"a pipeline without state table", func(f *facts) { stateAt("FAILED", -1)(f); f.pipeline.State = nil }, nil},
+		{"a pipeline without state table", func(f *facts) { f.pipeline.State = nil; stateAt("FAILED", -1)(f) }, nil},
 	})
 }
 
@@ -485,24 +502,27 @@ func TestSeeComplete(t *testing.T) {
 }
 
 // newFacts anchors the Kafka position by a state row or by opctl's
-// republish, and takes terminal from isTerminal.
+// republish, takes terminal from isTerminal, failed from the state status and
+// the skip record once.
 func TestNewFacts(t *testing.T) {
 	republished := func(e *sources.Evidence) {
 		e.Kafka.Group.Partitions[4] = sources.PartitionView{Partition: 4, Committed: 10, LogEnd: 20}
 		e.DB.Audit = []sources.AuditAction{{PlanID: "abc", Action: "republish", Outcome: "published", Partition: pp(4), Offset: ip(15), At: t0}}
 	}
 	cases := []struct {
-		name               string
-		opts               []evOpt
-		anchored, terminal bool
+		name                       string
+		opts                       []evOpt
+		anchored, terminal, failed bool
 	}{
-		{"a state row anchors", []evOpt{state("DEBIT_DONE")}, true, false},
-		{"a republished message anchors", []evOpt{republished}, true, false},
-		{"a message found by search alone does not", []evOpt{kafka(100, 0)}, false, false},
-		{"a terminal state row", []evOpt{state("DONE")}, true, true},
-		{"a failed state row is terminal", []evOpt{state("FAILED")}, true, true},
-		{"idempotency records all done or skipped", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone}, sources.IdempotencyRow{Key: "m-2", Action: ActionSkipped})}, false, true},
-		{"a pending idempotency record", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionPending})}, false, false},
+		{"a state row anchors", []evOpt{state("DEBIT_DONE")}, true, false, false},
+		{"a republished message anchors", []evOpt{republished}, true, false, false},
+		{"a message found by search alone does not", []evOpt{kafka(100, 0)}, false, false, false},
+		{"a terminal state row", []evOpt{state("DONE")}, true, true, false},
+		{"a failed state row is terminal", []evOpt{state("FAILED")}, true, true, true},
+		{"a status in no list is neither", []evOpt{state("WEIRD")}, true, false, false},
+		{"idempotency records all done or skipped", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone}, sources.IdempotencyRow{Key: "m-2", Action: ActionSkipped})}, false, true, false},
+		{"a pending idempotency record", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionPending})}, false, false, false},
+		{"a state row decides, not the idempotency records", []evOpt{state("DEBIT_DONE"), idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone})}, true, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -512,8 +532,111 @@ func TestNewFacts(t *testing.T) {
 			if f.anchored != c.anchored || f.terminal != c.terminal {
 				t.Errorf("anchored %v terminal %v, want %v %v", f.anchored, f.terminal, c.anchored, c.terminal)
 			}
+			if f.failed != c.failed {
+				t.Errorf("failed %v, want %v", f.failed, c.failed)
+			}
 			if len(f.steps) != len(r.Steps) || f.kafka.Located != r.Kafka.Located || f.state != r.State {
 				t.Errorf("facts do not carry the report's views: %+v", f)
+			}
+		})
+	}
+}
+
+// newFacts picks the newest SKIPPED record once, and only for a pipeline
+// that names the entity a skip decision read.
+func TestNewFactsSkipped(t *testing.T) {
+	rows := idem(sources.IdempotencyRow{Key: "m-0", Action: ActionSkipped}, sources.IdempotencyRow{Key: "m-1", Action: ActionSkipped},
+		sources.IdempotencyRow{Key: "m-2", Action: ActionDone})
+	for _, c := range []struct {
+		name string
+		p    *config.Pipeline
+		opts []evOpt
+		want string // key of the record, "" for none
+	}{
+		{"the newest skip", skipPipeline(), []evOpt{rows}, "m-1"},
+		{"no skip recorded", skipPipeline(), []evOpt{idem(sources.IdempotencyRow{Key: "m-2", Action: ActionDone})}, ""},
+		{"a pipeline without entity", settlement(), []evOpt{rows}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := newEv(c.p, c.opts...)
+			r, reached := survey(ev)
+			f := newFacts(ev, &r, reached)
+			got := ""
+			if f.skipped != nil {
+				got = f.skipped.Key
+				if i := slices.IndexFunc(r.Idempotency, func(v IdempotencyView) bool { return v.Key == got }); i < 0 || &r.Idempotency[i] != f.skipped {
+					t.Errorf("skipped %+v is not the report's record %+v", *f.skipped, r.Idempotency)
+				}
+			}
+			if got != c.want {
+				t.Errorf("skipped %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// settlementSkip is the settlement pipeline with an idempotency table and an
+// entity whose skip decision guards the ledger step: a pipeline on which
+// both the state row and a skip can be wrong.
+func settlementSkip() *config.Pipeline {
+	p := settlement()
+	p.Idempotency = &config.Idempotency{Table: "consumer_idempotency", Key: "msg_id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"}
+	p.Entity = &config.Entity{Query: "SELECT status FROM payment WHERE biz_id = ?", Lifecycle: []string{"CREATED", "PAID"},
+		Cancels: []string{"REFUNDED"}, EffectStep: "ledger"}
+	return p
+}
+
+// Diagnose, through the whole table: where two findings occur together, the
+// higher row is the verdict and the findings are in table order
+// (docs/verdicts.md). A row deleted from the table, or swapped with its
+// neighbour, changes one of these.
+func TestDiagnosePrecedence(t *testing.T) {
+	skippedRec := idem(sources.IdempotencyRow{Key: "m-1", Action: ActionSkipped})
+	readErr := func(step int) evOpt {
+		return func(e *sources.Evidence) { e.DB.Steps[step].Err = "evidence: table missing" }
+	}
+	live := lease("c-3", t0.Add(11*time.Minute))
+	cases := []struct {
+		name     string
+		p        *config.Pipeline
+		opts     []evOpt
+		verdict  Code
+		findings []Code // every finding's code, in order
+	}{
+		{"UNKNOWN_STATUS is a finding, never the verdict", settlement(), join(all(1, 0), state("WEIRD"), kafka(100, 0)),
+			WillRedeliver, []Code{UnknownStatus, WillRedeliver}},
+		{"UNKNOWN_STATUS is listed before IN_FLIGHT", settlement(), join(all(1, 0), state("WEIRD"), live, kafka(100, 0)),
+			InFlight, []Code{UnknownStatus, InFlight, WillRedeliver}},
+		{"IN_FLIGHT is listed before READ_ERROR", settlement(), join(all(1, 0), state("DEBIT_DONE"), live, readErr(1), kafka(100, 0)),
+			InFlight, []Code{InFlight, ReadError, WillRedeliver}},
+		{"READ_ERROR is listed before DUPLICATE_EFFECT", settlement(), join(all(2, 0), state("DEBIT_DONE"), readErr(1), kafka(100, 0)),
+			DuplicateEffect, []Code{ReadError, DuplicateEffect, WillRedeliver}},
+		{"UNKNOWN_OUTCOME is listed before ENTITY_NOT_FOUND", settlementSkip(), join(all(1, 1, unacked("a")), state("LEDGER_DONE"), skippedRec,
+			func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{} }, kafka(100, 0)),
+			UnknownOutcome, []Code{UnknownOutcome, EntityNotFound, WillRedeliver}},
+		{"WRONGLY_SKIPPED beats MISSING_EFFECT", settlementSkip(), join(all(1, 0), state("LEDGER_DONE"), skippedRec, entity("PAID"), kafka(101, 0)),
+			WronglySkipped, []Code{WronglySkipped, MissingEffect, Stranded}},
+		{"MISSING_EFFECT beats STATE_BEHIND", settlement(), join(all(0, 1, acked("a")), state("LEDGER_DONE"), kafka(100, 0)),
+			MissingEffect, []Code{MissingEffect, StateBehind, WillRedeliver}},
+		{"STATE_BEHIND beats STRANDED", settlement(), join(all(1, 1), state("DEBIT_DONE"), kafka(101, 0)),
+			StateBehind, []Code{StateBehind, Stranded}},
+		{"COMPLETE_UNCOMMITTED beats FAILED", settlement(), join(all(1, 0), state("FAILED"), kafka(100, 0)),
+			CompleteUncommitted, []Code{CompleteUncommitted, Failed}},
+		{"FAILED beats SKIPPED_OK", settlementSkip(), join(nil, state("FAILED"), skippedRec, entity("REFUNDED"), kafka(101, 0)),
+			Failed, []Code{Failed, SkippedOK}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Diagnose(newEv(c.p, c.opts...))
+			codes := []Code{}
+			for _, f := range r.Findings {
+				codes = append(codes, f.Code)
+			}
+			if r.Verdict.Code != c.verdict {
+				t.Errorf("verdict %s, want %s; findings %v", r.Verdict.Code, c.verdict, codes)
+			}
+			if !slices.Equal(codes, c.findings) {
+				t.Errorf("findings %v, want %v", codes, c.findings)
 			}
 		})
 	}

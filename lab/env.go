@@ -53,6 +53,16 @@ type Options struct {
 	// connection. The embedded go-mysql-server (lab/demo) loses rows when
 	// two connections commit to one in-memory table at the same time.
 	SerialWrites bool
+	// Timings are the waits and group timings (consumer.Config.Timings) of
+	// every consumer the lab starts: the scenarios' and Repair's fixed
+	// ones. Zero fields keep the consumer's defaults (the demo's); tests
+	// give consumer.FastTimings, so that a commit is not held behind a
+	// parked fetch, a joining member is noticed within 100ms and a failed
+	// commit is followed by a rejoin at once. They change how soon things
+	// happen, never what happens: each scenario waits for the events it
+	// needs, and its windows are set by faults, RPC timeouts and leases,
+	// which Timings do not touch.
+	Timings consumer.Timings
 }
 
 // Env is a running lab: a database with the lab schema, a Kafka cluster, two
@@ -74,7 +84,7 @@ type Env struct {
 	root *sql.DB
 	// inflight are consumers a scenario left running (in-flight-lease).
 	inflight []*consumer.Consumer
-	// timings are the consumers' waits of the last RunWith.
+	// timings are Options.Timings.
 	timings consumer.Timings
 	tmpDir  string
 	closer  []func()
@@ -84,7 +94,7 @@ type Env struct {
 // downstream services and writes the config. On error everything started so
 // far is stopped again.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
-	e := &Env{}
+	e := &Env{timings: opts.Timings}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -128,7 +138,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if opts.SerialWrites {
 		e.DB.SetMaxOpenConns(1)
 	}
-	for _, stmt := range splitSQL(schemaSQL) {
+	for _, stmt := range SplitSQL(schemaSQL) {
 		if _, err := e.DB.ExecContext(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("lab: schema: %v\n%s", err, stmt)
 		}
@@ -163,8 +173,15 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// RenderConfig returns the lab's opctl.yaml.
-func (e *Env) RenderConfig() string {
+// RenderConfig returns the lab's opctl.yaml, with the lab's DSN as it is
+// (its password, if any, included): the file opctl reads.
+func (e *Env) RenderConfig() string { return e.renderConfig(e.DSN) }
+
+// DisplayConfig is RenderConfig with the DSN's password replaced by ***
+// (config.RedactDSN): the config as it is shown, never written.
+func (e *Env) DisplayConfig() string { return e.renderConfig(config.RedactDSN(e.DSN)) }
+
+func (e *Env) renderConfig(dsn string) string {
 	t := template.Must(template.New("opctl.yaml").Parse(configTmpl))
 	quoted := make([]string, len(e.Cluster.Brokers))
 	for i, b := range e.Cluster.Brokers {
@@ -172,7 +189,7 @@ func (e *Env) RenderConfig() string {
 	}
 	var sb strings.Builder
 	_ = t.Execute(&sb, map[string]any{
-		"DSN":         e.DSN,
+		"DSN":         dsn,
 		"BrokersYAML": strings.Join(quoted, ", "),
 		"Naive":       e.Naive.URLs(),
 		"Anchored":    e.Anchored.URLs(),
@@ -225,9 +242,11 @@ func (e *Env) Close() {
 	}
 }
 
-// splitSQL splits the schema file on statement-ending semicolons, dropping
-// comment-only chunks.
-func splitSQL(s string) []string {
+// SplitSQL splits a schema file (lab/schema.sql, testdata/schema/*.sql) on
+// statement-ending semicolons (";" at the end of a line), dropping comment
+// lines and the chunks left empty, so that a server without
+// multiStatements runs it statement by statement.
+func SplitSQL(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ";\n") {
 		var lines []string

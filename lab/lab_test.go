@@ -11,6 +11,7 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab"
+	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/testenv"
 )
 
@@ -23,12 +24,12 @@ func TestScenarios(t *testing.T) {
 	_ = db
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN()})
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	results, err := env.RunWith(ctx, nil, lab.FastRun(), func(p lab.Progress) {
+	results, err := env.Run(ctx, lab.Scenarios(), func(p lab.Progress) {
 		if p.Done {
 			t.Logf("scenario %s: %v in %s", p.Scenario, p.Err, p.Elapsed)
 		}
@@ -104,12 +105,12 @@ func TestReconcileFindsTheLabIncidents(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN()})
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	results, err := env.RunWith(ctx, nil, lab.FastRun(), nil)
+	results, err := env.Run(ctx, lab.Scenarios(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +173,12 @@ func TestRepairEveryIncident(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN()})
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	results, err := env.RunWith(ctx, nil, lab.FastRun(), nil)
+	results, err := env.Run(ctx, lab.Scenarios(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,10 +119,15 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 	}
 	progress("fixed consumers deployed; waiting for redriven operations")
 
+	// Each round triages only the operations not yet settled: COMPLETE and
+	// SKIPPED_OK are final once the fixed consumers run.
 	deadline := time.Now().Add(RepairTimeout)
 	for {
 		pending := 0
 		for i := range out {
+			if out[i].OK {
+				continue
+			}
 			r, err := e.Triage(ctx, svc, out[i].Pipeline, out[i].BizID)
 			if err != nil {
 				return out, err

@@ -25,36 +25,11 @@ type Progress struct {
 // ScenarioTimeout bounds one scenario.
 const ScenarioTimeout = 30 * time.Second
 
-// RunOptions tune how the scenarios run. The zero value runs them as the
-// demo does.
-type RunOptions struct {
-	// Timings are the scenario consumers' waits and group timings
-	// (consumer.Config.Timings); zero fields keep the consumer's defaults.
-	// They change how soon things happen, never what happens: each
-	// scenario waits for the events it needs, and its windows are set by
-	// faults, RPC timeouts and leases, which Timings do not touch.
-	Timings consumer.Timings
-}
-
-// FastRun is how tests run the scenarios: consumer.FastTimings, so that a
-// commit is not held behind a parked fetch, a joining member is noticed
-// within 100ms and a failed commit is followed by a rejoin at once.
-func FastRun() RunOptions { return RunOptions{Timings: consumer.FastTimings()} }
-
-// Run runs the named scenarios (all when names is empty), in the order of
-// Scenarios(), and returns their results. Consumers are stopped after each
-// scenario, except the in-flight one's, which keep their lease until Close.
-func (e *Env) Run(ctx context.Context, names []string, progress func(Progress)) ([]Result, error) {
-	return e.RunWith(ctx, names, RunOptions{}, progress)
-}
-
-// RunWith is Run with options.
-func (e *Env) RunWith(ctx context.Context, names []string, opts RunOptions, progress func(Progress)) ([]Result, error) {
-	list, err := Select(names)
-	if err != nil {
-		return nil, err
-	}
-	e.timings = opts.Timings // the fixed consumers of Repair run with them too
+// Run runs scenarios (Select names them) in the given order and returns
+// their results. Consumers are stopped after each scenario, except the
+// in-flight one's, which keep their lease until Close. They run with
+// Options.Timings, as Repair's fixed consumers do.
+func (e *Env) Run(ctx context.Context, list []Scenario, progress func(Progress)) ([]Result, error) {
 	producer, err := sarama.NewSyncProducer(e.Cluster.Brokers, consumer.ProducerConfig("opctl-lab-producer"))
 	if err != nil {
 		return nil, fmt.Errorf("lab: producer: %v", err)
@@ -69,7 +44,7 @@ func (e *Env) RunWith(ctx context.Context, names []string, opts RunOptions, prog
 		}
 		start := time.Now()
 		res := Result{Scenario: s}
-		r := &run{e: e, rec: rec, producer: producer, res: &res, opts: opts}
+		r := &run{e: e, rec: rec, producer: producer, res: &res}
 		sctx, cancel := context.WithTimeout(ctx, ScenarioTimeout)
 		res.Err = s.run(sctx, r)
 		cancel()
@@ -115,8 +90,8 @@ func killAll(cs []*consumer.Consumer) {
 func Select(names []string) ([]Scenario, error) {
 	want := map[string]bool{}
 	for _, n := range names {
-		if !IsScenario(n) {
-			return nil, fmt.Errorf("lab: no scenario %q (have: %s)", n, strings.Join(ScenarioNames(), ", "))
+		if !isScenario(n) {
+			return nil, fmt.Errorf("no scenario %q (have: %s)", n, strings.Join(ScenarioNames(), ", "))
 		}
 		want[n] = true
 	}
@@ -138,8 +113,8 @@ func ScenarioNames() []string {
 	return out
 }
 
-// IsScenario reports whether name is a scenario.
-func IsScenario(name string) bool {
+// isScenario reports whether name is a scenario.
+func isScenario(name string) bool {
 	for _, s := range Scenarios() {
 		if s.Name == name {
 			return true

@@ -74,7 +74,6 @@ type run struct {
 	live     []*consumer.Consumer
 	res      *Result
 	keepLive bool
-	opts     RunOptions
 }
 
 func (r *run) expect(pipeline, bizID string, verdict inspect.Code, affected bool) {
@@ -93,7 +92,7 @@ func (r *run) consumerFor(ctx context.Context, pipeline, clientID string, faults
 	}
 	events := make(chan consumer.Event, 4096)
 	cfg.LeaseTTL, cfg.Faults, cfg.Events = 2*time.Minute, faults, events
-	cfg.Timings = r.opts.Timings
+	cfg.Timings = r.e.timings
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -182,7 +182,7 @@ func joinSemi(s []string) string {
 
 func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) error {
 	if cs.check == CheckUncommitted {
-		if r.d.Kafka == nil {
+		if r.noKafka() {
 			cs.status, cs.reason = StatusSkipped, "needs Kafka: "+r.col.KafkaMissing
 			cs.partial.Store(true)
 			return nil

@@ -57,7 +57,7 @@ func (r *run) readGroups() {
 		if _, ok := r.kafka.views[key]; ok {
 			continue
 		}
-		v, err := r.d.Kafka.Group(r.qctx, p.Topic, p.Group)
+		v, err := r.d.Collector.Kafka.Group(r.qctx, p.Topic, p.Group)
 		r.kafka.views[key] = groupResult{view: v, err: err}
 	}
 }

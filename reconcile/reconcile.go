@@ -56,13 +56,16 @@ var _ batchLimiter = (*mysqlsrc.Reader)(nil)
 
 // Deps are the sources of a run.
 type Deps struct {
+	// DB is what the checks walk and look keys up in; it is the Collector's
+	// DB (connect.Clients.Reader).
 	DB DB
-	// Kafka may be nil (not configured): KafkaMissing then says why, the
-	// uncommitted check cannot run and every verdict is partial.
-	Kafka        sources.Kafka
-	KafkaMissing string
-	// Prober may be nil: unacked intents are then not probed.
-	Prober sources.Prober
+	// Collector triages the candidates as `opctl where` does (the one
+	// connect.Open builds). Run uses a copy whose Kafka answers from the
+	// group views it reads once per pipeline (docs/reconcile.md). A nil
+	// Collector.Kafka means no Kafka: Collector.KafkaMissing then says why,
+	// the uncommitted check cannot run and every verdict is partial. A nil
+	// Collector.Prober: unacked intents are not probed.
+	Collector *sources.Collector
 }
 
 // Defaults of Options.
@@ -98,9 +101,8 @@ type Options struct {
 	// Batch is the most candidates triaged together (default 256, at most
 	// mysql.MaxBatch): their rows are read with one statement per query.
 	Batch int
-	// AuditTable is opctl's audit table, read for every candidate as `where` does.
-	AuditTable string
-	// Timeout bounds each read (default 10s).
+	// Timeout bounds each statement of the scans (default
+	// sources.DefaultTimeout); the Collector's Timeout bounds the triage's.
 	Timeout time.Duration
 	// Progress, when set, is called after every page of a walk, from the
 	// scanning goroutines (up to ParallelPipelines at once): it must be
@@ -122,19 +124,9 @@ type Progress struct {
 }
 
 // Target is one line of the targets file (`--out`, `-o jsonl`), the input
-// of `opctl repair plan --from-file`.
-type Target struct {
-	BizID    string       `json:"biz_id"`
-	Pipeline string       `json:"pipeline"`
-	Check    string       `json:"check"`
-	Verdict  inspect.Code `json:"verdict"`
-	// Step is set when exactly one step is at fault.
-	Step   string `json:"step,omitempty"`
-	Detail string `json:"detail"`
-	// Partial is true when a source (Kafka) could not be read: the verdict
-	// was computed without it.
-	Partial bool `json:"partial,omitempty"`
-}
+// of `opctl repair plan --from-file`: inspect.Target, the one definition
+// of that line for its writer (here) and its reader (repair).
+type Target = inspect.Target
 
 // Result is one triaged candidate.
 type Result struct {
@@ -309,10 +301,8 @@ func (r *run) notePartial(rep inspect.Report) {
 	if r.causes == nil {
 		r.causes = map[string]*partialCause{}
 	}
-	for src, v := range rep.Sources {
-		if v == sources.StatusOK || v == sources.StatusSkipped {
-			continue
-		}
+	for _, src := range rep.Unread() {
+		v := rep.Sources[src]
 		key := rep.Pipeline + "\x00" + src
 		if src == "kafka" {
 			key = src + "\x00" + v // the same view error for every candidate
@@ -324,6 +314,9 @@ func (r *run) notePartial(rep inspect.Report) {
 		r.causes[key] = &partialCause{pipeline: rep.Pipeline, source: src, bizID: rep.BizID, detail: v, n: 1}
 	}
 }
+
+// noKafka reports whether the run has no Kafka (Collector.KafkaMissing says why).
+func (r *run) noKafka() bool { return r.d.Collector.Kafka == nil }
 
 func (r *run) fail(err error) {
 	r.errMu.Lock()
@@ -352,8 +345,8 @@ func (r *run) firstErr() error {
 // with Interrupted set, and ctx's error. An error from emit, or MySQL
 // becoming unreachable, ends the run with that error.
 func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summary, error) {
-	if d.DB == nil {
-		return nil, errors.New("reconcile: no database")
+	if d.DB == nil || d.Collector == nil {
+		return nil, errors.New("reconcile: no database or no collector")
 	}
 	if err := o.normalize(); err != nil {
 		return nil, err
@@ -379,15 +372,13 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 		}
 	}
 	r.kafka = &cachedKafka{views: map[string]groupResult{}}
-	r.col = &sources.Collector{DB: d.DB, Prober: d.Prober, AuditTable: o.AuditTable, Timeout: o.Timeout}
-	if d.Kafka != nil {
+	col := *d.Collector
+	r.col = &col
+	if d.Collector.Kafka != nil {
 		r.col.Kafka = r.kafka
 		r.readGroups()
-	} else {
-		r.col.KafkaMissing = d.KafkaMissing
-		if r.col.KafkaMissing == "" {
-			r.col.KafkaMissing = "not configured"
-		}
+	} else if r.col.KafkaMissing == "" {
+		r.col.KafkaMissing = "not configured"
 	}
 
 	for _, p := range o.Pipelines {
@@ -462,7 +453,7 @@ func (o *Options) normalize() error {
 	}
 	o.Batch = min(o.Batch, mysqlsrc.MaxBatch)
 	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
+		o.Timeout = sources.DefaultTimeout
 	}
 	if o.Rate < 0 {
 		return errors.New("reconcile: negative rate")
@@ -579,7 +570,7 @@ func (r *run) summary() *Summary {
 			s.Partial = true
 		}
 	}
-	if r.d.Kafka == nil {
+	if r.noKafka() {
 		why["kafka: "+r.col.KafkaMissing] = true
 		s.Partial = true
 	}

@@ -170,8 +170,18 @@ func head(s []string) []string {
 }
 
 func baseOptions(e *env) reconcile.Options {
-	return reconcile.Options{Pipelines: e.pipelines, Since: 7 * 24 * time.Hour, Timeout: 10 * time.Second,
-		AuditTable: e.cfg.Audit.AuditTable()}
+	return reconcile.Options{Pipelines: e.pipelines, Since: 7 * 24 * time.Hour, Timeout: 10 * time.Second}
+}
+
+// deps are the sources of a run on e's database as connect.Open assembles
+// them: the reader, and a Collector on it reading the audit table, with
+// kafka, or without Kafka ("not configured") when kafka is nil.
+func (e *env) deps(kafka sources.Kafka) reconcile.Deps {
+	col := &sources.Collector{DB: e.r, AuditTable: e.cfg.Audit.AuditTable(), Timeout: 10 * time.Second, KafkaMissing: "not configured"}
+	if kafka != nil {
+		col.Kafka, col.KafkaMissing = kafka, ""
+	}
+	return reconcile.Deps{DB: e.r, Collector: col}
 }
 
 // TestChecksFindTheSeededAnomalies: every check, on generated data, finds
@@ -181,7 +191,7 @@ func baseOptions(e *env) reconcile.Options {
 func TestChecksFindTheSeededAnomalies(t *testing.T) {
 	e := setup(t, gen.Options{Ops: 4000, AnomalyRate: 0.02, Seed: 7}, false)
 	var c collected
-	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r, KafkaMissing: "not configured"}, baseOptions(e), c.emit)
+	sum, err := reconcile.Run(context.Background(), e.deps(nil), baseOptions(e), c.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,6 +234,10 @@ func TestChecksFindTheSeededAnomalies(t *testing.T) {
 	if !sum.Partial || sum.Targets != int64(len(want)) {
 		t.Errorf("summary: partial %v targets %d, want partial and %d", sum.Partial, sum.Targets, len(want))
 	}
+	// Why: the Collector's KafkaMissing.
+	if !slices.Contains(sum.PartialWhy, "kafka: not configured") {
+		t.Errorf("partial_why %q does not say Kafka is not configured", sum.PartialWhy)
+	}
 	status := map[string]string{}
 	for _, cs := range sum.Checks {
 		status[cs.Pipeline+"/"+cs.Check] = cs.Status
@@ -257,7 +271,7 @@ func TestChunkBoundaries(t *testing.T) {
 			var c collected
 			o := baseOptions(e)
 			o.Chunk = chunk
-			if _, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit); err != nil {
+			if _, err := reconcile.Run(context.Background(), e.deps(nil), o, c.emit); err != nil {
 				t.Fatal(err)
 			}
 			diff(t, "targets", want, c.keys(t, "action"))
@@ -276,7 +290,7 @@ func TestShardsSplitTheWork(t *testing.T) {
 		var c collected
 		o := baseOptions(e)
 		o.Shard, o.Shards, o.Chunk = i, n, 50
-		if _, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit); err != nil {
+		if _, err := reconcile.Run(context.Background(), e.deps(nil), o, c.emit); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range c.results {
@@ -306,7 +320,7 @@ func TestRefusesAFullScan(t *testing.T) {
 	o.Pipelines = e.pipelines[:1]
 	o.Checks = []string{reconcile.CheckDuplicates}
 	var c collected
-	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit)
+	sum, err := reconcile.Run(context.Background(), e.deps(nil), o, c.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +338,7 @@ func TestRefusesAFullScan(t *testing.T) {
 
 	o.AllowFullScan = true
 	c = collected{}
-	sum, err = reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit)
+	sum, err = reconcile.Run(context.Background(), e.deps(nil), o, c.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +373,7 @@ func TestInterrupt(t *testing.T) {
 		}
 	}
 	var c collected
-	sum, err := reconcile.Run(ctx, reconcile.Deps{DB: e.r}, o, c.emit)
+	sum, err := reconcile.Run(ctx, e.deps(nil), o, c.emit)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -407,7 +421,7 @@ func TestKafka(t *testing.T) {
 	o := baseOptions(e)
 	o.Pipelines = e.pipelines[:1]
 	var c collected
-	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r, Kafka: kr}, o, c.emit)
+	sum, err := reconcile.Run(context.Background(), e.deps(kr), o, c.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +460,7 @@ func TestKafka(t *testing.T) {
 	defer dead.Close()
 	c = collected{}
 	o.Checks = []string{reconcile.CheckStuck, reconcile.CheckUncommitted}
-	sum, err = reconcile.Run(context.Background(), reconcile.Deps{DB: e.r, Kafka: dead}, o, c.emit)
+	sum, err = reconcile.Run(context.Background(), e.deps(dead), o, c.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +519,7 @@ func TestSkippedEntityLookup(t *testing.T) {
 		o := baseOptions(e)
 		o.Pipelines, o.Checks, o.Chunk = []*config.Pipeline{p}, []string{reconcile.CheckSkipped}, chunk
 		var c collected
-		sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.r}, o, c.emit)
+		sum, err := reconcile.Run(context.Background(), e.deps(nil), o, c.emit)
 		if err != nil {
 			t.Fatal(err)
 		}

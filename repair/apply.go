@@ -147,8 +147,18 @@ func (a *Applier) Apply(ctx context.Context, plan *plans.Plan) (*Result, error) 
 // guards see what earlier ones would have written) and rolls it back at the
 // end, a publisher and a poster that send nothing, and no audit mirror for
 // actions; it needs no SAVEPOINT. The attempt is recorded as dry_run.
+// Only a publisher or poster the Applier has is replaced by one that sends
+// nothing: a plan the real apply could not send stops the dry run too,
+// before any action (docs/repair.md "Dry run").
 func (a *Applier) DryRun(ctx context.Context, plan *plans.Plan) (*Result, error) {
-	return a.run(ctx, plan, writePath{st: &dryStore{inner: a.Store}, pub: noSend{}, post: noSend{}, dryRun: true})
+	w := writePath{st: &dryStore{inner: a.Store}, dryRun: true}
+	if a.Publisher != nil {
+		w.pub = noSend{}
+	}
+	if a.Poster != nil {
+		w.post = noSend{}
+	}
+	return a.run(ctx, plan, w)
 }
 
 // applyRun is the state of one apply.
@@ -198,6 +208,16 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 		res.Outcome = OutcomeAlreadyApplied
 		return res, nil
 	}
+	// Before any action runs: an action that needs a sender this apply has
+	// not would fail only after the earlier actions committed.
+	for i, act := range plan.Actions {
+		if res.Actions[i].Outcome == OutcomeAlready {
+			continue
+		}
+		if err := x.w.missingSender(act); err != nil {
+			return x.stopAt(ctx, act, err)
+		}
+	}
 	if len(done) == 0 {
 		if stop, err := x.stale(ctx); stop || err != nil {
 			return res, err
@@ -219,7 +239,7 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 }
 
 // operatorOf is who applies: the --operator, else the plan's author, else
-// "unknown", clipped to the audit column.
+// "unknown". The store clips it to the audit column (sources.MaxOperator).
 func operatorOf(applier, author string) string {
 	op := applier
 	if op == "" {
@@ -227,9 +247,6 @@ func operatorOf(applier, author string) string {
 	}
 	if op == "" {
 		op = "unknown"
-	}
-	if len(op) > plans.MaxOperator {
-		op = op[:plans.MaxOperator]
 	}
 	return op
 }
@@ -654,8 +671,8 @@ func (x *applyRun) manual(g *guardEnv, act plans.Action, before, after map[strin
 // re-sends on the next apply (consumers dedupe by opctl-plan + msg_id).
 func (x *applyRun) republish(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
 	spec := act.Publish
-	if x.w.pub == nil {
-		return errors.New("republish: Kafka is not configured (kafka.brokers)")
+	if err := x.w.missingSender(act); err != nil {
+		return err // run refuses the plan before any action; kept for safety
 	}
 	headers := make(map[string]string, len(spec.Headers)+1)
 	for k, v := range spec.Headers {
@@ -741,8 +758,8 @@ func (x *applyRun) compensate(ctx context.Context, act plans.Action, prior Outco
 		return fmt.Errorf("compensate_remote: step %s has no compensate URL in the configuration", act.Step)
 	}
 	s := x.p.Steps[k]
-	if x.w.post == nil {
-		return errors.New("compensate_remote: no HTTP client")
+	if err := x.w.missingSender(act); err != nil {
+		return err // run refuses the plan before any action; kept for safety
 	}
 	url := sources.Expand(s.Compensate, map[string]string{"request_id": spec.RequestID, "biz_id": x.plan.BizID}, true)
 	after := map[string]any{"step": act.Step, "url": spec.URL}

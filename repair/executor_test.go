@@ -219,6 +219,12 @@ func TestAuditFailuresAreReturned(t *testing.T) {
 		if rf.ExitCode() != sources.ExitRefused {
 			t.Errorf("exit %d", rf.ExitCode())
 		}
+		// The whole error, refusal and failed record joined, is what the CLI
+		// maps to an exit code: still 5.
+		var coded interface{ ExitCode() int }
+		if !errors.As(err, &coded) || coded.ExitCode() != sources.ExitRefused {
+			t.Errorf("the joined error %v maps to exit %v, want %d", err, coded, sources.ExitRefused)
+		}
 	})
 	t.Run("mirror", func(t *testing.T) {
 		cfg, ev, plan, st := duplicateDebit(t)
@@ -228,4 +234,101 @@ func TestAuditFailuresAreReturned(t *testing.T) {
 			t.Fatalf("want the applied result and the mirror error, got %v %+v", err, res)
 		}
 	})
+}
+
+// withSend appends an action that needs a sender to the duplicate-debit
+// plan (a reverse, then it) and seals it again.
+func withSend(t *testing.T, plan *plans.Plan, typ plans.ActionType) *plans.Plan {
+	t.Helper()
+	act := plans.Action{Index: len(plan.Actions) + 1, Type: typ, Step: "ledger", Summary: "send"}
+	switch typ {
+	case plans.Republish:
+		act.Publish = &plans.PublishSpec{Topic: "settlement-redrive", Partition: 3, Key: []byte("PAY-9"), Value: []byte(`{"biz_id":"PAY-9"}`), MsgID: "m-1"}
+	case plans.CompensateRemote:
+		act.Compensate = &plans.CompensateSpec{URL: "http://ledger/compensate", RequestID: "r-1"}
+	}
+	plan.Actions = append(plan.Actions, act)
+	if err := plan.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// A plan that needs a sender the apply has not (no Kafka for a republish,
+// no poster for a compensation) is stopped before its first action, dry or
+// real, and the attempt is recorded: a dry run must not say "would apply"
+// for what the real apply would fail at after committing the reverse.
+func TestNoSenderStopsThePlanBeforeAnyAction(t *testing.T) {
+	for _, c := range []struct {
+		typ  plans.ActionType
+		want string
+	}{
+		{plans.Republish, "action 2 (republish to settlement-redrive) needs Kafka"},
+		{plans.CompensateRemote, "action 2 (compensate_remote of step ledger) needs an HTTP client"},
+	} {
+		for _, dry := range []bool{true, false} {
+			name := string(c.typ) + "/apply"
+			if dry {
+				name = string(c.typ) + "/dry-run"
+			}
+			t.Run(name, func(t *testing.T) {
+				cfg, ev, plan, st := duplicateDebit(t)
+				plan = withSend(t, plan, c.typ)
+				var mirror bytes.Buffer
+				a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Mirror: NewMirror(&mirror)}
+				run := a.Apply
+				if dry {
+					run = a.DryRun
+				}
+				res, err := run(context.Background(), plan)
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("want %q, got %v", c.want, err)
+				}
+				if c.typ == plans.Republish && !strings.Contains(err.Error(), "kafka.brokers") {
+					t.Errorf("the error should say how to configure Kafka: %v", err)
+				}
+				if res.Outcome != OutcomeFailed || res.Applied != 0 || res.Actions[0].Outcome != OutcomeNotRun || res.Actions[1].Outcome != OutcomeNotRun {
+					t.Errorf("result %+v: want failed, no action run", res)
+				}
+				if st.begins != 0 || st.dos != 0 || len(st.writes) != 0 || len(st.audits) != 0 {
+					t.Errorf("Begin %d Do %d writes %v audits %d: nothing may run", st.begins, st.dos, st.writes, len(st.audits))
+				}
+				wantOutcome := AttemptError
+				if dry {
+					wantOutcome = AttemptDryRun
+				}
+				if len(st.attempts) != 1 || st.attempts[0].Outcome != wantOutcome || st.attempts[0].ActionIndex != 2 ||
+					!strings.Contains(string(st.attempts[0].Detail), `"result":"failed"`) {
+					t.Errorf("attempts %+v: want one %s attempt at action 2", st.attempts, wantOutcome)
+				}
+				if strings.Count(mirror.String(), "\n") != 1 {
+					t.Errorf("mirror (the attempt only): %s", mirror.String())
+				}
+			})
+		}
+	}
+}
+
+// With a sender, a dry run wraps it with one that sends nothing, and the
+// plan would apply.
+func TestDryRunSendsNothing(t *testing.T) {
+	cfg, ev, plan, st := duplicateDebit(t)
+	plan = withSend(t, plan, plans.Republish)
+	pub := &countingPublisher{}
+	a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Publisher: pub}
+	res, err := a.DryRun(context.Background(), plan)
+	if err != nil || res.Outcome != OutcomeWouldApply || res.Applied != 2 {
+		t.Fatalf("dry run: %v %+v", err, res)
+	}
+	if pub.sent != 0 || res.Actions[1].Published == nil || res.Actions[1].Published.Offset != -1 {
+		t.Errorf("sent %d, published %+v: want nothing sent, offset -1", pub.sent, res.Actions[1].Published)
+	}
+}
+
+// countingPublisher counts the records it is asked to send.
+type countingPublisher struct{ sent int }
+
+func (p *countingPublisher) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
+	p.sent++
+	return partition, 42, nil
 }

@@ -3,6 +3,7 @@ package repair
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -122,7 +123,7 @@ func (g *guardEnv) state() (*lockedState, error) {
 		return nil, err
 	}
 	g.st = &lockedState{found: row.Found, status: row.Status, version: row.Version, owner: row.Owner, leaseUntil: row.LeaseUntil,
-		leaseActive: row.Found && row.Owner != "" && row.LeaseUntil != nil && !now.IsZero() && row.LeaseUntil.After(now)}
+		leaseActive: row.LeaseLive(now)}
 	return g.st, nil
 }
 
@@ -382,7 +383,7 @@ func (g *guardEnv) checkPreRead(gd plans.Guard) error {
 }
 
 // imageDiff compares a planned row with the row read now, column by column;
-// numbers compare numerically. "" when equal.
+// decimal numbers compare by exact value (sameValue). "" when equal.
 func imageDiff(planned, now plans.Image) string {
 	var diffs []string
 	for _, f := range planned {
@@ -405,6 +406,12 @@ func strOrNull(p *string) string {
 	return *p
 }
 
+// sameValue says whether a planned value and the value read now are the
+// same: both NULL, the same text, or two decimal numbers of the same exact
+// value ("30.00" and "30.0": a DECIMAL read with another scale). Never
+// through float64, which would make two BIGINTs above 2^53, or two
+// DECIMAL(65,30) that differ beyond 17 digits, compare equal and let a
+// "row unchanged" guard hold on a changed row (docs/repair.md).
 func sameValue(a, b *string) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
@@ -412,7 +419,61 @@ func sameValue(a, b *string) bool {
 	if *a == *b {
 		return true
 	}
-	x, ex := strconv.ParseFloat(*a, 64)
-	y, ey := strconv.ParseFloat(*b, 64)
-	return ex == nil && ey == nil && x == y
+	x, okx := exactDecimal(*a)
+	y, oky := exactDecimal(*b)
+	return okx && oky && x.Cmp(y) == 0
+}
+
+// exactDecimal is the exact value of a plain decimal number's text: an
+// optional sign, digits with at most one point, an optional exponent of at
+// most 4 digits. Nothing else big.Rat.SetString would also take (a
+// fraction, a base prefix, a digit separator), and no regexp compiled at
+// start-up.
+func exactDecimal(s string) (*big.Rat, bool) {
+	if !isDecimalText(s) {
+		return nil, false
+	}
+	return new(big.Rat).SetString(s)
+}
+
+func isDecimalText(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits, point := 0, false
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !point:
+			point = true
+		default:
+			goto exponent
+		}
+	}
+exponent:
+	if digits == 0 {
+		return false
+	}
+	if i == len(s) {
+		return true
+	}
+	if s[i] != 'e' && s[i] != 'E' {
+		return false
+	}
+	i++
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	n := len(s) - i
+	if n < 1 || n > 4 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

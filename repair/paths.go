@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 )
 
@@ -24,6 +25,23 @@ type writePath struct {
 	mirror *Mirror
 	// dryRun only labels the Result.
 	dryRun bool
+}
+
+// missingSender says why act cannot run on this write path: a republish
+// without a publisher (no Kafka configured), a compensate_remote without a
+// poster. nil when it can.
+func (w writePath) missingSender(act plans.Action) error {
+	switch {
+	case act.Type == plans.Republish && w.pub == nil:
+		topic := ""
+		if act.Publish != nil {
+			topic = " to " + act.Publish.Topic
+		}
+		return fmt.Errorf("action %d (republish%s) needs Kafka, and no broker is configured: nothing was applied; set kafka.brokers in the configuration or pass --brokers, then apply the plan again", act.Index, topic)
+	case act.Type == plans.CompensateRemote && w.post == nil:
+		return fmt.Errorf("action %d (compensate_remote of step %s) needs an HTTP client for the POST, and this apply has none (the Applier's Poster is nil): nothing was applied; run it with opctl repair apply, which sets one", act.Index, act.Step)
+	}
+	return nil
 }
 
 // store is the executor's view of the write path: a sources.Store plus how
@@ -58,6 +76,12 @@ func (committing) close()                                    {}
 type dryStore struct {
 	inner  sources.Store
 	shared sources.Tx
+	// broken is the error that may have ended the shared transaction on
+	// the server. The executor never runs another statement after such an
+	// error today (a failed action ends the apply), so this is a safety
+	// net, kept on purpose: after a deadlock MySQL has rolled the
+	// transaction back and the connection is in autocommit, where every
+	// later write of the "dry" run would commit for real.
 	broken error
 }
 
@@ -133,6 +157,11 @@ func (d *dryStore) close() {
 }
 
 // sharedTx is the shared transaction of a dry run as one action sees it.
+// Nothing in the executor commits or rolls back a Tx itself today (Do
+// does), so these no-ops are a safety net, kept on purpose: a decorator of
+// the store (like the failpoints' crashStore) or a future caller that ends the Tx it was
+// given must not commit a dry run, nor end the shared transaction that
+// later actions' guards read.
 type sharedTx struct{ sources.Tx }
 
 func (sharedTx) Commit() error   { return nil }
@@ -169,7 +198,7 @@ func (m *Mirror) Action(table string, e sources.AuditEntry) error {
 	}
 	return m.write(map[string]any{"table": table, "plan_id": e.PlanID, "action_index": e.ActionIndex, "biz_id": e.BizID,
 		"pipeline": e.Pipeline, "action": e.Action, "operator": e.Operator, "reason": e.Reason, "outcome": e.Outcome,
-		"before_image": rawOrNull(e.Before), "after_image": rawOrNull(e.After)})
+		"before_image": sources.JSONOrNull(e.Before), "after_image": sources.JSONOrNull(e.After)})
 }
 
 // Attempt mirrors an attempt row.
@@ -178,7 +207,7 @@ func (m *Mirror) Attempt(table string, a sources.Attempt) error {
 		return nil
 	}
 	return m.write(map[string]any{"table": table, "plan_id": a.PlanID, "action_index": a.ActionIndex, "biz_id": a.BizID,
-		"operator": a.Operator, "outcome": a.Outcome, "detail": rawOrNull(a.Detail)})
+		"operator": a.Operator, "outcome": a.Outcome, "detail": sources.JSONOrNull(a.Detail)})
 }
 
 func (m *Mirror) write(row map[string]any) error {
@@ -193,11 +222,4 @@ func (m *Mirror) write(row map[string]any) error {
 		return fmt.Errorf("audit.file: %w", err)
 	}
 	return nil
-}
-
-func rawOrNull(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("null")
-	}
-	return raw
 }

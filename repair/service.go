@@ -227,16 +227,6 @@ func (s *Service) PlanID(ctx context.Context, bizID, pipeline string, o plans.Op
 	return p, op, err
 }
 
-// Target is one line of a reconcile targets file, as `repair plan
-// --from-file` reads it.
-type Target struct {
-	BizID    string       `json:"biz_id"`
-	Pipeline string       `json:"pipeline"`
-	Check    string       `json:"check"`
-	Verdict  inspect.Code `json:"verdict"`
-	Step     string       `json:"step"`
-}
-
 // Skip is a target that got no plan, and why.
 type Skip struct {
 	BizID    string       `json:"biz_id"`
@@ -266,7 +256,7 @@ func (s *Service) PlanTargets(ctx context.Context, r io.Reader, name, pipeline s
 		if text == "" {
 			continue
 		}
-		var tg Target
+		var tg inspect.Target
 		if err := json.Unmarshal([]byte(text), &tg); err != nil || tg.BizID == "" {
 			return nil, &plans.InputError{Msg: fmt.Sprintf("%s:%d: not a target line ({\"biz_id\",\"pipeline\",...})", name, line)}
 		}
@@ -284,7 +274,7 @@ func (s *Service) PlanTargets(ctx context.Context, r io.Reader, name, pipeline s
 }
 
 // planTarget plans one target into b, or records why it is skipped.
-func (s *Service) planTarget(ctx context.Context, b *Batch, tg Target, pipeline string, o plans.Options) error {
+func (s *Service) planTarget(ctx context.Context, b *Batch, tg inspect.Target, pipeline string, o plans.Options) error {
 	if pipeline == "" {
 		pipeline = tg.Pipeline
 	}
@@ -297,12 +287,12 @@ func (s *Service) planTarget(ctx context.Context, b *Batch, tg Target, pipeline 
 	case errors.As(err, &ce):
 		return err
 	case err != nil:
-		skip(tg.Pipeline, "", err)
+		skip(pipeline, "", err) // the pipeline triaged: --pipeline, else the line's
 		return nil
 	}
 	op, err := t.One()
 	if err != nil {
-		skip(tg.Pipeline, "", err)
+		skip(pipeline, "", err)
 		return nil
 	}
 	if o.FromStep == "" && tg.Step != "" && o.Action != "" {

@@ -88,6 +88,13 @@ type StateRow struct {
 	UpdatedAt  *time.Time
 }
 
+// LeaseLive says whether the row's lease is held at now, the database's
+// clock: an owner, a lease_until after now (docs/verdicts.md "IN_FLIGHT").
+// A zero now (the clock was not read) holds no lease.
+func (s StateRow) LeaseLive(now time.Time) bool {
+	return s.Found && s.Owner != "" && s.LeaseUntil != nil && !now.IsZero() && s.LeaseUntil.After(now)
+}
+
 // Intent is one remote-step intent row: written before the call, acked after.
 type Intent struct {
 	RequestID string

@@ -254,3 +254,19 @@ const (
 	AuditReleaseLease     = "release_lease"
 	AuditManual           = "manual"
 )
+
+// MaxOperator is the longest operator name the audit keeps, in bytes
+// (operator VARCHAR(128), docs/repair.md): `repair plan` refuses a longer
+// --operator, and the store clips a longer applier's name at a UTF-8
+// character boundary.
+const MaxOperator = 128
+
+// JSONOrNull is raw, or the JSON null when raw is empty: how the audit's
+// JSON columns (before_image, after_image, detail) and their audit.file
+// mirror write a value that is not set (docs/repair.md).
+func JSONOrNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

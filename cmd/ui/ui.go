@@ -4,7 +4,6 @@
 package ui
 
 import (
-	"fmt"
 	"io"
 	"strings"
 
@@ -55,19 +54,32 @@ func (s Styles) Severity(sev inspect.Severity, text string) string {
 	return s.Bold.Render(text)
 }
 
+// tsvClean keeps a cell on its line and in its column. A Replacer builds
+// itself on first use: no work at package init (docs/architecture.md).
+var tsvClean = strings.NewReplacer("\t", " ", "\n", " ")
+
+// TSVRow writes one line of piped table output: the cells separated by
+// tabs, a tab or newline inside a cell turned into a space. Table writes
+// its header and rows with it; a view that streams rows (reconcile's
+// targets) writes the header once, then a row at a time.
+func TSVRow(w io.Writer, cells []string) error {
+	clean := make([]string, len(cells))
+	for i, c := range cells {
+		clean[i] = tsvClean.Replace(c)
+	}
+	_, err := io.WriteString(w, strings.Join(clean, "\t")+"\n")
+	return err
+}
+
 // Table writes rows under a header: box art on a terminal, tab-separated
 // lines otherwise (easy to cut, awk and grep).
 func Table(w io.Writer, tty bool, header []string, rows [][]string) error {
 	if !tty {
-		if _, err := fmt.Fprintln(w, strings.Join(header, "\t")); err != nil {
+		if err := TSVRow(w, header); err != nil {
 			return err
 		}
 		for _, r := range rows {
-			clean := make([]string, len(r))
-			for i, c := range r {
-				clean[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
-			}
-			if _, err := fmt.Fprintln(w, strings.Join(clean, "\t")); err != nil {
+			if err := TSVRow(w, r); err != nil {
 				return err
 			}
 		}

@@ -3,7 +3,6 @@ package ui
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -51,10 +50,8 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 	fmt.Fprintf(b, "  %s\n", r.Verdict.Summary)
 	if r.Partial {
 		var why []string
-		for _, k := range sortedKeys(r.Sources) {
-			if s := r.Sources[k]; s != "ok" && s != "skipped" {
-				why = append(why, k+": "+s)
-			}
+		for _, k := range r.Unread() {
+			why = append(why, k+": "+r.Sources[k])
 		}
 		fmt.Fprintf(b, "  %s\n", v.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")))
 	}
@@ -213,12 +210,3 @@ func kafkaLine(k inspect.KafkaView) string {
 }
 
 func fmtTS(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") }
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Benchmark: opctl reconcile against the naive single-statement SQL a DBA
 # would write for the same questions, on the same generated data (lab/gen),
-# at several sizes. Needs only MariaDB (127.0.0.1:3306, root, no password, or
-# BENCH_MYSQL) and go. Usage:
+# at several sizes. Needs only MariaDB (its mariadb client) and go. Usage:
 #
 #   lab/bench/reconcile.sh                 # 100k and 1M operations
 #   lab/bench/reconcile.sh 100000 1000000 5000000
+#
+# Environment:
+#
+#   BENCH_DSN   the server, as a go-sql-driver DSN (default
+#               root@tcp(127.0.0.1:3306)/: root, no password); opctl and
+#               lab/gen get it with the benchmark's database, the mariadb
+#               client -h/-P, -u and --password derived from it
+#               (lab/bench/dsn.sh; startup.sh reads the same variable)
+#   PER_DAY     operations a day (default 100000)
+#   WINDOW_H    the window of the every-few-minutes job, hours (default 24)
 #
 # The data is what a production table looks like to a job that runs every
 # few minutes: a steady PER_DAY operations a day (default 100000), so a
@@ -41,14 +50,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZES=("$@")
 [ ${#SIZES[@]} -eq 0 ] && SIZES=(100000 1000000)
-MYSQL=${BENCH_MYSQL:-mariadb}
+source lab/bench/dsn.sh
+bench_dsn
+MYSQL=("${CLIENT[@]}")
 PER_DAY=${PER_DAY:-100000}
 WINDOW_H=${WINDOW_H:-24}
-ROOT_DSN=${BENCH_DSN_PREFIX:-root@tcp(127.0.0.1:3306)}
 TMP=$(mktemp -d)
 DBS=()
 cleanup() {
-  for d in "${DBS[@]:-}"; do [ -n "$d" ] && $MYSQL -e "DROP DATABASE IF EXISTS \`$d\`" || true; done
+  for d in "${DBS[@]:-}"; do [ -n "$d" ] && "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$d\`" || true; done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -81,7 +91,7 @@ peak_rss() {
 }
 
 handler_sum() { # scope
-  $MYSQL -N -e "SHOW $1 STATUS LIKE 'Handler_read%'" | awk '{s+=$2} END {print s+0}'
+  "${MYSQL[@]}" -N -e "SHOW $1 STATUS LIKE 'Handler_read%'" | awk '{s+=$2} END {print s+0}'
 }
 
 now() { date +%s.%N; }
@@ -90,7 +100,7 @@ now() { date +%s.%N; }
 naive() {
   local db=$1 label=$2 sql=$3 t0 t1 rows rss
   t0=$(now)
-  rows=$( { peak_rss $MYSQL -N "$db" -e "FLUSH STATUS; $sql; SELECT 'HANDLER', SUM(VARIABLE_VALUE) FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME LIKE 'HANDLER_READ%';" 3>"$TMP/rss" ; } | awk '$1=="HANDLER" {print $2}')
+  rows=$( { peak_rss "${MYSQL[@]}" -N "$db" -e "FLUSH STATUS; $sql; SELECT 'HANDLER', SUM(VARIABLE_VALUE) FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME LIKE 'HANDLER_READ%';" 3>"$TMP/rss" ; } | awk '$1=="HANDLER" {print $2}')
   t1=$(now)
   rss=$(cat "$TMP/rss")
   printf '%s|%.2f|%s|%s\n' "$label" "$(echo "$t1 - $t0" | bc -l 2>/dev/null || awk "BEGIN{print $t1-$t0}")" "$rows" "$rss"
@@ -101,7 +111,7 @@ recon() {
   local db=$1 label=$2; shift 2
   local h0 h1 t0 t1 rc=0
   h0=$(handler_sum GLOBAL); t0=$(now)
-  peak_rss "$TMP/opctl" reconcile --config "$TMP/reconcile.yaml" --mysql-dsn "$ROOT_DSN/$db" \
+  peak_rss "$TMP/opctl" reconcile --config "$TMP/reconcile.yaml" --mysql-dsn "$(bench_db_dsn "$db")" \
     --timeout 30s "$@" -o jsonl >/dev/null 2>"$TMP/recon.err" 3>"$TMP/rss" || rc=$?
   t1=$(now); h1=$(handler_sum GLOBAL)
   printf '%s|%.2f|%s|%s|%s\n' "$label" "$(awk "BEGIN{print $t1-$t0}")" "$((h1 - h0))" "$(cat "$TMP/rss")" "$rc"
@@ -119,16 +129,16 @@ for n in "${SIZES[@]}"; do
   db="opctl_bench_$n"
   DBS+=("$db")
   echo "== $n operations: loading $db" >&2
-  $MYSQL -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
-  $MYSQL "$db" < testdata/schema/settlement.sql
-  $MYSQL "$db" < testdata/schema/skip.sql
-  "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$ROOT_DSN/$db" >&2
+  "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
+  "${MYSQL[@]}" "$db" < testdata/schema/settlement.sql
+  "${MYSQL[@]}" "$db" < testdata/schema/skip.sql
+  "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$(bench_db_dsn "$db")" >&2
   days=$(( (n + PER_DAY - 1) / PER_DAY ))
   span=$(( days * 24 ))h
   aspan=$(( WINDOW_H - 1 ))h
   full=$(( days + 1 ))d
-  "$TMP/gen" -dsn "$ROOT_DSN/$db" -ops "$n" -span "$span" -anomaly-span "$aspan" -manifest "$TMP/manifest-$n.json"
-  $MYSQL "$db" -N -e "ANALYZE TABLE biz_operation, balance_journal, ledger_entry, step_intent, orders, consumer_idempotency, points_grant" >/dev/null
+  "$TMP/gen" -dsn "$(bench_db_dsn "$db")" -ops "$n" -span "$span" -anomaly-span "$aspan" -manifest "$TMP/manifest-$n.json"
+  "${MYSQL[@]}" "$db" -N -e "ANALYZE TABLE biz_operation, balance_journal, ledger_entry, step_intent, orders, consumer_idempotency, points_grant" >/dev/null
 
   echo "== $n: reconcile ($days days of history)" >&2
   r_all=$(recon3 "$db" "reconcile, all checks, --since ${WINDOW_H}h (median of 3)" --since "${WINDOW_H}h" --out "$TMP/targets-$n.jsonl")
@@ -176,11 +186,11 @@ for n in "${SIZES[@]}"; do
     IFS='|' read -r _ t rows _ _ <<<"${r_check[$c]}"
     PER_CHECK+=("$n|$c|$t|$rows|${n_t[$c]}|${n_rows[$c]}|${exact_check[$c]}")
   done
-  $MYSQL -e "DROP DATABASE IF EXISTS \`$db\`"
+  "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`"
 done
 
 echo
-echo "$PER_DAY operations a day; the anomalies in the newest $((WINDOW_H - 1)) hours; MariaDB $($MYSQL -N -e 'SELECT VERSION()'), buffer pool $($MYSQL -N -e 'SELECT @@innodb_buffer_pool_size DIV 1048576') MiB"
+echo "$PER_DAY operations a day; the anomalies in the newest $((WINDOW_H - 1)) hours; MariaDB $("${MYSQL[@]}" -N -e 'SELECT VERSION()'), buffer pool $("${MYSQL[@]}" -N -e 'SELECT @@innodb_buffer_pool_size DIV 1048576') MiB"
 echo "| operations | run | wall s | rows examined | peak RSS MiB | exit | exact? |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | --- |"
 for r in "${RESULTS[@]}"; do

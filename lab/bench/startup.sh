@@ -3,9 +3,16 @@
 #
 #   lab/bench/startup.sh            # 300 runs each (RUNS=...)
 #
-# Needs go, hyperfine, kcat, the mariadb client and MariaDB on 127.0.0.1:3306
-# (root, no password; BENCH_DSN to change). It measures, with hyperfine
-# (median of RUNS runs after warm-up):
+# Needs go, hyperfine, kcat, the mariadb client and MariaDB. Environment:
+#
+#   RUNS        hyperfine runs of each fast command (default 300)
+#   BENCH_DSN   the server, as a go-sql-driver DSN (default
+#               root@tcp(127.0.0.1:3306)/: root, no password); the lab runs
+#               on it and the by-hand side's mariadb client gets -h/-P, -u and
+#               --password derived from it (lab/bench/dsn.sh; reconcile.sh
+#               reads the same variable)
+#
+# It measures, with hyperfine (median of RUNS runs after warm-up):
 #
 #   hello-world               a Go program that prints one line: the floor
 #   opctl version             start-up alone
@@ -28,7 +35,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-300}
-DSN=${BENCH_DSN:-root@tcp(127.0.0.1:3306)/}
+source lab/bench/dsn.sh
+bench_dsn
 TMP=$(mktemp -d)
 DEMO_PID=""
 cleanup() {
@@ -56,7 +64,7 @@ EOF
 echo "binary: $(stat -c %s "$TMP/opctl") bytes; $(go list -deps . | wc -l) packages (go list -deps .)"
 
 # The lab: the seed 000 incident on MariaDB and kfake, kept up.
-(cd "$TMP" && exec ./demo --mysql-dsn "$DSN" --keep --no-repair --scenario settlement-double-debit -o json > demo.json 2> demo.err) &
+(cd "$TMP" && exec ./demo --mysql-dsn "$BENCH_DSN" --keep --no-repair --scenario settlement-double-debit -o json > demo.json 2> demo.err) &
 DEMO_PID=$!
 for _ in $(seq 1 120); do [ -s "$TMP/opctl-lab.yaml" ] && break; sleep 0.5; done
 [ -s "$TMP/opctl-lab.yaml" ] || { echo "startup.sh: the lab did not come up" >&2; cat "$TMP/demo.err" >&2; exit 1; }
@@ -67,14 +75,16 @@ CFG="$TMP/opctl-lab.yaml"
 db=$(sed -n 's/.*dsn: ".*\/\([^?"]*\).*/\1/p' "$CFG" | head -1)
 broker=$(sed -n 's/.*brokers: \["\([^"]*\)".*/\1/p' "$CFG" | head -1)
 notify=$(sed -n 's/.*probe: "\(http:\/\/[^/]*\)\/effects?biz_id={biz_id}".*/\1/p' "$CFG" | head -1)
-read -r part off < <(mariadb -N -e "SELECT src_partition, src_offset FROM biz_operation WHERE biz_id = 'PAY-D-1'" "$db")
+read -r part off < <("${CLIENT[@]}" -N -e "SELECT src_partition, src_offset FROM biz_operation WHERE biz_id = 'PAY-D-1'" "$db")
+# The client as by-hand.sh runs it: the same server as the lab's (BENCH_DSN).
+client=$(printf '%q ' "${CLIENT[@]}")
 cat > "$TMP/by-hand.sh" <<EOF
 #!/usr/bin/env bash
 set -e
-mariadb -N -e "SELECT status, version, src_partition, src_offset, msg_id, created_at, updated_at, NOW(6) FROM biz_operation WHERE biz_id = 'PAY-D-1'" $db
-mariadb -N -e "SELECT j.id, j.account_id, j.delta, j.created_at FROM debit_log j WHERE j.biz_id = 'PAY-D-1' AND j.kind = 'DEBIT' AND NOT EXISTS (SELECT 1 FROM debit_log r WHERE r.kind = 'REVERSAL' AND r.reverses_id = j.id)" $db
-mariadb -N -e "SELECT id, direction, amount, created_at FROM ledger_entry WHERE biz_order_id = 'PAY-D-1'" $db
-mariadb -N -e "SELECT plan_id, action_index, action, outcome FROM opctl_audit WHERE biz_id = 'PAY-D-1'" $db 2>/dev/null || true
+$client -N -e "SELECT status, version, src_partition, src_offset, msg_id, created_at, updated_at, NOW(6) FROM biz_operation WHERE biz_id = 'PAY-D-1'" $db
+$client -N -e "SELECT j.id, j.account_id, j.delta, j.created_at FROM debit_log j WHERE j.biz_id = 'PAY-D-1' AND j.kind = 'DEBIT' AND NOT EXISTS (SELECT 1 FROM debit_log r WHERE r.kind = 'REVERSAL' AND r.reverses_id = j.id)" $db
+$client -N -e "SELECT id, direction, amount, created_at FROM ledger_entry WHERE biz_order_id = 'PAY-D-1'" $db
+$client -N -e "SELECT plan_id, action_index, action, outcome FROM opctl_audit WHERE biz_id = 'PAY-D-1'" $db 2>/dev/null || true
 curl -s "$notify/effects?biz_id=PAY-D-1"
 kcat -b $broker -C -t settlement-event -p $part -o $off -c 1 -e -q -f '%k %h %s\n'
 kcat -b $broker -Q -t settlement-event:$part:-2 -t settlement-event:$part:-1

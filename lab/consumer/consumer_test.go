@@ -262,13 +262,13 @@ func TestCommitFailure(t *testing.T) {
 // operation finishes exactly once. Range assignment gives the single
 // partition to the member whose id (client id + uuid) sorts first.
 //
-// The lease is short so that it runs out soon after the kill, and long
-// enough to outlive the second member's join and first look: a rebalance
-// the holder notices at its next heartbeat (FastTimings: 100ms), then a
-// fetch and a read. That takes 0.1-0.4s here; the lease's 1.5s leaves the
-// margin a loaded machine needs (the gap is logged).
+// The lease is long (30s), so that it outlives the second member's join and
+// first look however loaded the machine; after the kill it is still live
+// (a killed holder gives nothing back), and the test makes it run out in
+// the database instead of waiting for it. The waiting member notices at its
+// next recheck (FastTimings: 50ms).
 func TestAnchoredLease(t *testing.T) {
-	const leaseTTL = 1500 * time.Millisecond
+	const leaseTTL = 30 * time.Second
 	for _, tc := range []struct{ holder, other, busy string }{
 		{"c-z", "c-b", "lease held by c-z"},
 		{"c-a", "c-b", "in flight in this process (c-a)"},
@@ -297,6 +297,10 @@ func TestAnchoredLease(t *testing.T) {
 			l.want("committed offset while held", l.committed(part), -1)
 
 			holder.Kill()
+			l.want("lease live after the kill", l.str("SELECT CONCAT_WS('/', status, owner, lease_until > NOW(3)) FROM pay_state WHERE biz_id = 'PAY-L'"), "LEDGER_DONE/"+tc.holder+"/1")
+			l.want("notify calls after the kill", l.notify.count("PAY-L"), 0)
+			// The lease runs out (as it would 30s later).
+			l.exec("UPDATE pay_state SET lease_until = NOW(3) - INTERVAL 1 SECOND WHERE biz_id = 'PAY-L'")
 			l.rec.wait(t, l.ctx, tc.other+" commits PAY-L", func(ev Event) bool {
 				return ev.Consumer == tc.other && ev.BizID == "PAY-L" && ev.What == "committed"
 			})

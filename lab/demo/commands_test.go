@@ -15,6 +15,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
 )
 
@@ -44,9 +45,29 @@ var serverTrouble = []string{"Error 1105", "Error 1064", "(HY000)", "(42000)", "
 // prints nothing of serverTrouble.
 func (s *labShell) run(t *testing.T, line string, want ...int) res {
 	t.Helper()
+	s.ran++
+	r := s.exec(t, line)
+	ok := false
+	for _, w := range want {
+		ok = ok || r.code == w
+	}
+	if !ok {
+		t.Errorf("$ %s\nexit %d, want %v\nstdout:\n%s\nstderr:\n%s", line, r.code, want, clip(r.out), r.err)
+	}
+	for _, bad := range serverTrouble {
+		if strings.Contains(r.out, bad) || strings.Contains(r.err, bad) {
+			t.Errorf("$ %s\nprints %q\nstdout:\n%s\nstderr:\n%s", line, bad, clip(r.out), r.err)
+		}
+	}
+	return r
+}
+
+// exec runs line in the lab's directory and returns what it did, asserting
+// nothing.
+func (s *labShell) exec(t *testing.T, line string) res {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s.ran++
 	c := exec.CommandContext(ctx, "sh", "-c", line)
 	c.Dir, c.Env = s.dir, s.env
 	var out, errOut bytes.Buffer
@@ -61,19 +82,27 @@ func (s *labShell) run(t *testing.T, line string, want ...int) res {
 	default:
 		t.Fatalf("%s: %v", line, err)
 	}
-	ok := false
-	for _, w := range want {
-		ok = ok || r.code == w
-	}
-	if !ok {
-		t.Errorf("$ %s\nexit %d, want %v\nstdout:\n%s\nstderr:\n%s", line, r.code, want, clip(r.out), r.err)
-	}
-	for _, bad := range serverTrouble {
-		if strings.Contains(r.out, bad) || strings.Contains(r.err, bad) {
-			t.Errorf("$ %s\nprints %q\nstdout:\n%s\nstderr:\n%s", line, bad, clip(r.out), r.err)
-		}
-	}
 	return r
+}
+
+// settle waits, up to 30s, until `opctl where id` reads verdict: for an
+// operation a live consumer of the kept lab is still working on. where's
+// statements are not one snapshot, so a read in the middle of the
+// consumer's transaction can mix before and after (noted for the
+// verdict-truth issue); the commands are checked once it is done.
+func (s *labShell) settle(t *testing.T, id string, verdict inspect.Code) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := s.exec(t, "opctl where "+id+" -o json")
+		if strings.Contains(r.out, `"code": "`+string(verdict)+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("where %s: not %s after 30s (the live consumer did not finish it):\n%s", id, verdict, clip(r.out))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func clip(s string) string {
@@ -109,7 +138,7 @@ func keptLab(t *testing.T) (sh *labShell, env *lab.Env, rep demoReport, dir stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true}
+	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true, selected: lab.Scenarios()}
 	env, rep, err = startLab(context.Background(), opts, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +147,8 @@ func keptLab(t *testing.T) (sh *labShell, env *lab.Env, rep demoReport, dir stri
 	if !rep.OK {
 		t.Fatalf("the lab's verdicts differ from its expectations: %+v", rep.Checks)
 	}
-	cfgPath := filepath.Join(dir, "opctl-lab.yaml")
-	if err := os.WriteFile(cfgPath, []byte(env.RenderConfig()), 0o600); err != nil {
+	cfgPath, err := writeKeptConfig(dir, env)
+	if err != nil {
 		t.Fatal(err)
 	}
 	sh = &labShell{dir: dir}
@@ -227,7 +256,7 @@ func TestLabCommands(t *testing.T) {
 			continue
 		}
 		affected = append(affected, c.BizID)
-		where := sh.run(t, "opctl where "+c.BizID+" --pipeline "+c.Pipeline+" -o json", whereCode(c.Verdict))
+		where := sh.run(t, "opctl where "+c.BizID+" --pipeline "+c.Pipeline+" -o json", whereCode(t, c.Verdict))
 		var w inspect.Report
 		if err := json.Unmarshal([]byte(where.out), &w); err != nil {
 			t.Fatalf("where %s -o json: %v\n%s", c.BizID, err, where.out)
@@ -275,7 +304,7 @@ func TestLabCommands(t *testing.T) {
 			case strings.HasPrefix(cmd, "opctl explain "):
 				sh.run(t, line, 0)
 			case strings.HasPrefix(cmd, "opctl where "):
-				sh.run(t, line, whereCode(c.Verdict))
+				sh.run(t, line, whereCode(t, c.Verdict))
 			case strings.HasPrefix(cmd, "curl "):
 				sh.run(t, line, 0)
 			default:
@@ -362,7 +391,12 @@ func TestLabCommands(t *testing.T) {
 			return
 		}
 		// The lab's consumers are stopped: a redriven operation reads
-		// WILL_REDELIVER (watch), a repaired one COMPLETE.
+		// WILL_REDELIVER (watch), a repaired one COMPLETE. All but the
+		// in-flight-lease scenario's two on fulfilment_anchored, which stay
+		// up holding F-L-1: they consume what opctl republishes there.
+		if strings.Contains(m[1], "--pipeline fulfilment_anchored") {
+			sh.settle(t, strings.Fields(m[1])[2], inspect.Complete)
+		}
 		sh.run(t, m[1], 0)
 	}
 	for _, id := range affected {
@@ -393,26 +427,53 @@ func TestLabCommands(t *testing.T) {
 	sh.run(t, "opctl schema print --audit", 0)
 	sh.run(t, "opctl explain", 0)
 
-	// kcat (Debian's package), as the demo prints it.
-	if _, err := exec.LookPath("kcat"); err == nil {
+	// kcat (Debian's package), as the demo prints it; as lab's
+	// TestKcatInterop: a missing kcat fails in CI, skips loudly elsewhere.
+	t.Run("kcat", func(t *testing.T) {
+		if _, err := exec.LookPath("kcat"); err != nil {
+			if testenv.InCI() {
+				t.Fatal("kcat is not installed; .ci/run should have installed it (apt-get install kcat)")
+			}
+			t.Skip("SKIPPING: kcat is not installed (apt-get install kcat): the demo's two kcat commands are not run")
+		}
 		b := env.Cluster.Brokers[0]
 		sh.run(t, "kcat -b "+b+" -L", 0)
 		if r := sh.run(t, "kcat -b "+b+" -C -t settlement-event -o beginning -e -f '%k %h %s\\n'", 0); !strings.Contains(r.out, "PAY-D-1 msg_id=m-PAY-D-1") {
 			t.Errorf("kcat -C: no PAY-D-1 record:\n%s", clip(r.out))
 		}
-	} else {
-		t.Log("kcat not installed: its two commands are not run")
-	}
+	})
 	t.Logf("%d commands; done in %v", sh.ran, time.Since(start).Round(time.Millisecond))
 }
 
-// whereCode is the exit status of `opctl where` for a verdict
-// (docs/exit-codes.md): 3 when it needs action, else 0.
-func whereCode(c inspect.Code) int {
-	if inspect.SeverityOf(c) == inspect.SeverityAction {
-		return 3
+// whereExit is the exit status of `opctl where` for a complete (not
+// partial) report of each verdict, written out from docs/verdicts.md's
+// severities and docs/exit-codes.md (ok and watch 0, action 3, NOT_FOUND
+// 4), not from the table the binary uses.
+var whereExit = map[inspect.Code]int{
+	inspect.NotFound:            4,
+	inspect.InFlight:            0,
+	inspect.DuplicateEffect:     3,
+	inspect.UnknownOutcome:      3,
+	inspect.WronglySkipped:      3,
+	inspect.MissingEffect:       3,
+	inspect.StateBehind:         3,
+	inspect.Stranded:            3,
+	inspect.WillRedeliver:       0,
+	inspect.Incomplete:          0,
+	inspect.CompleteUncommitted: 0,
+	inspect.Failed:              0,
+	inspect.SkippedOK:           0,
+	inspect.Complete:            0,
+}
+
+// whereCode is whereExit[c]; a verdict the map lacks fails the test.
+func whereCode(t *testing.T, c inspect.Code) int {
+	t.Helper()
+	code, ok := whereExit[c]
+	if !ok {
+		t.Fatalf("verdict %s: no exit status in whereExit (docs/exit-codes.md)", c)
 	}
-	return 0
+	return code
 }
 
 // TestRepairedViewNext: once the demo has repaired an incident, the NEXT of

@@ -24,7 +24,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -40,14 +39,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab"
-)
-
-// Exit statuses of the demo (those of opctl where they overlap).
-const (
-	exitOK          = 0
-	exitError       = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	"github.com/opctl-dev/opctl/sources"
 )
 
 // options are the demo's flags.
@@ -58,6 +50,9 @@ type options struct {
 	Scenarios []string
 	Output    string
 	NoColor   bool
+	// selected are the scenarios to run: --scenario checked by lab.Select
+	// (every scenario without it), in the lab's order.
+	selected []lab.Scenario
 	// embedded is true when the demo runs on its own go-mysql-server: the
 	// lab then sends its consumers' statements through one connection.
 	embedded bool
@@ -70,11 +65,12 @@ func main() {
 	os.Exit(code)
 }
 
-// usageError is a bad invocation (exit 2).
+// usageError is a bad invocation (exit sources.ExitUsage).
 type usageError struct{ error }
 
 // run parses args, starts the embedded server unless --mysql-dsn names a
-// real one, and runs the demo; it returns the exit status.
+// real one, and runs the demo; it returns the exit status (those of opctl,
+// docs/exit-codes.md).
 func run(ctx context.Context, ios *iostreams.IOStreams, args []string) int {
 	opts := &options{}
 	c := &cobra.Command{
@@ -113,11 +109,11 @@ memory). With --mysql-dsn it creates its own database on that server
 			default:
 				return usageError{fmt.Errorf("--output %q: want table, json or jsonl", opts.Output)}
 			}
-			for _, s := range opts.Scenarios {
-				if !lab.IsScenario(s) {
-					return usageError{fmt.Errorf("--scenario %q: no such scenario (have: %s)", s, strings.Join(lab.ScenarioNames(), ", "))}
-				}
+			selected, err := lab.Select(opts.Scenarios)
+			if err != nil {
+				return usageError{fmt.Errorf("--scenario: %v", err)}
 			}
+			opts.selected = selected
 			ios.SetNoColor(opts.NoColor || os.Getenv("NO_COLOR") != "")
 			if opts.Keep {
 				// A kept lab is for a person to triage and repair: every
@@ -159,37 +155,33 @@ EXIT STATUS
 	err := c.ExecuteContext(ctx)
 	switch {
 	case err == nil:
-		return exitOK
+		return sources.ExitOK
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		fmt.Fprintln(ios.ErrOut, "lab/demo: interrupted")
-		return exitInterrupted
+		return sources.ExitInterrupted
 	}
 	fmt.Fprintln(ios.ErrOut, "lab/demo: "+err.Error())
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintln(ios.ErrOut, "Run 'go run ./lab/demo --help' for usage.")
-		return exitUsage
+		return sources.ExitUsage
 	}
-	return exitError
+	return sources.ExitError
 }
 
 // startEmbedded starts go-mysql-server on 127.0.0.1:0 and returns a DSN for
-// it (root, no password; the lab creates its own database).
-func startEmbedded() (*server.Server, string, error) { return newEmbedded(true) }
-
-// newEmbedded starts go-mysql-server; pkIndexes gives the tables of every
-// database created on it a PRIMARY index (the demo's server), as InnoDB's.
-// Without it (go-mysql-server's default) a table has no PRIMARY index at
-// all: none in information_schema.STATISTICS, SHOW INDEX or the planner,
-// only COLUMNS.COLUMN_KEY = 'PRI' (the tests use such a server).
-func newEmbedded(pkIndexes bool) (*server.Server, string, error) {
+// it (root, no password; the lab creates its own database). Its tables have
+// a PRIMARY index, as InnoDB's: go-mysql-server's default has none (none in
+// information_schema.STATISTICS, SHOW INDEX or its planner), and opctl reads
+// the primary key from STATISTICS (docs/lab.md).
+func startEmbedded() (*server.Server, string, error) {
 	logrus.SetOutput(io.Discard) // go-mysql-server logs every connection and every failed prepare
 	db := memory.NewDatabase("opctl")
 	db.BaseDatabase.EnablePrimaryKeyIndexes()
 	pro := memory.NewDBProvider(db)
 	// The lab creates its own database (CREATE DATABASE opctl_lab_...): the
 	// provider's option, not the database's, decides for it.
-	pro.WithOption(memory.NativeIndexProvider(pkIndexes))
+	pro.WithOption(memory.NativeIndexProvider(true))
 	engine := sqle.NewDefault(pro)
 	serial := func(h mysql.Handler) (mysql.Handler, error) { return &serialHandler{Handler: h}, nil }
 	srv, err := server.NewServerWithHandler(server.Config{Protocol: "tcp", Address: "127.0.0.1:0"}, engine, gmssql.NewContext,

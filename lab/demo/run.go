@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -45,6 +46,7 @@ type demoScenario struct {
 }
 
 type demoKeep struct {
+	// DSN is the lab database's, its password (if any) redacted.
 	DSN     string   `json:"dsn"`
 	Brokers []string `json:"brokers"`
 	Config  string   `json:"config"`
@@ -74,13 +76,14 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 		}
 	}
 	if opts.Keep {
-		if err := os.WriteFile("opctl-lab.yaml", []byte(env.RenderConfig()), 0o600); err != nil {
-			progress("could not write ./opctl-lab.yaml: %v\n", err)
+		cfgPath, err := writeKeptConfig(".", env)
+		if err != nil {
+			progress("could not write ./%s: %v\n", keptConfig, err)
 		}
 		progress("\nThe lab stays up, its incidents unrepaired, until Ctrl-C. From another terminal, in this directory\n(the README's tour):\n  go build -o opctl . && export PATH=\"$PWD:$PATH\" OPCTL_CONFIG=opctl-lab.yaml\n  opctl where PAY-D-1\n  kcat -b %s -L\n  kcat -b %s -C -t settlement-event -o beginning -e -f '%%k %%h %%s\\n'\n",
 			env.Cluster.Brokers[0], env.Cluster.Brokers[0])
 		<-ctx.Done()
-		os.Remove("opctl-lab.yaml")
+		os.Remove(cfgPath)
 		progress("lab stopped\n")
 		return nil
 	}
@@ -88,6 +91,21 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 		return errMismatch
 	}
 	return nil
+}
+
+// keptConfig is the file --keep writes the lab's config to, in the current
+// directory (docs/lab.md).
+const keptConfig = "opctl-lab.yaml"
+
+// writeKeptConfig writes the lab's config, its DSN unredacted (opctl reads
+// it), to dir/opctl-lab.yaml, readable by its owner only (mode 0600, also
+// when the file was there before), and returns the file's path.
+func writeKeptConfig(dir string, env *lab.Env) (string, error) {
+	path := filepath.Join(dir, keptConfig)
+	if err := os.WriteFile(path, []byte(env.RenderConfig()), 0o600); err != nil {
+		return path, err
+	}
+	return path, os.Chmod(path, 0o600)
 }
 
 // startLab starts the lab on opts.MySQLDSN, runs the selected scenarios,
@@ -100,7 +118,7 @@ func startLab(ctx context.Context, opts *options, progress func(format string, a
 	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, SerialWrites: opts.embedded})
 	if err != nil {
 		if strings.Contains(err.Error(), "not reachable") {
-			host := dsn
+			host := config.RedactDSN(dsn)
 			if c, perr := mysql.ParseDSN(dsn); perr == nil {
 				host = c.Addr
 			}
@@ -116,15 +134,11 @@ func startLab(ctx context.Context, opts *options, progress func(format string, a
 	return env, rep, nil
 }
 
-// runLab is startLab on a started env.
+// runLab is startLab on a started env: it runs opts.selected.
 func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(format string, args ...any)) (demoReport, error) {
-	selected, err := lab.Select(opts.Scenarios)
-	if err != nil {
-		return demoReport{}, err
-	}
-	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(selected))
+	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(opts.selected))
 
-	results, runErr := env.Run(ctx, opts.Scenarios, func(p lab.Progress) {
+	results, runErr := env.Run(ctx, opts.selected, func(p lab.Progress) {
 		if !p.Done {
 			progress("[%d/%d] %-26s ", p.Index+1, p.Total, p.Scenario)
 			return
@@ -185,7 +199,8 @@ func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(form
 		}
 	}
 	if opts.Keep {
-		rep.Keep = &demoKeep{DSN: env.DSN, Brokers: env.Cluster.Brokers, Config: env.ConfigPath}
+		// The report is printed: the DSN's password never is.
+		rep.Keep = &demoKeep{DSN: config.RedactDSN(env.DSN), Brokers: env.Cluster.Brokers, Config: env.ConfigPath}
 	}
 	return rep, nil
 }
@@ -314,7 +329,7 @@ func renderDemo(w io.Writer, ios *iostreams.IOStreams, rep demoReport, env *lab.
 
 	if rep.Keep != nil {
 		fmt.Fprintf(w, "\n%s\nMySQL:   %s\nBrokers: %s\nConfig:  ./opctl-lab.yaml (also %s)\n\n%s\n",
-			st.Title.Render("THE LAB STAYS UP"), config.RedactDSN(rep.Keep.DSN), strings.Join(rep.Keep.Brokers, ","), rep.Keep.Config, env.RenderConfig())
+			st.Title.Render("THE LAB STAYS UP"), rep.Keep.DSN, strings.Join(rep.Keep.Brokers, ","), rep.Keep.Config, env.DisplayConfig())
 	}
 	ok := "every verdict matches the lab's expectation"
 	if len(rep.Repairs) > 0 {

@@ -30,7 +30,8 @@ func InCI() bool { return os.Getenv("CI") != "" }
 // DB is one throwaway database.
 type DB struct {
 	Name string
-	// DSN reaches the database as root (parseTime, UTC, multiStatements).
+	// DSN reaches the database as root, with the root DSN's parameters
+	// (RootDSN's: parseTime, UTC, multiStatements).
 	DSN string
 	SQL *sql.DB
 }
@@ -51,6 +52,30 @@ func MySQL(t testing.TB) *DB {
 		}
 		t.Skipf("SKIPPING: MariaDB not reachable at 127.0.0.1:3306 (%v); start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd", err)
 	}
+	return createDB(t, root, RootDSN())
+}
+
+// MySQLAt is MySQL on the server rootDSN reaches (its database name, if
+// any, is replaced; its parameters are kept), which the test has started
+// itself (lab/demo's embedded server): a server that does not answer fails
+// the test.
+func MySQLAt(t testing.TB, rootDSN string) *DB {
+	t.Helper()
+	root, err := sql.Open("mysql", rootDSN)
+	if err != nil {
+		t.Fatalf("testenv: bad root DSN: %v", err)
+	}
+	if err := root.Ping(); err != nil {
+		root.Close()
+		t.Fatalf("testenv: MySQL server not reachable: %v", err)
+	}
+	return createDB(t, root, rootDSN)
+}
+
+// createDB creates the test's database on the server root reaches (by
+// rootDSN), opens it and drops it when the test ends. It owns root.
+func createDB(t testing.TB, root *sql.DB, rootDSN string) *DB {
+	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "opctl_t_" + sanitize(t.Name()) + "_" + hex.EncodeToString(b)
@@ -62,14 +87,16 @@ func MySQL(t testing.TB) *DB {
 		root.Close()
 		t.Fatalf("testenv: create database %s: %v", name, err)
 	}
-	cfg, err := mysql.ParseDSN(RootDSN())
+	cfg, err := mysql.ParseDSN(rootDSN)
 	if err != nil {
+		root.Close()
 		t.Fatalf("testenv: parse root DSN: %v", err)
 	}
 	cfg.DBName = name
 	dsn := cfg.FormatDSN()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
+		root.Close()
 		t.Fatalf("testenv: open %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -17,7 +17,7 @@ import (
 // Limits of the audit columns (docs/repair.md).
 const (
 	MaxReason   = 1024
-	MaxOperator = 128
+	MaxOperator = sources.MaxOperator
 )
 
 // Options are the operator's choices for one plan (the flags of `opctl

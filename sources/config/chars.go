@@ -9,6 +9,12 @@ import "strings"
 func isASCIILetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
 func isDigit(b byte) bool       { return b >= '0' && b <= '9' }
 
+// isIdentStart: [A-Za-z_], the first byte of an identifier or of a :name.
+func isIdentStart(b byte) bool { return isASCIILetter(b) || b == '_' }
+
+// isWordByte: [A-Za-z0-9_$], a byte of an identifier after its first.
+func isWordByte(b byte) bool { return isIdentStart(b) || isDigit(b) || b == '$' }
+
 // every reports whether s is not empty and every byte of it is ok.
 func every(s string, ok func(byte) bool) bool {
 	if s == "" {
@@ -24,14 +30,12 @@ func every(s string, ok func(byte) bool) bool {
 
 // validIdentPart: ^[A-Za-z_][A-Za-z0-9_$]*$
 func validIdentPart(s string) bool {
-	return s != "" && (isASCIILetter(s[0]) || s[0] == '_') &&
-		every(s, func(b byte) bool { return isASCIILetter(b) || isDigit(b) || b == '_' || b == '$' })
+	return s != "" && isIdentStart(s[0]) && every(s, isWordByte)
 }
 
 // validEnvName: ^[A-Za-z_][A-Za-z0-9_]*$
 func validEnvName(s string) bool {
-	return s != "" && (isASCIILetter(s[0]) || s[0] == '_') &&
-		every(s, func(b byte) bool { return isASCIILetter(b) || isDigit(b) || b == '_' })
+	return s != "" && isIdentStart(s[0]) && every(s, func(b byte) bool { return isWordByte(b) && b != '$' })
 }
 
 // validName (a pipeline or step name): ^[A-Za-z0-9_.-]+$

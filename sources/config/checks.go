@@ -35,10 +35,6 @@ func checkSelect(q string) string {
 	return ""
 }
 
-func isWordByte(b byte) bool {
-	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
-}
-
 // checkTemplate checks the {name} placeholders of a template against
 // allowed, returning the names used.
 func checkTemplate(s string, allowed []string) ([]string, string) {

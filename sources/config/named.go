@@ -87,6 +87,32 @@ func countPlaceholders(q string) (int, error) {
 	return n, err
 }
 
+// WithoutComments returns q with each comment replaced by a space; quoted
+// strings and identifiers are kept as written. It is for checks of what the
+// server reads, such as whether a query already ends in FOR UPDATE.
+func WithoutComments(q string) (string, error) {
+	parts, err := splitSQL(q)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch {
+		case p.code:
+			b.WriteString(p.text)
+		case isComment(p.text):
+			b.WriteByte(' ')
+		default:
+			b.WriteString(p.text)
+		}
+	}
+	return b.String(), nil
+}
+
+func isComment(part string) bool {
+	return strings.HasPrefix(part, "#") || strings.HasPrefix(part, "--") || strings.HasPrefix(part, "/*")
+}
+
 // NamedParams rewrites the :name parameters of a reverse statement as ?
 // and returns the names in order. Quoted strings, quoted identifiers,
 // comments, :: and := are left alone; a ? placeholder or an unterminated
@@ -134,8 +160,4 @@ func BindNamed(stmt string, placeholder func(name string) string) (string, []str
 		}
 	}
 	return out.String(), names, nil
-}
-
-func isIdentStart(b byte) bool {
-	return b == '_' || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')
 }

@@ -33,3 +33,21 @@ func TestNamedParams(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutComments(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"SELECT 1", "SELECT 1"},
+		{"SELECT 1 -- c", "SELECT 1  "},
+		{"SELECT 1 # c\nFROM t", "SELECT 1  \nFROM t"},
+		{"SELECT /* x */ 1", "SELECT   1"},
+		{"SELECT '-- not a comment', `#x` FROM t", "SELECT '-- not a comment', `#x` FROM t"},
+	} {
+		got, err := WithoutComments(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("WithoutComments(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := WithoutComments("SELECT 'open"); err == nil {
+		t.Error("WithoutComments of an unterminated quote: no error")
+	}
+}

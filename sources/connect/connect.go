@@ -6,6 +6,7 @@
 package connect
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -19,10 +20,12 @@ import (
 
 // Options bound what the clients may wait for and read.
 type Options struct {
-	// Timeout bounds each source (--timeout; default sources.DefaultTimeout).
+	// Timeout bounds each source (--timeout); zero is
+	// sources.DefaultTimeout, defaulted here only (docs/README.md).
 	Timeout time.Duration
-	// SearchWindow and SearchLimit bound the message search (defaults
-	// sources.DefaultSearchWindow and sources.DefaultSearchLimit).
+	// SearchWindow and SearchLimit bound the message search; zero leaves
+	// the Collector's defaults, sources.DefaultSearchWindow and
+	// sources.DefaultSearchLimit (docs/where.md).
 	SearchWindow time.Duration
 	SearchLimit  int
 }
@@ -49,7 +52,9 @@ type Clients struct {
 // is reported by the first read). No broker is not an error: the verdicts
 // are then computed without Kafka and marked partial.
 func Open(cfg *config.Config, o Options) (*Clients, error) {
-	o = o.withDefaults()
+	if o.Timeout <= 0 {
+		o.Timeout = sources.DefaultTimeout
+	}
 	if err := cfg.ValidateMySQL(); err != nil {
 		return nil, err
 	}
@@ -76,19 +81,6 @@ func Open(cfg *config.Config, o Options) (*Clients, error) {
 	return c, nil
 }
 
-func (o Options) withDefaults() Options {
-	if o.Timeout <= 0 {
-		o.Timeout = sources.DefaultTimeout
-	}
-	if o.SearchWindow <= 0 {
-		o.SearchWindow = sources.DefaultSearchWindow
-	}
-	if o.SearchLimit <= 0 {
-		o.SearchLimit = sources.DefaultSearchLimit
-	}
-	return o
-}
-
 func noBrokers(b []string) bool {
 	return len(b) == 0 || (len(b) == 1 && strings.TrimSpace(b[0]) == "")
 }
@@ -101,12 +93,23 @@ func (c *Clients) Writer() (*mysqlsrc.Writer, error) {
 	if c.writer != nil {
 		return c.writer, nil
 	}
-	w, err := mysqlsrc.OpenWriter(c.Config.MySQL.EffectiveWriteDSN(), c.Timeout)
+	w, err := OpenWriter(c.Config, c.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	c.writer = w
 	return w, nil
+}
+
+// OpenWriter validates the MySQL settings of cfg and opens its write path
+// (mysql.write_dsn, default mysql.dsn; docs/config.md). timeout bounds dial,
+// read and write when the DSN sets none; zero sets none (DDL on a large
+// table, `opctl schema apply`). Close it when done.
+func OpenWriter(cfg *config.Config, timeout time.Duration) (*mysqlsrc.Writer, error) {
+	if err := cfg.ValidateMySQL(); err != nil {
+		return nil, err
+	}
+	return mysqlsrc.OpenWriter(cfg.MySQL.EffectiveWriteDSN(), timeout)
 }
 
 // Close closes every client.
@@ -123,10 +126,5 @@ func (c *Clients) Close() error {
 		errs = append(errs, c.Kafka.Close())
 	}
 	errs = append(errs, c.Reader.Close())
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -194,11 +194,11 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 	loc := sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}
 	window := req.Window
 	if window <= 0 {
-		window = DefaultSearchWindow
+		window = sources.DefaultSearchWindow
 	}
 	limit := req.Limit
 	if limit <= 0 {
-		limit = DefaultSearchLimit
+		limit = sources.DefaultSearchLimit
 	}
 	from, until := req.Around.Add(-window), req.Around.Add(window)
 

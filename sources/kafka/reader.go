@@ -17,18 +17,8 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// Search defaults (docs/where.md "Finding the message"; --search-window,
-// --search-limit).
-const (
-	DefaultSearchWindow = 5 * time.Minute
-	DefaultSearchLimit  = 50000
-)
-
 // MsgIDHeader is the record header that carries a message id.
 const MsgIDHeader = "msg_id"
-
-// DefaultTimeout is used when New is given a non-positive timeout.
-const DefaultTimeout = 10 * time.Second
 
 const (
 	// fetchPartitionBytes is the per-partition byte budget of one fetch
@@ -64,7 +54,7 @@ var _ sources.Kafka = (*Reader)(nil)
 // and is also the dial, read and write timeout of every connection.
 func New(cfg config.Kafka, timeout time.Duration) *Reader {
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = sources.DefaultTimeout
 	}
 	return &Reader{cfg: cfg, timeout: timeout}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -59,7 +60,7 @@ func kafkaVersion(s string) sarama.KafkaVersion {
 // Reader shares. Reading TLS files can fail, hence the error.
 func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, error) {
 	if timeout <= 0 {
-		timeout = 10 * time.Second
+		timeout = sources.DefaultTimeout
 	}
 	c := sarama.NewConfig()
 	c.Version = kafkaVersion(cfg.Version)

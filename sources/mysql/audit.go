@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/opctl-dev/opctl/sources"
@@ -97,15 +98,9 @@ func (r *Reader) ReadAudit(ctx context.Context, audit config.Audit, f sources.Au
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	reverse(log.Actions)
-	reverse(log.Attempts)
+	slices.Reverse(log.Actions)
+	slices.Reverse(log.Attempts)
 	return log, nil
-}
-
-func reverse[T any](s []T) {
-	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
-		s[i], s[j] = s[j], s[i]
-	}
 }
 
 func escapeLike(s string) string {

@@ -245,8 +245,14 @@ func batchSQL(qss [][]query, j int) (string, []any, int) {
 // clock row (ordinal -1) is the row of every operation that got none.
 func split(res result, n, limit, j int, results [][]result) {
 	cols := res.cols[1:]
+	// Each operation's result keeps its columns' types, as scan gives them
+	// to a single read (LockRows tells DECIMAL columns by them).
+	var types []string
+	if len(res.types) > 0 {
+		types = res.types[1:]
+	}
 	for i := range n {
-		results[i][j] = result{cols: cols}
+		results[i][j] = result{cols: cols, types: types}
 	}
 	var clock []sources.Value
 	for _, vals := range res.rows {

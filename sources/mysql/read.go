@@ -323,9 +323,7 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 	}
 
 	if auditTable != "" {
-		// id is selected last, only to order a batched read by it.
-		sel := "plan_id, action_index, action, outcome, after_image, created_at, id FROM " +
-			q(auditTable) + " WHERE biz_id = ? AND pipeline = ?"
+		sel := auditSelect(q(auditTable))
 		text := fmt.Sprintf("SELECT %s ORDER BY id LIMIT %d", sel, MaxRows)
 		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, order: []int{7},
 			branch: "SELECT ? AS opctl_op, " + sel})
@@ -335,6 +333,15 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		return nil, fmt.Errorf("mysql: pipeline %q: invalid identifier(s) %s", p.Name, strings.Join(bad, ", "))
 	}
 	return qs, nil
+}
+
+// auditSelect is the select list, FROM and WHERE of a read of one
+// operation's audit actions in the quoted table (biz_id and pipeline bound),
+// in the column order readAudit reads by position; id is selected last,
+// only to order a batched read by it. The read path and the locking read
+// of the guards share it.
+func auditSelect(table string) string {
+	return "plan_id, action_index, action, outcome, after_image, created_at, id FROM " + table + " WHERE biz_id = ? AND pipeline = ?"
 }
 
 // stateSelect is the select list of a state read: NOW(6) AS c0, then each

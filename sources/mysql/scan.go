@@ -414,9 +414,9 @@ func splitTable(table string) (string, string) {
 
 // TableInfo reads the columns and indexes of table from information_schema
 // (three statements: columns, row estimate, indexes). A missing table is
-// not an error: Exists is false. When STATISTICS lists no primary key but
-// COLUMNS marks primary-key columns (go-mysql-server does so), the primary
-// key is taken from COLUMNS (see addMissingPrimary).
+// not an error: Exists is false. The primary key is the index PRIMARY of
+// information_schema.STATISTICS, as MySQL, MariaDB and the demo's
+// go-mysql-server list it (docs/lab.md).
 func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error) {
 	info := TableInfo{Table: table}
 	if !config.ValidIdent(table) {
@@ -428,25 +428,18 @@ func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error)
 		schemaArg = schema
 	}
 	const where = "TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?"
-	// COLUMN_KEY says which columns are in the primary key, for a server
-	// whose STATISTICS omits the primary key (primary.go).
 	rows, err := r.db.QueryContext(ctx,
-		"SELECT COLUMN_NAME, COLUMN_KEY FROM information_schema.COLUMNS WHERE "+where+" ORDER BY ORDINAL_POSITION", schemaArg, name)
+		"SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "+where+" ORDER BY ORDINAL_POSITION", schemaArg, name)
 	if err != nil {
 		return info, r.queryError("columns of "+table, err)
 	}
-	var pri []string
 	for rows.Next() {
 		var c string
-		var key sql.NullString
-		if err := rows.Scan(&c, &key); err != nil {
+		if err := rows.Scan(&c); err != nil {
 			rows.Close()
 			return info, r.queryError("columns of "+table, err)
 		}
 		info.Columns = append(info.Columns, c)
-		if strings.EqualFold(key.String, "PRI") {
-			pri = append(pri, c)
-		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -487,10 +480,6 @@ func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error)
 	}
 	if err := rows.Err(); err != nil {
 		return info, r.queryError("indexes of "+table, err)
-	}
-	rows.Close()
-	if err := r.addMissingPrimary(ctx, &info, pri); err != nil {
-		return info, err
 	}
 	return info, nil
 }

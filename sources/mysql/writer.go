@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -92,7 +93,7 @@ func (w *Writer) once(ctx context.Context, fn func(sources.Tx) error) error {
 
 // AuditDone reads the audit rows of plan planID.
 func (w *Writer) AuditDone(ctx context.Context, auditTable, planID string) ([]sources.AuditDone, error) {
-	t, err := quoted(auditTable)
+	t, err := qident(auditTable)
 	if err != nil {
 		return nil, err
 	}
@@ -112,47 +113,35 @@ func (w *Writer) AuditDone(ctx context.Context, auditTable, planID string) ([]so
 	return out, rows.Err()
 }
 
-// Column limits of the attempt table (docs/repair.md).
-const (
-	maxPlanID = 64
-	maxBizID  = 512
-	maxActor  = 128
-)
+// maxPlanID is the size of the audit tables' plan_id column (docs/repair.md).
+const maxPlanID = 64
 
 // RecordAttempt writes one attempt row, on its own connection (not in an
 // action's transaction), values clipped to the columns' sizes.
 func (w *Writer) RecordAttempt(ctx context.Context, attemptTable string, a sources.Attempt) error {
-	t, err := quoted(attemptTable)
+	t, err := qident(attemptTable)
 	if err != nil {
 		return err
 	}
-	detail := string(a.Detail)
-	if detail == "" {
-		detail = "null"
-	}
 	_, err = w.r.db.ExecContext(ctx, "INSERT INTO "+t+" (plan_id, action_index, biz_id, operator, outcome, detail, created_at) VALUES (?, ?, ?, ?, ?, ?, NOW(6))",
-		clip(a.PlanID, maxPlanID), a.ActionIndex, clip(a.BizID, maxBizID), clip(a.Operator, maxActor), a.Outcome, detail)
+		clip(a.PlanID, maxPlanID), a.ActionIndex, clip(a.BizID, sources.MaxBizID), clip(a.Operator, sources.MaxOperator), a.Outcome, jsonText(a.Detail))
 	if err != nil {
 		return auditErr(attemptTable, "record the attempt", err, w.r)
 	}
 	return nil
 }
 
-// clip cuts s to at most n bytes.
+// clip cuts s to at most n bytes, never inside a UTF-8 character (the
+// audit columns are utf8mb4: half a character would be refused or
+// mangled). This is the only place an operator name is clipped.
 func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
-}
-
-// quoted backquotes an identifier from the configuration, or says it is not
-// one (a table name that did not come through config validation).
-func quoted(ident string) (string, error) {
-	if !config.ValidIdent(ident) {
-		return "", fmt.Errorf("mysql: %q is not a valid table name", ident)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return config.QuoteIdent(ident), nil
+	return s[:n]
 }
 
 // auditErr names what failed on an audit table: a missing table is a
@@ -191,7 +180,7 @@ func (t *writeTx) LockState(ctx context.Context, p *config.Pipeline, bizID strin
 	if st == nil {
 		return sources.StateRow{}, time.Time{}, nil
 	}
-	if err := validIdents(st.Table, st.Key, st.Status, st.Version, st.Owner, st.LeaseUntil, st.Partition, st.Offset, st.MsgID, st.CreatedAt, st.UpdatedAt); err != nil {
+	if err := validState(st); err != nil {
 		return sources.StateRow{}, time.Time{}, err
 	}
 	q := config.QuoteIdent
@@ -225,6 +214,11 @@ func validIdents(ids ...string) error {
 	return nil
 }
 
+// validState checks every configured identifier of the state table.
+func validState(st *config.State) error {
+	return validIdents(st.Table, st.Key, st.Status, st.Version, st.Owner, st.LeaseUntil, st.Partition, st.Offset, st.MsgID, st.CreatedAt, st.UpdatedAt)
+}
+
 // LockIdempotency reads one idempotency record's action FOR UPDATE.
 func (t *writeTx) LockIdempotency(ctx context.Context, p *config.Pipeline, key, bizID string) (string, bool, error) {
 	id := p.Idempotency
@@ -256,14 +250,21 @@ const (
 )
 
 // withLock appends FOR UPDATE to an operator's SELECT unless it already
-// locks.
+// locks. Comments do not count: "... -- not FOR UPDATE" does not lock. The
+// clause goes on a line of its own: a trailing "-- comment" or "# comment"
+// of the configured query would otherwise swallow it, and the guards would
+// read rows nobody locked (docs/repair.md "Apply").
 func withLock(q string) string {
 	s := strings.TrimRight(strings.TrimSpace(q), ";")
-	u := strings.ToUpper(s)
+	code, err := config.WithoutComments(s)
+	if err != nil {
+		code = s // the config checks refused such a query already
+	}
+	u := strings.ToUpper(strings.TrimRight(code, "; \t\r\n"))
 	if strings.HasSuffix(u, "FOR UPDATE") || strings.HasSuffix(u, "LOCK IN SHARE MODE") || strings.HasSuffix(u, "FOR SHARE") {
 		return s
 	}
-	return s + " FOR UPDATE"
+	return s + "\nFOR UPDATE"
 }
 
 // lockQuery runs a configured SELECT FOR UPDATE, or as it is when the
@@ -318,12 +319,11 @@ func (t *writeTx) LockEntity(ctx context.Context, query, bizID string) (sources.
 
 // LockAudit reads the operation's audit actions FOR UPDATE.
 func (t *writeTx) LockAudit(ctx context.Context, auditTable, pipeline, bizID string) ([]sources.AuditAction, error) {
-	tb, err := quoted(auditTable)
+	tb, err := qident(auditTable)
 	if err != nil {
 		return nil, err
 	}
-	text := fmt.Sprintf("SELECT plan_id, action_index, action, outcome, after_image, created_at, id FROM %s WHERE biz_id = ? AND pipeline = ? ORDER BY id LIMIT %d FOR UPDATE",
-		tb, sources.MaxLockedRows)
+	text := fmt.Sprintf("SELECT %s ORDER BY id LIMIT %d FOR UPDATE", auditSelect(tb), sources.MaxLockedRows)
 	res := t.fetch(ctx, text, sources.MaxLockedRows, bizID, pipeline)
 	if res.err != nil {
 		return nil, auditErr(auditTable, "read the audit", res.err, t.w.r)
@@ -337,7 +337,7 @@ func (t *writeTx) WriteState(ctx context.Context, p *config.Pipeline, bizID stri
 	if st == nil {
 		return sources.Statement{}, errors.New("no state table configured")
 	}
-	if err := validIdents(st.Table, st.Key, st.Status, st.Version, st.Owner, st.LeaseUntil, st.Partition, st.Offset, st.MsgID, st.CreatedAt, st.UpdatedAt); err != nil {
+	if err := validState(st); err != nil {
 		return sources.Statement{}, err
 	}
 	text, args := stateStatement(st, bizID, sw)
@@ -473,14 +473,14 @@ func (t *writeTx) Reverse(ctx context.Context, stmt, bizID string, rows sources.
 
 // InsertAudit writes an action's audit row.
 func (t *writeTx) InsertAudit(ctx context.Context, auditTable string, e sources.AuditEntry) error {
-	tb, err := quoted(auditTable)
+	tb, err := qident(auditTable)
 	if err != nil {
 		return err
 	}
 	text := "INSERT INTO " + tb +
 		" (plan_id, action_index, biz_id, pipeline, action, operator, reason, outcome, before_image, after_image, created_at, updated_at)" +
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(6), NOW(6))"
-	_, err = t.tx.ExecContext(ctx, text, e.PlanID, e.ActionIndex, e.BizID, e.Pipeline, e.Action, clip(e.Operator, maxActor), e.Reason, e.Outcome,
+	_, err = t.tx.ExecContext(ctx, text, e.PlanID, e.ActionIndex, e.BizID, e.Pipeline, e.Action, clip(e.Operator, sources.MaxOperator), e.Reason, e.Outcome,
 		jsonText(e.Before), jsonText(e.After))
 	switch {
 	case err == nil:
@@ -491,17 +491,13 @@ func (t *writeTx) InsertAudit(ctx context.Context, auditTable string, e sources.
 	return auditErr(auditTable, "write the audit row", err, t.w.r)
 }
 
-// jsonText is a JSON value as the text of a JSON column ("null" for none).
-func jsonText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return "null"
-	}
-	return string(raw)
-}
+// jsonText is a JSON value as the text of a JSON column ("null" for none,
+// sources.JSONOrNull).
+func jsonText(raw json.RawMessage) string { return string(sources.JSONOrNull(raw)) }
 
 // SetAuditOutcome moves an action's audit row from one outcome to the next.
 func (t *writeTx) SetAuditOutcome(ctx context.Context, auditTable, planID string, index int, from, to string, after json.RawMessage) error {
-	tb, err := quoted(auditTable)
+	tb, err := qident(auditTable)
 	if err != nil {
 		return err
 	}
@@ -518,7 +514,7 @@ func (t *writeTx) SetAuditOutcome(ctx context.Context, auditTable, planID string
 
 // DeleteAudit removes an action's audit row that still has outcome.
 func (t *writeTx) DeleteAudit(ctx context.Context, auditTable, planID string, index int, outcome string) error {
-	tb, err := quoted(auditTable)
+	tb, err := qident(auditTable)
 	if err != nil {
 		return err
 	}
