@@ -29,7 +29,16 @@ func Main() int {
 }
 
 // Run runs opctl with the given streams and arguments (tests call it).
-func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
+func Run(ctx context.Context, io *iostreams.IOStreams, args []string) (code int) {
+	// No input may show the operator a Go trace: an unexpected panic is one
+	// line and exit 1 (docs/exit-codes.md). A repair records it in the
+	// attempt table first (repair.Service.Apply).
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintln(io.ErrOut, "opctl: "+sources.PanicMessage(r))
+			code = ExitError
+		}
+	}()
 	f := NewFactory(io, BuildVersion())
 	defer f.Close()
 	root := NewCmdRoot(f)
@@ -38,7 +47,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
-	code := exitCode(err, ctx.Err() != nil)
+	code = exitCode(err, ctx.Err() != nil)
 	if err != nil {
 		var silent *SilentError
 		if !errors.As(err, &silent) {

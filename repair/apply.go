@@ -52,6 +52,9 @@ type Applier struct {
 	Publisher Publisher
 	// Group reads group membership for release_lease; nil refuses it.
 	Group GroupReader
+	// Partitions reads the redrive topic's partition count for the stale
+	// check (nil: unknown, as when the plan was made without Kafka).
+	Partitions PartitionCounter
 	// Prober re-probes downstreams for the probe guards.
 	Prober sources.Prober
 	// Poster sends compensations.
@@ -91,6 +94,9 @@ const (
 	AttemptGuardFailed = "guard_failed"
 	AttemptStale       = "stale"
 	AttemptError       = "error"
+	// AttemptTampered: the plan's id, format or actions are not what opctl
+	// makes (docs/repair.md "Integrity").
+	AttemptTampered = "tampered"
 )
 
 // Result is what an apply did.
@@ -187,7 +193,7 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 	defer w.st.close()
 	x := &applyRun{a: a, w: w, plan: plan, audit: a.Config.Audit.AuditTable(), attempts: a.Config.Audit.AttemptTable(), res: res, operator: operatorOf(a.Operator, plan.Operator)}
 	if err := plan.Verify(); err != nil {
-		return x.stop(ctx, err, AttemptError, nil)
+		return x.stop(ctx, err, AttemptTampered, nil)
 	}
 	x.p = a.Config.Pipeline(plan.Pipeline)
 	if x.p == nil {
@@ -195,6 +201,9 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 	}
 	if fp := plans.ConfigFingerprint(x.p, x.audit); fp != plan.ConfigFingerprint {
 		return x.stop(ctx, &plans.RefusedError{Code: plans.CodeConfigChanged, Detail: fmt.Sprintf("pipeline %s's configuration changed since the plan was made (fingerprint %.12s, plan %.12s): make a new plan", plan.Pipeline, fp, plan.ConfigFingerprint)}, AttemptStale, nil)
+	}
+	if err := plans.Rederive(a.Config, plan); err != nil {
+		return x.stop(ctx, err, AttemptTampered, nil)
 	}
 	done, err := x.readDone(ctx)
 	if err != nil {
@@ -279,7 +288,11 @@ func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
 		_, err := x.fail(err)
 		return true, err
 	}
-	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev)))
+	var parts int32
+	if x.a.Partitions != nil {
+		parts = redrivePartitions(ctx, x.a.Partitions, x.p, ev)
+	}
+	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev), &ev, parts))
 	if len(diff) == 0 {
 		return false, nil
 	}

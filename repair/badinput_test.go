@@ -53,7 +53,7 @@ func TestApplyRefusesTamperedPlan(t *testing.T) {
 	if n := e.count("SELECT COUNT(*) FROM balance_journal WHERE kind = 'REVERSAL'"); n != 0 {
 		t.Fatalf("%d reversals after tampered plans", n)
 	}
-	if n := e.count("SELECT COUNT(*) FROM opctl_audit_attempt WHERE outcome = 'error' AND JSON_EXTRACT(detail, '$.code') = 'tampered'"); n != 3 {
+	if n := e.count("SELECT COUNT(*) FROM opctl_audit_attempt WHERE outcome = 'tampered' AND JSON_EXTRACT(detail, '$.code') = 'tampered'"); n != 3 {
 		t.Fatalf("%d tamper attempts recorded", n)
 	}
 	// An added field is a changed body too.

@@ -135,7 +135,7 @@ func (e *tenv) applier() *Applier {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &Applier{Config: e.cfg, Store: st, Collector: e.svc.Collector, Publisher: e.cl.Kafka, Group: e.cl.Kafka,
+	return &Applier{Config: e.cfg, Store: st, Collector: e.svc.Collector, Publisher: e.cl.Kafka, Group: e.cl.Kafka, Partitions: e.cl.Kafka,
 		Prober: e.svc.Prober, Poster: e.svc.Poster, Operator: "tester"}
 }
 

@@ -76,8 +76,13 @@ func (t *fakeTx) LockEntity(context.Context, string, string) (sources.EntityRow,
 func (t *fakeTx) LockAudit(context.Context, string, string, string) ([]sources.AuditAction, error) {
 	return nil, nil
 }
-func (t *fakeTx) WriteState(context.Context, *config.Pipeline, string, sources.StateWrite) (sources.Statement, error) {
+func (t *fakeTx) WriteState(_ context.Context, _ *config.Pipeline, _ string, w sources.StateWrite) (sources.Statement, error) {
 	t.s.writes = append(t.s.writes, "state")
+	t.s.state.Status = w.Status
+	if v := t.s.state.Version; v != nil {
+		n := *v + 1
+		t.s.state.Version = &n
+	}
 	return sources.Statement{SQL: "UPDATE state", Rows: 1}, nil
 }
 func (t *fakeTx) FlipIdempotency(context.Context, *config.Pipeline, string, string, string, string) (sources.Statement, error) {
@@ -236,23 +241,51 @@ func TestAuditFailuresAreReturned(t *testing.T) {
 	})
 }
 
-// withSend appends an action that needs a sender to the duplicate-debit
-// plan (a reverse, then it) and seals it again.
-func withSend(t *testing.T, plan *plans.Plan, typ plans.ActionType) *plans.Plan {
+// withSend is a plan whose second action needs a sender, as the planner
+// makes it: advance_state then republish (STATE_BEHIND: the debit exists,
+// the state says INIT, Kafka will not redeliver), or reverse then
+// compensate_remote (a debit and a notify call each made twice).
+func withSend(t *testing.T, typ plans.ActionType) (*config.Config, sources.Evidence, *plans.Plan, *fakeStore) {
 	t.Helper()
-	act := plans.Action{Index: len(plan.Actions) + 1, Type: typ, Step: "ledger", Summary: "send"}
+	cfg, ev, _, st := duplicateDebit(t)
+	p := cfg.Pipeline("settlement")
+	p.RedriveTopic = "settlement-redrive"
+	parts := int32(0)
 	switch typ {
 	case plans.Republish:
-		act.Publish = &plans.PublishSpec{Topic: "settlement-redrive", Partition: 3, Key: []byte("PAY-9"), Value: []byte(`{"biz_id":"PAY-9"}`), MsgID: "m-1"}
+		ev.DB.State.Status = "INIT"
+		ev.DB.Steps[0].Rows = ev.DB.Steps[0].Rows[:1]
+		ev.DB.Steps[1].Rows = nil
+		part, off := int32(2), int64(100)
+		ev.DB.State.Partition, ev.DB.State.Offset = &part, &off
+		ev.Kafka = sources.KafkaEvidence{Partition: 2, Offset: 100, Located: sources.LocatedStored,
+			Group: sources.GroupView{Topic: "settlement-event", Group: "g", GroupExists: true, GroupState: "Stable",
+				Partitions: map[int32]sources.PartitionView{2: {Partition: 2, Committed: 200, LogStart: 0, LogEnd: 300}}}}
+		parts = 8
+		st.state = ev.DB.State
+		st.rows.Values = st.rows.Values[:1]
 	case plans.CompensateRemote:
-		act.Compensate = &plans.CompensateSpec{URL: "http://ledger/compensate", RequestID: "r-1"}
+		p.Steps = append(p.Steps, config.Step{Name: "notify", Kind: "remote", Intent: "SELECT request_id, sent_at, acked_at, result FROM i WHERE biz_id = ?",
+			Compensate: "http://notify/compensate/{request_id}"})
+		sent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		acked := sent.Add(time.Second)
+		ev.DB.Steps = append(ev.DB.Steps, sources.StepEvidence{Name: "notify", Intents: []sources.Intent{
+			{RequestID: "r-1", SentAt: &sent, AckedAt: &acked}, {RequestID: "r-2", SentAt: &acked, AckedAt: &acked}}})
 	}
-	plan.Actions = append(plan.Actions, act)
-	if err := plan.Seal(); err != nil {
+	plan, err := plans.Build(plans.Input{Config: cfg, Report: inspect.Diagnose(ev), Evidence: &ev, RedrivePartitions: parts, Options: plans.Options{Reason: "test"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return plan
+	if len(plan.Actions) != 2 || plan.Actions[1].Type != typ {
+		t.Fatalf("plan %+v: want a second action %s", plan.Actions, typ)
+	}
+	return cfg, ev, plan, st
 }
+
+// fixedPartitions answers every topic's partition count with n.
+type fixedPartitions int32
+
+func (n fixedPartitions) PartitionCount(context.Context, string) (int32, error) { return int32(n), nil }
 
 // A plan that needs a sender the apply has not (no Kafka for a republish,
 // no poster for a compensation) is stopped before its first action, dry or
@@ -264,7 +297,7 @@ func TestNoSenderStopsThePlanBeforeAnyAction(t *testing.T) {
 		want string
 	}{
 		{plans.Republish, "action 2 (republish to settlement-redrive) needs Kafka"},
-		{plans.CompensateRemote, "action 2 (compensate_remote of step ledger) needs an HTTP client"},
+		{plans.CompensateRemote, "action 2 (compensate_remote of step notify) needs an HTTP client"},
 	} {
 		for _, dry := range []bool{true, false} {
 			name := string(c.typ) + "/apply"
@@ -272,8 +305,7 @@ func TestNoSenderStopsThePlanBeforeAnyAction(t *testing.T) {
 				name = string(c.typ) + "/dry-run"
 			}
 			t.Run(name, func(t *testing.T) {
-				cfg, ev, plan, st := duplicateDebit(t)
-				plan = withSend(t, plan, c.typ)
+				cfg, ev, plan, st := withSend(t, c.typ)
 				var mirror bytes.Buffer
 				a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Mirror: NewMirror(&mirror)}
 				run := a.Apply
@@ -312,10 +344,9 @@ func TestNoSenderStopsThePlanBeforeAnyAction(t *testing.T) {
 // With a sender, a dry run wraps it with one that sends nothing, and the
 // plan would apply.
 func TestDryRunSendsNothing(t *testing.T) {
-	cfg, ev, plan, st := duplicateDebit(t)
-	plan = withSend(t, plan, plans.Republish)
+	cfg, ev, plan, st := withSend(t, plans.Republish)
 	pub := &countingPublisher{}
-	a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Publisher: pub}
+	a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Publisher: pub, Partitions: fixedPartitions(8)}
 	res, err := a.DryRun(context.Background(), plan)
 	if err != nil || res.Outcome != OutcomeWouldApply || res.Applied != 2 {
 		t.Fatalf("dry run: %v %+v", err, res)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,7 @@ import (
 type Kafka interface {
 	Publisher
 	GroupReader
-	PartitionCount(ctx context.Context, topic string) (int32, error)
+	PartitionCounter
 }
 
 // AuditReader reads opctl's audit log on the read path
@@ -200,15 +201,32 @@ func (t *Triage) One() (*Operation, error) {
 // Kafka answered. Errors: those of plans.Build.
 func (s *Service) Plan(ctx context.Context, op *Operation, o plans.Options) (*plans.Plan, error) {
 	var parts int32
-	if s.Kafka != nil && op.Evidence.Sources["kafka"] == sources.StatusOK {
-		if n, err := s.Kafka.PartitionCount(ctx, op.Pipeline.EffectiveRedriveTopic()); err == nil {
-			parts = n
-		}
+	if s.Kafka != nil {
+		parts = redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
 	}
 	if o.Now.IsZero() && s.Now != nil {
 		o.Now = s.Now()
 	}
 	return plans.Build(plans.Input{Config: s.Config, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: parts, Options: o})
+}
+
+// PartitionCounter reads a topic's partition count (sources/kafka.Reader).
+type PartitionCounter interface {
+	PartitionCount(ctx context.Context, topic string) (int32, error)
+}
+
+// redrivePartitions is the partition count of the pipeline's redrive topic
+// a plan is built with and the stale check compares: read when Kafka
+// answered the operation's read, else 0 (unknown).
+func redrivePartitions(ctx context.Context, k PartitionCounter, p *config.Pipeline, ev sources.Evidence) int32 {
+	if k == nil || ev.Sources["kafka"] != sources.StatusOK {
+		return 0
+	}
+	n, err := k.PartitionCount(ctx, p.EffectiveRedriveTopic())
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // PlanID triages bizID and builds its plan: `opctl repair plan <biz_id>`.
@@ -323,11 +341,19 @@ type ApplyOptions struct {
 }
 
 // Apply applies (or dry-runs) a plan on the write path; see Applier.
-func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (*Result, error) {
+//
+// A panic of the apply (a bug) is an *sources.InternalError recorded as an
+// error attempt with its stack, never a trace for the operator.
+func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (res *Result, err error) {
 	st, err := s.Store()
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = s.recordPanic(ctx, st, plan, o, r)
+		}
+	}()
 	mirror, err := s.auditMirror()
 	if err != nil {
 		return nil, err
@@ -335,12 +361,27 @@ func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (
 	a := &Applier{Config: s.Config, Store: st, Collector: s.Collector, Prober: s.Prober, Poster: s.Poster,
 		Operator: o.Operator, Mirror: mirror, Progress: o.Progress}
 	if s.Kafka != nil {
-		a.Publisher, a.Group = s.Kafka, s.Kafka
+		a.Publisher, a.Group, a.Partitions = s.Kafka, s.Kafka, s.Kafka
 	}
 	if o.DryRun {
 		return a.DryRun(ctx, plan)
 	}
 	return a.Apply(ctx, plan)
+}
+
+// recordPanic turns a panic of an apply into its failed result and an
+// error attempt that keeps the stack.
+func (s *Service) recordPanic(ctx context.Context, st sources.Store, plan *plans.Plan, o ApplyOptions, r any) (*Result, error) {
+	ie := &sources.InternalError{Value: r, Stack: string(debug.Stack())}
+	res := &Result{PlanID: plan.ID, BizID: plan.BizID, Pipeline: plan.Pipeline, DryRun: o.DryRun, Total: len(plan.Actions), Outcome: OutcomeFailed, Error: ie.Error()}
+	detail, _ := json.Marshal(map[string]any{"error": ie.Error(), "stack": ie.Stack, "result": OutcomeFailed})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	at := sources.Attempt{PlanID: plan.ID, BizID: plan.BizID, Operator: operatorOf(o.Operator, plan.Operator), Outcome: AttemptError, Detail: detail}
+	if err := st.RecordAttempt(cctx, s.Config.Audit.AttemptTable(), at); err != nil {
+		return res, errors.Join(ie, fmt.Errorf("the attempt could not be recorded: %w", err))
+	}
+	return res, ie
 }
 
 // auditMirror opens audit.file (appending) on first use.

@@ -161,7 +161,36 @@ func newEvidence(p *config.Pipeline, bizID string, db DBEvidence, err error) (Ev
 		ev.Sources["mysql"] = StatusOK
 	}
 	ev.DB = db
+	ev.BizID = StoredBizID(bizID, db)
 	return ev, nil
+}
+
+// StoredBizID is the operation's id as the database stores it: the state
+// row's key, else the idempotency records' biz_id, when that names the
+// operation typed under the table's collation but is not byte for byte
+// what was typed (utf8mb4_general_ci finds PAY-1 for "pay-1", and "8821 "
+// for "8821" under PAD SPACE). Everything opctl derives from the id — the
+// message key it searches and republishes with, the partition, URLs, the
+// audit — uses the stored one (docs/repair.md "Keys and partitions"). An
+// id no stored row names is kept as typed.
+func StoredBizID(typed string, db DBEvidence) string {
+	if db.State.Found && db.State.Key != "" {
+		return db.State.Key
+	}
+	stored := ""
+	for _, r := range db.Idempotency {
+		switch {
+		case r.BizID == "":
+		case stored == "":
+			stored = r.BizID
+		case stored != r.BizID:
+			return typed // records that disagree: keep what was typed
+		}
+	}
+	if stored != "" {
+		return stored
+	}
+	return typed
 }
 
 // finish probes the unacked intents and locates the message, concurrently,

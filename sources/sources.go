@@ -76,7 +76,9 @@ func (r Row) Identity() Value {
 
 // StateRow is the operation's state-table row.
 type StateRow struct {
-	Found      bool
+	Found bool
+	// Key is the stored biz_id (the key column) as the database holds it.
+	Key        string
 	Status     string
 	Version    *int64 // nil when not configured or NULL
 	Owner      string
@@ -140,8 +142,10 @@ type StepEvidence struct {
 
 // IdempotencyRow is one consumer idempotency record.
 type IdempotencyRow struct {
-	Key       string
-	Action    string
+	Key    string
+	Action string
+	// BizID is the record's biz_id as stored.
+	BizID     string
 	CreatedAt *time.Time
 }
 

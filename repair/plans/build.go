@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -120,10 +121,38 @@ func Build(in Input) (*Plan, error) {
 	if err := checkOptions(in.Options); err != nil {
 		return nil, err
 	}
+	ob := Observe(in.Report, in.Evidence, in.RedrivePartitions)
+	p, err := buildFrom(in.Config, in.Report.BizID, in.Report.Pipeline, in.Report.Verdict.Summary, ob, in.Options)
+	if err != nil {
+		return nil, err
+	}
+	// No plan is written that apply would call tampered: the plan, read
+	// back from its file, must rebuild to itself.
+	var b bytes.Buffer
+	if err := Encode(&b, p); err != nil {
+		return nil, err
+	}
+	back, err := Decode(&b)
+	if err == nil {
+		err = Rederive(in.Config, back)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("internal error: the plan made for %s does not rebuild from its file (%v): please report it", p.BizID, err)
+	}
+	return p, nil
+}
+
+// buildFrom plans from what a plan records and nothing else: the report and
+// evidence the planner reads are rebuilt from ob, at plan time as at apply
+// (Rederive), so the same record always gives the same actions.
+func buildFrom(cfg *config.Config, bizID, pipeline, summary string, ob Observed, o Options) (*Plan, error) {
+	in := Input{Config: cfg, Report: ob.report(bizID, pipeline, summary), Evidence: ob.evidence(),
+		RedrivePartitions: ob.Kafka.RedrivePartitions, Options: o}
 	pl, err := newPlanner(in)
 	if err != nil {
 		return nil, err
 	}
+	pl.observed = ob
 	if err := pl.plan(); err != nil {
 		return nil, err
 	}
@@ -253,7 +282,8 @@ func (pl *planner) seal() (*Plan, error) {
 		ConfigFingerprint: ConfigFingerprint(pl.p, pl.in.Config.Audit.AuditTable()),
 		Forced:            pl.forced,
 		Notes:             pl.notes,
-		Observed:          Observe(r),
+		Request:           Request{Action: o.Action, FromStep: o.FromStep, Force: o.Force, Outcome: o.Outcome},
+		Observed:          pl.observed,
 		Actions:           pl.acts,
 	}
 	if pl.hasManual() {
@@ -283,14 +313,15 @@ func stepArg(p *config.Pipeline, s string) (int, error) {
 // planner accumulates actions and the state they leave, so that each
 // action's guards are written for the state the earlier ones leave.
 type planner struct {
-	in     Input
-	p      *config.Pipeline
-	r      inspect.Report
-	o      Options
-	acts   []Action
-	notes  []string
-	forced bool
-	from   int // --from-step, -1 when not given
+	in       Input
+	observed Observed
+	p        *config.Pipeline
+	r        inspect.Report
+	o        Options
+	acts     []Action
+	notes    []string
+	forced   bool
+	from     int // --from-step, -1 when not given
 
 	found   bool
 	status  string

@@ -100,6 +100,9 @@ type Plan struct {
 	Forced bool `json:"forced,omitempty"`
 	// Attest is the operator's statement for manual actions (--attest).
 	Attest string `json:"attest,omitempty"`
+	// Request is what the operator asked for besides the reason: apply
+	// rebuilds the actions from it, Observed and the configuration.
+	Request Request `json:"request"`
 	// Notes are what a reviewer should know (a replay record instead of a
 	// copy, no republish because Kafka will redeliver, ...).
 	Notes []string `json:"notes,omitempty"`
@@ -107,6 +110,16 @@ type Plan struct {
 	// apply compares it with what it reads (the stale check).
 	Observed Observed `json:"observed"`
 	Actions  []Action `json:"actions"`
+}
+
+// Request is the operator's choices a plan was built with (the flags of
+// `opctl repair plan` other than --reason and --attest, which the plan
+// holds itself).
+type Request struct {
+	Action   ActionType `json:"action,omitempty"`
+	FromStep string     `json:"from_step,omitempty"`
+	Force    bool       `json:"force,omitempty"`
+	Outcome  string     `json:"outcome,omitempty"`
 }
 
 // Action is one guarded step of a plan. Exactly one of the type-specific

@@ -308,6 +308,9 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 			sel += ", " + q(id.CreatedAt)
 			order = q(id.CreatedAt) + ", " + order
 		}
+		// The stored biz_id, last: under a case- or accent-insensitive
+		// collation it need not be the id typed (docs/repair.md "Keys").
+		sel += ", " + q(id.BizID)
 		from := fmt.Sprintf("FROM %s WHERE %s = ?", q(id.Table), q(id.BizID))
 		text := fmt.Sprintf("SELECT %s %s ORDER BY %s LIMIT %d", sel, from, order, MaxRows)
 		branch := fmt.Sprintf("SELECT ? AS opctl_op, %s %s", sel, from)
@@ -396,6 +399,7 @@ func readState(ev *sources.DBEvidence, cols []stateCol, res result) error {
 		switch c {
 		case colKey:
 			st.Found = true
+			st.Key = asString(v)
 		case colStatus:
 			st.Status = asString(v)
 		case colOwner:
@@ -498,10 +502,13 @@ func readIdempotency(res result) []sources.IdempotencyRow {
 	out := make([]sources.IdempotencyRow, 0, len(res.rows))
 	for _, vals := range res.rows {
 		row := sources.IdempotencyRow{Key: asString(vals[0]), Action: asString(vals[1])}
-		if len(vals) > 2 {
+		if len(vals) > 3 {
 			if t, ok := asTime(vals[2]); ok {
 				row.CreatedAt = &t
 			}
+		}
+		if len(vals) > 2 {
+			row.BizID = asString(vals[len(vals)-1])
 		}
 		out = append(out, row)
 	}
