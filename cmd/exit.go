@@ -26,7 +26,7 @@ EXIT STATUS
   0    ok
   1    error (config, connection, internal)
   2    usage
-  3    attention: a verdict or reconcile target needs action
+  3    attention: a verdict or reconcile target needs action, or repair plan --from-file skipped a target
   4    not found
   5    refused: a guard failed, the plan is stale or was changed, or the operation is in flight
   6    partial: a source was unreachable; the verdict was computed from what was read

@@ -184,6 +184,15 @@ type fakeRepairer struct {
 	errs    map[string]error
 	applied []string
 	dry     []bool
+	// stored are the plans of the audit, by id (StoredPlan).
+	stored map[string]*plans.Plan
+}
+
+func (f *fakeRepairer) StoredPlan(_ context.Context, id string) (*plans.Plan, error) {
+	if p := f.stored[id]; p != nil {
+		return p, nil
+	}
+	return nil, &plans.InputError{Msg: "no plan " + id}
 }
 
 func (f *fakeRepairer) PlanID(context.Context, string, string, plans.Options) (*plans.Plan, *repair.Operation, error) {
@@ -284,6 +293,18 @@ func TestRepairApplyRun(t *testing.T) {
 		p.Reason = "changed after sealing"
 		return write("tampered.json", p)
 	}()
+	truncated := func() string {
+		path := write("truncated.json", a)
+		data, _ := os.ReadFile(path)
+		if err := os.WriteFile(path, data[:len(data)/2], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}()
+	notJSON := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notJSON, []byte("apply PAY-A please\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ok := func(biz string) *repair.Result {
 		return &repair.Result{BizID: biz, Pipeline: "settlement", Outcome: repair.OutcomeApplied, Total: 1, Applied: 1}
 	}
@@ -318,6 +339,14 @@ func TestRepairApplyRun(t *testing.T) {
 		{name: "an error before a refusal still wins", file: two, yes: true,
 			fake: &fakeRepairer{results: map[string]*repair.Result{}, errs: map[string]error{"PAY-A": errors.New("mysql: gone"), "PAY-B": refusal}},
 			code: ExitError, applied: "PAY-A,PAY-B"},
+		{name: "a truncated file is refused", file: truncated, yes: true, fake: &fakeRepairer{}, code: ExitRefused, applied: ""},
+		{name: "a file that is not a plan is refused", file: notJSON, yes: true, fake: &fakeRepairer{}, code: ExitRefused, applied: ""},
+		{name: "a missing file", file: filepath.Join(dir, "nope.json"), yes: true, fake: &fakeRepairer{}, code: ExitError, applied: ""},
+		{name: "a plan id: the plan recorded in the audit", file: a.ID, yes: true,
+			fake: &fakeRepairer{stored: map[string]*plans.Plan{a.ID: a}, results: map[string]*repair.Result{"PAY-A": ok("PAY-A")}}, code: ExitOK, applied: "PAY-A"},
+		{name: "a plan id prefix", file: a.ID[:12], yes: true,
+			fake: &fakeRepairer{stored: map[string]*plans.Plan{a.ID[:12]: a}, results: map[string]*repair.Result{"PAY-A": ok("PAY-A")}}, code: ExitOK, applied: "PAY-A"},
+		{name: "an unknown plan id", file: strings.Repeat("e", 64), yes: true, fake: &fakeRepairer{}, code: ExitUsage, applied: ""},
 		{name: "a tampered plan is refused by the executor", file: tampered, yes: true,
 			fake: &fakeRepairer{results: map[string]*repair.Result{}, errs: map[string]error{"PAY-T": &plans.RefusedError{Code: plans.CodeTampered, Detail: "id"}}},
 			code: ExitRefused, applied: "PAY-T"},
@@ -476,6 +505,119 @@ func TestReconcileRunFake(t *testing.T) {
 			b, _ := os.ReadFile(out)
 			if n := strings.Count(string(b), "\n"); n != tc.lines || !strings.Contains(string(b), "PAY-3") || strings.Contains(string(b), "PAY-4") {
 				t.Errorf("--out has %d lines (want %d targets, no watch item):\n%s", n, tc.lines, b)
+			}
+		})
+	}
+}
+
+// TestRepairPlanFileRun: `repair plan --from-file` writes every plan it
+// made, reports each skipped target on stderr (human) or in the one JSON
+// object (-o json), and exits 3 when one was skipped. No plan, an
+// interrupt or MySQL unreachable: no file is written and an --out already
+// there is left as it was. Nothing from the targets file reaches the
+// terminal raw.
+func TestRepairPlanFileRun(t *testing.T) {
+	a, b := testPlan(t, "PAY-A"), testPlan(t, "PAY-B")
+	// ESC, BEL and the C1 CSI (U+009B) from a targets line.
+	evil := repair.Skip{Line: 3, BizID: "PAY\x1b]0;pwned\x07\u009b2J", Pipeline: "settlement", Why: "biz_id contains a control character (U+001B)"}
+	attest := repair.Skip{Line: 5, BizID: "PAY-M", Pipeline: "settlement", Verdict: inspect.DuplicateEffect,
+		Why: "this plan has a manual action (undo it): do it by hand, then plan again with --attest \"what was done\""}
+	conn := &sources.ConnError{Err: errors.New("mysql 127.0.0.1:1: connection refused")}
+	cases := []struct {
+		name    string
+		batch   *repair.Batch
+		err     error
+		cancel  bool
+		format  Format
+		old     bool // --out exists before
+		code    int
+		lines   int // plans in --out afterwards; -1: --out as it was (or absent)
+		stdout  []string
+		stderr  []string
+		wantErr string
+	}{
+		{name: "all planned", batch: &repair.Batch{File: "t.jsonl", Plans: []*plans.Plan{a, b}, Lines: 2}, format: FormatTable, old: true,
+			code: ExitOK, lines: 2, stdout: []string{"planned  " + a.Short(), "PAY-B"}, stderr: []string{"2 plan(s) written to ", ", 0 target(s) skipped."}},
+		{name: "some skipped", batch: &repair.Batch{File: "t.jsonl", Plans: []*plans.Plan{a}, Skipped: []repair.Skip{evil, attest}, Lines: 5}, format: FormatTable,
+			code: ExitAttention, lines: 1, stdout: []string{"PAY-A"},
+			stderr: []string{`skipped "PAY\x1b]0;pwned\a\u009b2J" (settlement): t.jsonl:3: biz_id contains a control character (U+001B)` + "\n",
+				"skipped PAY-M (settlement): t.jsonl:5: this plan has a manual action", ", 2 target(s) skipped."}},
+		{name: "none planned", batch: &repair.Batch{File: "t.jsonl", Skipped: []repair.Skip{attest}, Lines: 5}, format: FormatTable, old: true,
+			code: ExitAttention, lines: -1, stderr: []string{"no plan made: all 1 target(s) of t.jsonl were skipped; nothing was written to ", "earlier run's: do not apply it"}},
+		{name: "no target", batch: &repair.Batch{File: "t.jsonl"}, format: FormatTable, code: ExitOK, lines: -1,
+			stderr: []string{"no target in t.jsonl: nothing to plan"}},
+		{name: "json", batch: &repair.Batch{File: "t.jsonl", Plans: []*plans.Plan{a}, Skipped: []repair.Skip{evil}, Lines: 3}, format: FormatJSON,
+			code: ExitAttention, lines: 1, stdout: []string{`"plans_written": 1`, `"line": 3`, `"biz_id": "PAY\u001b]0;pwned\u0007\u009b2J"`, `"verdict": ""`, `"why": "biz_id contains`}},
+		{name: "json, none planned", batch: &repair.Batch{File: "t.jsonl", Skipped: []repair.Skip{attest}, Lines: 5}, format: FormatJSON,
+			code: ExitAttention, lines: -1, stdout: []string{`"plans_written": 0`, `"out": ""`, `"verdict": "DUPLICATE_EFFECT"`, `"line": 5`}},
+		{name: "interrupted", batch: &repair.Batch{File: "t.jsonl", Plans: []*plans.Plan{a}, Lines: 2}, err: context.Canceled, cancel: true, format: FormatTable, old: true,
+			code: ExitInterrupted, lines: -1, stderr: []string{"interrupted at line 2 of t.jsonl (1 plan(s) made, 0 target(s) skipped so far); nothing was written to --out "}},
+		{name: "mysql unreachable", batch: &repair.Batch{File: "t.jsonl", Plans: []*plans.Plan{a}, Lines: 2}, err: conn, format: FormatTable, old: true,
+			code: ExitError, lines: -1, wantErr: "connection refused; the batch stopped, nothing was written to --out "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			targets, out := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "plans.jsonl")
+			if err := os.WriteFile(targets, []byte("{}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const oldContent = "an earlier run's plans\n"
+			if tc.old {
+				if err := os.WriteFile(out, []byte(oldContent), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				cancel()
+			}
+			ios, _, stdout, stderr := iostreams.Test()
+			fake := &fakeRepairer{batch: tc.batch, planErr: tc.err}
+			err := runRepairPlan(ctx, &RepairPlanOptions{IO: ios, Format: tc.format, FromFile: targets, Out: out, Reason: "r",
+				Repairer: func() (Repairer, error) { return fake, nil }})
+			if code := exitCode(err, false); code != tc.code {
+				t.Fatalf("exit %d (%v), want %d\n%s\n%s", code, err, tc.code, stdout, stderr)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want %q", err, tc.wantErr)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if s := stdout.String() + stderr.String(); strings.ContainsAny(s, "\x1b\x07\u009b") {
+				t.Errorf("a control character reached the terminal raw:\n%q", s)
+			}
+			if tc.format == FormatJSON {
+				var obj map[string]any
+				if err := json.Unmarshal(stdout.Bytes(), &obj); err != nil {
+					t.Errorf("stdout is not one JSON object: %v\n%s", err, stdout)
+				} else if sk := obj["skipped"].([]any); len(sk) != len(tc.batch.Skipped) || sk[0].(map[string]any)["biz_id"] != tc.batch.Skipped[0].BizID {
+					t.Errorf("skipped %v, want the ids as they are", obj["skipped"])
+				}
+			}
+			got, rerr := os.ReadFile(out)
+			switch {
+			case tc.lines < 0 && tc.old && string(got) != oldContent:
+				t.Errorf("--out was replaced: %q", got)
+			case tc.lines < 0 && !tc.old && rerr == nil:
+				t.Errorf("--out was written: %q", got)
+			case tc.lines >= 0:
+				ps, err := readPlans(out)
+				if err != nil || len(ps) != tc.lines {
+					t.Errorf("--out: %d plans (%v), want %d", len(ps), err, tc.lines)
+				}
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 2 {
+				t.Errorf("files left in the directory: %v", ents)
 			}
 		})
 	}

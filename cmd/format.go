@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -32,4 +33,40 @@ func jsonEncoder(w io.Writer, f Format) *json.Encoder {
 		enc.SetIndent("", "  ")
 	}
 	return enc
+}
+
+// safeJSON writes JSON with DEL and the C1 controls (U+0080-U+009F;
+// U+009B is a CSI) escaped as \u007f, \u009b: the same values, nothing a
+// terminal would take for a command (encoding/json escapes the C0 controls
+// itself but leaves these raw). It relies on json.Encoder writing each value
+// with one Write, so that a rune is never split between two.
+type safeJSON struct{ w io.Writer }
+
+func (s safeJSON) Write(p []byte) (int, error) {
+	var b []byte
+	last := 0
+	for i := 0; i < len(p); i++ {
+		var r rune
+		switch {
+		case p[i] == 0x7f:
+			r = 0x7f
+		case p[i] == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
+			r = rune(p[i+1]) // U+0080-U+009F is 0xC2 0x80-0x9F in UTF-8
+		default:
+			continue
+		}
+		b = append(b, p[last:i]...)
+		b = fmt.Appendf(b, `\u%04x`, r)
+		if r != 0x7f {
+			i++
+		}
+		last = i + 1
+	}
+	if b == nil {
+		return s.w.Write(p)
+	}
+	if _, err := s.w.Write(append(b, p[last:]...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

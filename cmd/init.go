@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -57,22 +56,24 @@ func runInit(f *Factory, opts *InitOptions) error {
 	if err != nil {
 		return &UsageError{Err: err}
 	}
-	flag := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if opts.Force {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	fh, err := os.OpenFile(opts.Out, flag, 0o600)
+	// Written through a temporary file (files.go): --force replaces the
+	// old file only with a complete one; without it, never an existing one.
+	fh, err := createAtomic(opts.Out, modePrivate, !opts.Force)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s exists; nothing written (pass --force to overwrite it, or --out another file)", opts.Out)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %v", opts.Out, err)
 	}
+	defer fh.Abort()
 	if _, err := fh.Write(b); err != nil {
-		fh.Close()
 		return fmt.Errorf("write %s: %v", opts.Out, err)
 	}
-	if err := fh.Close(); err != nil {
+	err = fh.Commit()
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s appeared while it was written; nothing written (pass --force to overwrite it)", opts.Out)
+	}
+	if err != nil {
 		return fmt.Errorf("write %s: %v", opts.Out, err)
 	}
 	_, err = fmt.Fprintf(f.IOStreams.Out, "wrote %s (preset %s). Next:\n  export OPCTL_MYSQL_DSN='user:pass@tcp(host:3306)/db'\n  opctl --config %s schema check\n  opctl --config %s where <biz_id>\n",

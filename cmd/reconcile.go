@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -86,8 +85,9 @@ check in the text exposition format (for a textfile collector).
 
 A check that would need a full table scan (no usable index, or a scan block
 without a time column) is refused unless --allow-full-scan is given; run
-'opctl schema check' for the DDL that adds the indexes. Ctrl-C stops the scan
-cleanly and says how far it got.
+'opctl schema check' for the DDL that adds the indexes. Ctrl-C (or SIGTERM,
+SIGHUP) stops the scan cleanly and says how far it got. --out is replaced
+only when a run ends: an interrupted or failed run leaves it as it was.
 
 Exit: 5 when a check was refused (before 6), 6 when Kafka could not be read
 (verdicts partial; before 3), 3 when a target was found, 0 when none, 130 when
@@ -271,12 +271,22 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	if bar != nil {
 		bar.Clear()
 	}
+	// --out is put in place only by a run that ended; an interrupted or
+	// failed run leaves it as it was (docs/reconcile.md).
+	kept := ""
 	if out != nil {
-		if err := out.Close(); err != nil && runErr == nil {
-			runErr = err
+		if sum != nil && sum.Interrupted == nil && runErr == nil {
+			runErr = out.Commit()
+		}
+		if sum == nil || sum.Interrupted != nil || runErr != nil {
+			out.Close()
+			kept = fmt.Sprintf("--out %s was left as it was (it is written only when a run ends)", opts.Out)
 		}
 	}
 	if sum == nil {
+		if kept != "" && runErr != nil {
+			return fmt.Errorf("%w; %s", runErr, kept)
+		}
 		return runErr
 	}
 	if err := view.Finish(sum); err != nil && runErr == nil {
@@ -288,11 +298,17 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 		if in.LastKey != "" {
 			last = fmt.Sprintf("last key %q", in.LastKey)
 		}
-		fmt.Fprintf(io.ErrOut, "opctl: interrupted after %d rows of check %s on pipeline %s (%s); %d target(s) found so far\n",
-			in.Rows, in.Check, in.Pipeline, last, sum.Targets)
+		msg := fmt.Sprintf("opctl: interrupted after %d rows of check %s on pipeline %s (%s); %d target(s) found so far", in.Rows, in.Check, in.Pipeline, last, sum.Targets)
+		if kept != "" {
+			msg += "; " + kept
+		}
+		fmt.Fprintln(io.ErrOut, msg)
 		return exitWith(ExitInterrupted)
 	}
 	if runErr != nil {
+		if kept != "" {
+			return fmt.Errorf("%w; %s", runErr, kept)
+		}
 		return runErr
 	}
 	if opts.Output != FormatTable {
@@ -319,43 +335,48 @@ func summaryLine(sum *reconcile.Summary) string {
 	return s
 }
 
-// targetsFile writes targets as JSONL.
+// targetsFile writes targets as JSONL through an atomicFile: the file
+// appears, complete, when the run ends (Commit); an interrupted or failed
+// run leaves --out as it was (Abort).
 type targetsFile struct {
-	f      *os.File
-	w      *bufio.Writer
-	enc    *json.Encoder
-	closed bool
+	path string
+	a    *atomicFile
+	w    *bufio.Writer
+	enc  *json.Encoder
 }
 
 func createTargetsFile(path string) (*targetsFile, error) {
-	f, err := os.Create(path)
+	a, err := createAtomic(path, modeShared, false)
 	if err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
+		return nil, fmt.Errorf("--out %s: %w", path, err)
 	}
-	w := bufio.NewWriter(f)
-	return &targetsFile{f: f, w: w, enc: jsonEncoder(w, FormatJSONL)}, nil
+	w := bufio.NewWriter(a)
+	return &targetsFile{path: path, a: a, w: w, enc: jsonEncoder(w, FormatJSONL)}, nil
 }
 
 func (t *targetsFile) Write(tg reconcile.Target) error {
 	if err := t.enc.Encode(tg); err != nil {
-		return fmt.Errorf("--out %s: %w", t.f.Name(), err)
+		return fmt.Errorf("--out %s: %w", t.path, err)
 	}
 	return nil
 }
 
-// Close flushes and closes the file (once).
-func (t *targetsFile) Close() error {
-	if t.closed {
-		return nil
-	}
-	t.closed = true
+// Commit flushes the targets and puts the file in place of --out.
+func (t *targetsFile) Commit() error {
 	err := t.w.Flush()
-	if cerr := t.f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = t.a.Commit()
 	}
 	if err != nil {
-		return fmt.Errorf("--out %s: %w", t.f.Name(), err)
+		t.a.Abort()
+		return fmt.Errorf("--out %s: %w", t.path, err)
 	}
+	return nil
+}
+
+// Close drops the targets unless Commit put them in place.
+func (t *targetsFile) Close() error {
+	t.a.Abort()
 	return nil
 }
 

@@ -2,21 +2,21 @@ package cmd
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -28,6 +28,7 @@ type Repairer interface {
 	PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *repair.Operation, error)
 	PlanTargets(ctx context.Context, r io.Reader, name, pipeline string, o plans.Options) (*repair.Batch, error)
 	Apply(ctx context.Context, plan *plans.Plan, o repair.ApplyOptions) (*repair.Result, error)
+	StoredPlan(ctx context.Context, id string) (*plans.Plan, error)
 }
 
 // RepairPlanOptions are the parsed flags of `opctl repair plan` and its
@@ -133,8 +134,11 @@ act on a verdict that does not call for it, never past a live lease).
 compensate_remote or manual acts on.
 
 With --from-file, one plan per target line ({"biz_id","pipeline",...}, the
-output of 'opctl reconcile --out'); targets that no longer need a repair are
-reported and skipped; the plans are written to --out as JSON lines.`,
+output of 'opctl reconcile --out'), written to --out as JSON lines. A target
+that gets no plan (a bad line or id, nothing to repair, a refusal, a manual
+action without --attest) is skipped, reported on stderr with its line and
+why, and makes the exit 3; the others are still planned. No plan made, or a
+batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 		Example: `  opctl repair plan PAY-1 --reason "INC-4711 double debit" --out plan.json
   opctl repair plan 8821 --pipeline orders --reason "points lost" --out plan.json
   opctl repair plan F-9 --action manual --attest "WMS: lock L-77 exists" --outcome applied --reason INC-9 --out plan.json
@@ -295,8 +299,8 @@ func runRepairPlan(ctx context.Context, opts *RepairPlanOptions) error {
 		return err
 	}
 	if opts.Out != "" {
-		if err := writePlanFile(opts.Out, func(w io.Writer) error { return plans.Encode(w, plan) }); err != nil {
-			return err
+		if err := writeFileAtomic(opts.Out, modeShared, func(w io.Writer) error { return plans.Encode(w, plan) }); err != nil {
+			return fmt.Errorf("--out %s: %w; no plan file written", opts.Out, err)
 		}
 	}
 	return v.Plan(plan, opts.Out)
@@ -307,52 +311,64 @@ func planOptions(opts *RepairPlanOptions) plans.Options {
 		Force: opts.Force, Attest: opts.Attest, Outcome: opts.Outcome}
 }
 
+// runRepairPlanFile plans every target of --from-file (docs/repair.md):
+// the plans made go to --out, every target that got none is reported as
+// skipped, with its line and why, and makes the exit 3. When no plan was
+// made, or the batch stopped (an interrupt, MySQL unreachable, the file
+// unreadable), nothing is written and --out is left as it was.
 func runRepairPlanFile(ctx context.Context, svc Repairer, opts *RepairPlanOptions, v repairPlanView) error {
 	in, err := os.Open(opts.FromFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("--from-file: %w", err)
 	}
 	defer in.Close()
 	batch, err := svc.PlanTargets(ctx, in, opts.FromFile, opts.Pipeline, planOptions(opts))
+	if batch == nil {
+		batch = &repair.Batch{File: opts.FromFile}
+	}
+	notWritten := fmt.Sprintf("nothing was written to --out %s", opts.Out)
 	if err != nil {
-		return err
-	}
-	if err := writePlanFile(opts.Out, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		for _, p := range batch.Plans {
-			if err := enc.Encode(p); err != nil {
-				return err
-			}
+		if ctx.Err() != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "opctl: interrupted at line %d of %s (%d plan(s) made, %d target(s) skipped so far); %s\n",
+				batch.Lines, ui.Safe(batch.File), len(batch.Plans), len(batch.Skipped), notWritten)
+			return exitWith(ExitInterrupted)
 		}
-		return nil
-	}); err != nil {
+		return fmt.Errorf("%w; the batch stopped, %s", err, notWritten)
+	}
+	res := batchResult{Batch: batch, Out: opts.Out}
+	if len(batch.Plans) > 0 {
+		if err := writeFileAtomic(opts.Out, modeShared, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for _, p := range batch.Plans {
+				if err := enc.Encode(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("--out %s: %w; no plans file written", opts.Out, err)
+		}
+		res.Written = true
+	} else if _, err := os.Stat(opts.Out); err == nil {
+		res.OldOut = true
+	}
+	if err := v.Batch(res); err != nil {
 		return err
 	}
-	return v.Batch(batch.Plans, batch.Skipped, opts.Out)
+	if len(batch.Skipped) > 0 {
+		return exitWith(ExitAttention)
+	}
+	return nil
 }
 
-// writePlanFile writes a plan file atomically (temporary file + rename).
-func writePlanFile(path string, write func(io.Writer) error) error {
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".opctl-plan-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+// batchResult is what `repair plan --from-file` made and where it went.
+type batchResult struct {
+	*repair.Batch
+	// Out is --out; Written says whether the plans were written there (not
+	// when there is none). OldOut: --out exists and was not replaced.
+	Out     string
+	Written bool
+	OldOut  bool
 }
 
 func runRepairShow(_ context.Context, opts *RepairShowOptions) error {
@@ -376,6 +392,11 @@ func runRepairShow(_ context.Context, opts *RepairShowOptions) error {
 
 func runRepairApply(ctx context.Context, opts *RepairApplyOptions) error {
 	ps, err := readPlans(opts.File)
+	if errors.Is(err, fs.ErrNotExist) && plans.IsPlanID(opts.File) {
+		// Not a file but a plan id: the plan an apply recorded in the
+		// audit (docs/repair.md "Finishing a plan").
+		ps, err = storedPlan(ctx, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -430,9 +451,24 @@ func runRepairApply(ctx context.Context, opts *RepairApplyOptions) error {
 	return exitWith(worst)
 }
 
+// storedPlan reads the plan whose id (or prefix) is opts.File from the
+// audit.
+func storedPlan(ctx context.Context, opts *RepairApplyOptions) ([]*plans.Plan, error) {
+	svc, err := opts.Repairer()
+	if err != nil {
+		return nil, err
+	}
+	p, err := svc.StoredPlan(ctx, opts.File)
+	if err != nil {
+		return nil, err
+	}
+	return []*plans.Plan{p}, nil
+}
+
 // readPlans reads a plan file: one plan, or JSON lines of plans (repair plan
-// --from-file --out). A field a plan does not have means the file was
-// changed after it was made: refused as tampered (exit 5).
+// --from-file --out). A file that does not decode as plans — a field a plan
+// does not have, truncated or malformed JSON — was changed after it was
+// made: refused as tampered (exit 5).
 func readPlans(path string) ([]*plans.Plan, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -441,10 +477,7 @@ func readPlans(path string) ([]*plans.Plan, error) {
 	defer fh.Close()
 	ps, err := plans.DecodeAll(fh)
 	if err != nil {
-		if strings.Contains(err.Error(), "unknown field") {
-			return nil, &plans.RefusedError{Code: plans.CodeTampered, Detail: fmt.Sprintf("%s: %v", path, err)}
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &plans.RefusedError{Code: plans.CodeTampered, Detail: fmt.Sprintf("%s: %v: a plan file is applied only as opctl wrote it; make a new plan", path, err)}
 	}
 	if len(ps) == 0 {
 		return nil, fmt.Errorf("%s: no plan in the file", path)

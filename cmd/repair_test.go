@@ -300,19 +300,35 @@ func TestRepairPlanFromFileAndAuditMirror(t *testing.T) {
 	f := repairFixture(t, "\nmysql:", "\naudit:\n  file: \""+mirror+"\"\nmysql:")
 	dir := t.TempDir()
 	targets := filepath.Join(dir, "targets.jsonl")
+	// PAY-1 needs an attestation (a manual action) and the id of line 6
+	// holds an ESC: both are skipped, and the batch goes on.
 	lines := `{"biz_id":"PAY-6","pipeline":"settlement","check":"duplicates","verdict":"DUPLICATE_EFFECT","step":"debit"}
 {"biz_id":"PAY-2","pipeline":"settlement","check":"duplicates","verdict":"DUPLICATE_EFFECT"}
 {"biz_id":"NOPE","pipeline":"settlement","check":"orphans"}
 {"biz_id":"PAY-8","pipeline":"settlement","check":"stuck"}
+{"biz_id":"PAY-1","pipeline":"settlement","check":"duplicates"}
+{"biz_id":"PAY\u001b[2J","pipeline":"settlement","check":"stuck"}
 `
 	if err := os.WriteFile(targets, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	plans := filepath.Join(dir, "plans.jsonl")
 	code, out, errOut := f.run("repair", "plan", "--from-file", targets, "--reason", "nightly reconcile", "--out", plans)
-	if code != ExitOK || !strings.Contains(out, "1 plan(s) written") || !strings.Contains(out, "3 target(s) skipped") ||
-		!strings.Contains(out, "nothing to repair: COMPLETE") || !strings.Contains(out, "IN_FLIGHT") {
-		t.Fatalf("plan --from-file: exit %d\n%s\n%s", code, out, errOut)
+	for _, want := range []string{
+		"skipped PAY-2 (settlement): " + targets + ":2: nothing to repair: COMPLETE\n",
+		"skipped NOPE (settlement): " + targets + ":3: ",
+		"skipped PAY-8 (settlement): " + targets + ":4: ", "IN_FLIGHT",
+		"skipped PAY-1 (settlement): " + targets + ":5: this plan has a manual action", "--attest",
+		`skipped "PAY\x1b[2J" (settlement): ` + targets + ":6: biz_id contains a control character (U+001B)\n",
+		"1 plan(s) written to " + plans + ", 5 target(s) skipped.",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if code != ExitAttention || !strings.Contains(out, "planned  ") || !strings.Contains(out, "PAY-6") || strings.Contains(out, "skipped") ||
+		strings.Contains(out+errOut, "\x1b") {
+		t.Fatalf("plan --from-file: exit %d (want 3), stdout:\n%s\nstderr:\n%q", code, out, errOut)
 	}
 	if code, out, _ := f.run("repair", "show", plans); code != ExitOK || !strings.Contains(out, "PAY-6") {
 		t.Fatalf("show: exit %d\n%s", code, out)

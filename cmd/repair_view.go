@@ -20,7 +20,7 @@ type repairPlanView interface {
 	Plan(p *plans.Plan, saved string) error
 	Nothing(rep inspect.Report) error
 	Show(p *plans.Plan, verifyErr error) error
-	Batch(ps []*plans.Plan, skipped []repair.Skip, out string) error
+	Batch(res batchResult) error
 }
 
 // repairApplyView renders `repair apply`.
@@ -34,7 +34,7 @@ func newRepairPlanView(ios *iostreams.IOStreams, format Format) repairPlanView {
 	if format != FormatTable {
 		return &repairPlanJSON{w: ios.Out, format: format}
 	}
-	return &repairPlanHuman{w: ios.Out, st: ui.NewStyles(ios.Out, ios.ColorEnabled())}
+	return &repairPlanHuman{w: ios.Out, errw: ios.ErrOut, st: ui.NewStyles(ios.Out, ios.ColorEnabled())}
 }
 
 func newRepairApplyView(ios *iostreams.IOStreams, format Format, dry bool) repairApplyView {
@@ -67,8 +67,8 @@ func renderOptions(st ui.Styles) plans.RenderOptions {
 // --- human ---------------------------------------------------------------
 
 type repairPlanHuman struct {
-	w  io.Writer
-	st ui.Styles
+	w, errw io.Writer
+	st      ui.Styles
 }
 
 func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
@@ -107,21 +107,48 @@ func (v *repairPlanHuman) Show(p *plans.Plan, verr error) error {
 	return err
 }
 
-func (v *repairPlanHuman) Batch(ps []*plans.Plan, skipped []repair.Skip, out string) error {
+// Batch prints a line per plan on stdout; on stderr, a line per skipped
+// target and the summary. Every text from the targets file is shown
+// through ui.Safe.
+func (v *repairPlanHuman) Batch(res batchResult) error {
 	var b strings.Builder
-	for _, p := range ps {
+	for _, p := range res.Plans {
 		acts := make([]string, len(p.Actions))
 		for i, a := range p.Actions {
 			acts[i] = string(a.Type)
 		}
-		fmt.Fprintf(&b, "planned  %s  %s  %s  %s  (%s)\n", p.Short(), p.Pipeline, p.BizID, p.Verdict, strings.Join(acts, ", "))
+		fmt.Fprintf(&b, "planned  %s  %s  %s  %s  (%s)\n", p.Short(), p.Pipeline, ui.Safe(p.BizID), p.Verdict, strings.Join(acts, ", "))
 	}
-	for _, s := range skipped {
-		fmt.Fprintf(&b, "skipped  %s  %s  %s\n", s.Pipeline, s.BizID, s.Why)
+	if _, err := io.WriteString(v.w, b.String()); err != nil {
+		return err
 	}
-	fmt.Fprintf(&b, "\n%d plan(s) written to %s, %d target(s) skipped.\n", len(ps), out, len(skipped))
-	_, err := io.WriteString(v.w, b.String())
+	b.Reset()
+	file := ui.Safe(res.File)
+	for _, s := range res.Skipped {
+		fmt.Fprintf(&b, "skipped %s (%s): %s:%d: %s\n", orDash(ui.Safe(s.BizID)), orDash(ui.Safe(s.Pipeline)), file, s.Line, ui.Safe(s.Why))
+	}
+	out, n, skipped := ui.Safe(res.Out), len(res.Plans), len(res.Skipped)
+	switch {
+	case res.Written:
+		fmt.Fprintf(&b, "%d plan(s) written to %s, %d target(s) skipped.\n", n, out, skipped)
+	case skipped > 0:
+		fmt.Fprintf(&b, "no plan made: all %d target(s) of %s were skipped; nothing was written to %s.\n", skipped, file, out)
+	default:
+		fmt.Fprintf(&b, "no target in %s: nothing to plan; nothing was written to %s.\n", file, out)
+	}
+	if res.OldOut {
+		fmt.Fprintf(&b, "The %s already there is an earlier run's: do not apply it by mistake.\n", out)
+	}
+	_, err := io.WriteString(v.errw, b.String())
 	return err
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 type repairApplyHuman struct {
@@ -224,7 +251,9 @@ type repairPlanJSON struct {
 	format Format
 }
 
-func (v *repairPlanJSON) enc() *json.Encoder { return jsonEncoder(v.w, v.format) }
+// enc encodes for stdout; the values may come from a targets file, so no
+// control character is left raw (safeJSON).
+func (v *repairPlanJSON) enc() *json.Encoder { return jsonEncoder(safeJSON{v.w}, v.format) }
 
 func (v *repairPlanJSON) Plan(p *plans.Plan, _ string) error { return v.enc().Encode(p) }
 
@@ -241,15 +270,28 @@ func (v *repairPlanJSON) Show(p *plans.Plan, verr error) error {
 	return v.enc().Encode(out)
 }
 
-func (v *repairPlanJSON) Batch(ps []*plans.Plan, skipped []repair.Skip, out string) error {
-	ids := make([]map[string]string, len(ps))
-	for i, p := range ps {
+// Batch prints one object: {"plans_written", "out" ("" when nothing was
+// written), "plans" (id, biz_id, pipeline, verdict of each), "skipped"
+// (line, biz_id, pipeline, verdict, why)}.
+func (v *repairPlanJSON) Batch(res batchResult) error {
+	ids := make([]map[string]string, len(res.Plans))
+	for i, p := range res.Plans {
 		ids[i] = map[string]string{"id": p.ID, "biz_id": p.BizID, "pipeline": p.Pipeline, "verdict": string(p.Verdict)}
 	}
+	skipped := res.Skipped
 	if skipped == nil {
 		skipped = []repair.Skip{}
 	}
-	return v.enc().Encode(map[string]any{"out": out, "plans": ids, "skipped": skipped})
+	out := ""
+	if res.Written {
+		out = res.Out
+	}
+	return v.enc().Encode(struct {
+		PlansWritten int                 `json:"plans_written"`
+		Out          string              `json:"out"`
+		Plans        []map[string]string `json:"plans"`
+		Skipped      []repair.Skip       `json:"skipped"`
+	}{len(res.Plans), out, ids, skipped})
 }
 
 // repairApplyJSON prints one result per plan: -o jsonl one a line (a JSON

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdio "io"
 	"os"
 	"os/signal"
 	"strings"
@@ -29,16 +30,24 @@ func Main() int {
 }
 
 // Run runs opctl with the given streams and arguments (tests call it).
-func Run(ctx context.Context, io *iostreams.IOStreams, args []string) (code int) {
-	// No input may show the operator a Go trace: an unexpected panic is one
-	// line and exit 1 (docs/exit-codes.md). A repair records it in the
-	// attempt table first (repair.Service.Apply).
+func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
+	return guard(io.ErrOut, func() int { return run(ctx, io, args) })
+}
+
+// guard runs fn and turns a panic into one line on stderr and exit 1: no
+// input may show the operator a Go trace (docs/exit-codes.md). A repair
+// records the panic in the attempt table first (repair.Service.Apply).
+func guard(stderr stdio.Writer, fn func() int) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintln(io.ErrOut, "opctl: "+sources.PanicMessage(r))
+			fmt.Fprintln(stderr, "opctl: "+sources.PanicMessage(r))
 			code = ExitError
 		}
 	}()
+	return fn()
+}
+
+func run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	f := NewFactory(io, BuildVersion())
 	defer f.Close()
 	root := NewCmdRoot(f)
@@ -47,7 +56,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) (code int)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
-	code = exitCode(err, ctx.Err() != nil)
+	code := exitCode(err, ctx.Err() != nil)
 	if err != nil {
 		var silent *SilentError
 		if !errors.As(err, &silent) {

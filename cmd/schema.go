@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -57,7 +58,9 @@ check   compare the configured database with the config: tables and columns exis
 apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
         --indexes adds the indexes 'check' found missing; without either, creates
         the recommended tables. --dry-run prints the statements; --indexes and the
-        tables need --yes or an interactive confirmation`,
+        tables need --yes or an interactive confirmation. --timeout bounds
+        connecting to mysql.write_dsn, not the statements (an index build on a
+        large table can take minutes); Ctrl-C stops waiting`,
 		Args: noArgs,
 	}
 	run := func(opts *SchemaOptions) func(*cobra.Command, []string) error {
@@ -78,7 +81,9 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 				}
 				return c.Reader, nil
 			}
-			opts.Exec = execDDL
+			opts.Exec = func(ctx context.Context, cfg *config.Config, stmts []string) (string, error) {
+				return execDDL(ctx, cfg, opts.Timeout, stmts)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -325,15 +330,33 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 	return nil
 }
 
-// execDDL runs DDL on the write path. DDL on a large table can take longer
-// than a read: no per-call timeout beyond the DSN's own; Ctrl-C cancels.
-func execDDL(ctx context.Context, cfg *config.Config, stmts []string) (string, error) {
+// execDDL runs DDL on the write path (docs/config.md "Timeouts"). timeout
+// (--timeout) bounds reaching the server: connecting (dial, handshake,
+// login) and a first round trip (SELECT 1: every server opctl talks to
+// knows it, the lab's embedded one too); a server that does not answer
+// within it fails the apply before any statement is sent.
+// The statements themselves are bounded only by Ctrl-C (and the DSN's own
+// readTimeout, if it sets one): an index build on a large table can take
+// minutes, during which the server sends nothing.
+func execDDL(ctx context.Context, cfg *config.Config, timeout time.Duration, stmts []string) (string, error) {
 	w, err := connect.OpenWriter(cfg, 0)
 	if err != nil {
 		return "", err
 	}
 	defer w.Close()
-	return w.Addr(), w.Exec(ctx, stmts)
+	addr := w.Addr()
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	err = w.Exec(pctx, []string{"SELECT 1"})
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return addr, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return addr, fmt.Errorf("mysql.write_dsn (%s) did not answer within --timeout %s; nothing was run (is the server up and reachable? on a slow link, raise --timeout)", addr, timeout)
+	case err != nil:
+		return addr, fmt.Errorf("schema apply: %w; nothing was run", err)
+	}
+	return addr, w.Exec(ctx, stmts)
 }
 
 // writeAddr names the write database for messages, never with the password.

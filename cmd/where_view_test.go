@@ -11,6 +11,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
@@ -19,7 +20,8 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 // goldenReport is seed 000's PAY-1 as read: two debits, one ledger row,
 // two acked notify calls, uncommitted offset. Built from plain structs so
-// the golden output depends on nothing but the renderer and inspect.
+// the golden output depends on nothing but the renderer, inspect and the
+// planner's NEXT (plans.Next, as repair.Service.Triage sets it).
 func goldenReport(t *testing.T) inspect.Report {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "settlement.yaml"))
@@ -53,7 +55,9 @@ func goldenReport(t *testing.T) inspect.Report {
 				Partitions: map[int32]sources.PartitionView{5: {Partition: 5, Committed: 1234, LogStart: 0, LogEnd: 1500, Owner: "settlement-c-3"}}}},
 		Sources: map[string]string{"mysql": "ok", "kafka": "ok"},
 	}
-	return inspect.Diagnose(ev)
+	r := inspect.Diagnose(ev)
+	r.Verdict.Next = plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8})
+	return r
 }
 
 func checkGolden(t *testing.T, name, got string) {

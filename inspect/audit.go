@@ -108,3 +108,74 @@ func joinNote(a, b string) string {
 	}
 	return a + "; " + b
 }
+
+// RepairView is opctl's newest plan of the operation when it stopped
+// part-way (REPAIR_INCOMPLETE, docs/verdicts.md): an action left
+// publishing or compensating, or fewer of its actions took effect than it
+// has.
+type RepairView struct {
+	PlanID string `json:"plan_id"`
+	// Actions is how many actions the plan has; Done how many took effect.
+	Actions int `json:"actions"`
+	Done    int `json:"done"`
+	// Left are the actions the audit shows under way (publishing,
+	// compensating).
+	Left []RepairAction `json:"left,omitempty"`
+}
+
+// RepairAction is one audit row of a plan.
+type RepairAction struct {
+	Index   int    `json:"index"`
+	Action  string `json:"action"`
+	Outcome string `json:"outcome"`
+}
+
+// IncompleteRepair returns the operation's newest plan (the plan of the
+// last audit row) when it stopped part-way, nil otherwise. A plan an
+// older opctl recorded without its number of actions is judged by its
+// rows under way only.
+func IncompleteRepair(audit []sources.AuditAction) *RepairView {
+	if len(audit) == 0 {
+		return nil
+	}
+	last := audit[len(audit)-1].PlanID
+	v := &RepairView{PlanID: last}
+	for _, a := range audit {
+		if a.PlanID != last {
+			continue
+		}
+		if a.PlanActions > v.Actions {
+			v.Actions = a.PlanActions
+		}
+		switch a.Outcome {
+		case sources.AuditApplied, sources.AuditPublished:
+			v.Done++
+		case sources.AuditPublishing, sources.AuditCompensating:
+			v.Left = append(v.Left, RepairAction{Index: a.ActionIndex, Action: a.Action, Outcome: a.Outcome})
+		}
+	}
+	if len(v.Left) == 0 && v.Done >= v.Actions {
+		return nil
+	}
+	return v
+}
+
+// detail says how the plan stopped.
+func (v *RepairView) detail() string {
+	id := v.PlanID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	s := fmt.Sprintf("opctl's plan %s stopped part-way", id)
+	if v.Actions > 0 {
+		s += fmt.Sprintf(": %d of its %d actions took effect", v.Done, v.Actions)
+	}
+	for _, a := range v.Left {
+		what := "the record may not have been sent"
+		if a.Outcome == sources.AuditCompensating {
+			what = "the compensation's outcome is not recorded"
+		}
+		s += fmt.Sprintf("; action %d (%s) was left '%s': %s", a.Index, a.Action, a.Outcome, what)
+	}
+	return s
+}

@@ -30,7 +30,7 @@ func TestAuditAttestations(t *testing.T) {
 		{"advance_state applied", sources.AuditAction{PlanID: "p1", Action: "advance_state", Outcome: "applied", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "applied", StateBehind},
 		{"manual absent", sources.AuditAction{PlanID: "p1", Action: "manual", Outcome: "applied", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "absent"}}, "absent", Incomplete},
 		{"other step", sources.AuditAction{PlanID: "p1", Action: "manual", Outcome: "applied", Step: "ledger", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "unknown", UnknownOutcome},
-		{"not applied", sources.AuditAction{PlanID: "p1", Action: "manual", Outcome: "compensating", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "unknown", UnknownOutcome},
+		{"not applied", sources.AuditAction{PlanID: "p1", Action: "manual", Outcome: "compensating", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "unknown", RepairIncomplete},
 		{"republish attests nothing", sources.AuditAction{PlanID: "p1", Action: "republish", Outcome: "applied", Step: "notify", Attested: map[string]string{"PAY-1:notify:1": "applied"}}, "unknown", UnknownOutcome},
 	}
 	for _, c := range cases {

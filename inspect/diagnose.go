@@ -71,6 +71,7 @@ func survey(ev sources.Evidence) (Report, reachedInfo) {
 		r.Entity = &EntityView{Found: ev.DB.Entity.Found, Status: ev.DB.Entity.Status}
 	}
 	r.Kafka = kafkaView(p, ev)
+	r.Repair = IncompleteRepair(ev.DB.Audit)
 	return r, reached
 }
 

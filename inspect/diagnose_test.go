@@ -236,7 +236,7 @@ var documentedVerdicts = []struct {
 	code     Code
 	severity Severity
 }{
-	{"NOT_FOUND", "—"}, {"IN_FLIGHT", "watch"}, {"DUPLICATE_EFFECT", "action"}, {"UNKNOWN_OUTCOME", "action"},
+	{"NOT_FOUND", "—"}, {"IN_FLIGHT", "watch"}, {"REPAIR_INCOMPLETE", "action"}, {"DUPLICATE_EFFECT", "action"}, {"UNKNOWN_OUTCOME", "action"},
 	{"WRONGLY_SKIPPED", "action"}, {"MISSING_EFFECT", "action"}, {"STATE_BEHIND", "action"}, {"STRANDED", "action"},
 	{"WILL_REDELIVER", "watch"}, {"INCOMPLETE", "watch"}, {"COMPLETE_UNCOMMITTED", "watch"}, {"FAILED", "watch"},
 	{"SKIPPED_OK", "ok"}, {"COMPLETE", "ok"},
@@ -357,7 +357,7 @@ func TestRedelivery(t *testing.T) {
 }
 
 func TestPrecedenceOrderIsTheSpecs(t *testing.T) {
-	want := []Code{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
+	want := []Code{"NOT_FOUND", "IN_FLIGHT", "REPAIR_INCOMPLETE", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
 		"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "COMPLETE_UNCOMMITTED", "SKIPPED_OK", "COMPLETE"}
 	got := []Code{}
 	for _, c := range Precedence() {

@@ -1,68 +1,114 @@
 package inspect
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// NextCommands returns the exact commands an operator should run next for a
-// report, ready to paste into a POSIX shell (the id is quoted).
+// NextCommands returns the commands an operator should run next for a
+// report, ready to paste into a POSIX shell (the id is quoted) with REASON
+// set, and ATTEST when a line uses it. For a verdict that calls for a plan
+// these are the lines of the common case (`repair plan`, then a dry run);
+// repair (Service.Triage, through repair/plans Next) replaces them with
+// what the planner itself makes of the report: `--attest` when the plan
+// has a manual action, or `where` again with the planner's reason when it
+// would refuse. lab/demo's TestNextRunsAsPrinted runs every line of every
+// incident as printed.
 func NextCommands(r *Report, p *config.Pipeline) []string {
 	id := ShellQuote(r.BizID)
 	pl := " --pipeline " + ShellQuote(r.Pipeline)
 	explain := "opctl explain " + string(r.Verdict.Code)
 	reason := ` --reason "$REASON"`
 	plan := "opctl repair plan " + id + pl
+	where := "opctl where " + id + pl
+	dryRun := "opctl repair apply plan.json --dry-run"
 	switch r.Verdict.Code {
 	case NotFound:
 		return []string{"opctl where " + id + "   # without --pipeline: try every configured pipeline"}
 	case InFlight:
-		return []string{"opctl where " + id + pl + "   # again after lease_until; repair is refused while the lease is live", explain}
-	case UnknownOutcome:
-		out := []string{}
-		for _, f := range r.Findings {
-			if f.Code != UnknownOutcome {
-				continue
-			}
-			if i := p.StepIndex(f.Step); i >= 0 && p.Steps[i].Probe != "" {
-				for _, in := range r.Steps[i].Intents {
-					if in.Outcome == IntentUnknown {
-						out = append(out, "curl -s "+ShellQuote(sources.Expand(p.Steps[i].Probe, map[string]string{"request_id": in.RequestID, "biz_id": r.BizID}, true))+"   # probe the downstream")
-					}
-				}
-				if len(r.Steps[i].Intents) == 0 {
-					out = append(out, "curl -s "+ShellQuote(sources.Expand(p.Steps[i].Probe, map[string]string{"biz_id": r.BizID}, true))+"   # probe the downstream")
-				}
-			}
+		return []string{where + "   # again after lease_until; repair is refused while the lease is live", explain}
+	case RepairIncomplete:
+		if r.Repair == nil {
+			return []string{explain}
 		}
-		// No answer says whether the call took effect: a plan needs what the
-		// downstream's team says, attested (docs/repair.md).
-		attest := plan + " --action manual" + stepFlag(r) + ` --attest "$ATTEST"` + reason
+		return []string{"opctl repair apply " + r.Repair.PlanID + " --dry-run   # review, then run it without --dry-run to finish the plan", explain}
+	case UnknownOutcome:
+		// No answer says whether the call took effect: a plan needs what
+		// the downstream's team says, attested (docs/repair.md).
+		out := probeCommands(r, p)
+		step := unknownStep(r)
+		attest := plan + " --action manual" + stepFlag(step) + ` --attest "$ATTEST"` + reason
+		ask := "ask the downstream"
+		if step != "" {
+			ask = "ask the downstream of step " + step + " whether the call took effect"
+		}
 		return append(out,
-			attest+" --outcome applied --out plan.json   # the downstream says the call took effect",
-			attest+" --outcome absent --out plan.json   # the downstream says it never did",
-			"opctl repair apply plan.json --dry-run", explain)
+			attest+" --outcome applied --out plan.json   # "+ask+"; if it did, set ATTEST to its answer (who said what, when) and run this line",
+			attest+" --outcome absent --out plan.json   # if it never took effect, set ATTEST to its answer and run this line instead",
+			dryRun, explain)
 	case DuplicateEffect, WronglySkipped, MissingEffect, StateBehind, Stranded:
-		return []string{plan + reason + " --out plan.json", "opctl repair apply plan.json --dry-run", explain}
+		return []string{plan + reason + " --out plan.json", dryRun, explain}
 	case WillRedeliver, CompleteUncommitted, Incomplete:
-		return []string{"opctl where " + id + pl + "   # again once the consumer has caught up", explain}
+		return []string{where + "   # again once the consumer has caught up", explain}
 	case Failed:
 		return []string{explain}
 	}
 	return []string{}
 }
 
-// stepFlag names the first step whose outcome is unknown (--from-step),
-// the one an attestation is about.
-func stepFlag(r *Report) string {
+// probeCommands are the curl lines of UNKNOWN_OUTCOME: one GET per unknown
+// call of a step whose probe has {request_id}, one per step whose probe has
+// {biz_id}.
+func probeCommands(r *Report, p *config.Pipeline) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Code != UnknownOutcome {
+			continue
+		}
+		i := p.StepIndex(f.Step)
+		if i < 0 || i >= len(r.Steps) || p.Steps[i].Probe == "" {
+			continue
+		}
+		var urls []string
+		if strings.Contains(p.Steps[i].Probe, "{request_id}") {
+			for _, in := range r.Steps[i].Intents {
+				if in.Outcome == IntentUnknown {
+					urls = append(urls, sources.Expand(p.Steps[i].Probe, map[string]string{"request_id": in.RequestID, "biz_id": r.BizID}, true))
+				}
+			}
+		} else {
+			urls = append(urls, sources.Expand(p.Steps[i].Probe, map[string]string{"biz_id": r.BizID}, true))
+		}
+		for _, u := range urls {
+			line := "curl -s " + ShellQuote(u) + "   # probe the downstream"
+			if !slices.Contains(out, line) {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// unknownStep is the step an UNKNOWN_OUTCOME plan attests (the first
+// finding's; the planner takes it as --from-step).
+func unknownStep(r *Report) string {
 	for _, f := range r.Findings {
 		if f.Code == UnknownOutcome && f.Step != "" {
-			return " --from-step " + ShellQuote(f.Step)
+			return f.Step
 		}
 	}
 	return ""
+}
+
+// stepFlag is --from-step for step, or nothing without one.
+func stepFlag(step string) string {
+	if step == "" {
+		return ""
+	}
+	return " --from-step " + ShellQuote(step)
 }
 
 // ShellQuote quotes s for a POSIX shell when it holds anything but safe

@@ -23,8 +23,11 @@ type Report struct {
 	Entity      *EntityView       `json:"entity"`
 	Kafka       KafkaView         `json:"kafka"`
 	Timeline    []Event           `json:"timeline"`
-	Partial     bool              `json:"partial"`
-	Sources     map[string]string `json:"sources"`
+	// Repair is opctl's newest plan of the operation when it stopped
+	// part-way (REPAIR_INCOMPLETE).
+	Repair  *RepairView       `json:"repair,omitempty"`
+	Partial bool              `json:"partial"`
+	Sources map[string]string `json:"sources"`
 	// DBNow is the database clock the time comparisons used.
 	DBNow *time.Time `json:"db_now"`
 }

@@ -22,6 +22,9 @@ type rule struct {
 	final bool
 	// fallback: the rule runs only when no earlier rule gave the verdict.
 	fallback bool
+	// unlessOK: the rule's verdict stands unless the verdict of the rules
+	// after it is ok; its findings are then dropped.
+	unlessOK bool
 }
 
 // isVerdict reports whether the rule's findings can be the verdict.
@@ -41,6 +44,9 @@ var table = [...]rule{
 	{code: NotFound, severity: SeverityNone, see: seeNotFound, final: true},
 	{code: UnknownStatus, see: seeUnknownStatus},
 	{code: InFlight, severity: SeverityWatch, see: seeInFlight},
+	// A repair that stopped part-way; moot when the rest of the evidence
+	// says the operation is fine (the consumer finished it).
+	{code: RepairIncomplete, severity: SeverityAction, see: seeRepairIncomplete, unlessOK: true},
 	{code: ReadError, see: seeReadError},
 	{code: DuplicateEffect, severity: SeverityAction, see: seeDuplicateEffect},
 	{code: UnknownOutcome, severity: SeverityAction, see: seeUnknownOutcome},
@@ -63,6 +69,10 @@ var table = [...]rule{
 func judge(rules []rule, f *facts) (verdict Finding, findings []Finding) {
 	findings = []Finding{}
 	decided := false
+	// tentative is the verdict of an unlessOK rule, findings[tFrom:tTo] its
+	// findings, until a later rule decides.
+	var tentative *Finding
+	tFrom, tTo := 0, 0
 	for _, ru := range rules {
 		if ru.fallback && decided {
 			continue
@@ -75,11 +85,23 @@ func judge(rules []rule, f *facts) (verdict Finding, findings []Finding) {
 		for _, s := range saw {
 			findings = append(findings, Finding{Code: ru.code, Step: s.step, Detail: s.detail})
 		}
-		if ru.isVerdict() && !decided {
+		switch {
+		case !ru.isVerdict() || decided:
+		case ru.unlessOK && tentative == nil:
+			v := findings[first]
+			tentative, tFrom, tTo = &v, first, len(findings)
+		default:
 			verdict, decided = findings[first], true
 		}
 		if ru.final {
 			break
+		}
+	}
+	if tentative != nil {
+		if decided && SeverityOf(verdict.Code) == SeverityOK {
+			findings = append(findings[:tFrom:tFrom], findings[tTo:]...)
+		} else {
+			verdict, decided = *tentative, true
 		}
 	}
 	// Cannot happen with the table: a terminal operation is at least COMPLETE,
@@ -113,6 +135,8 @@ type facts struct {
 	message *sources.Message
 	// audit is opctl's own audit of the operation.
 	audit []sources.AuditAction
+	// repair is the newest plan of the audit when it stopped part-way.
+	repair *RepairView
 	// terminal: the state row, or without one the idempotency records, say
 	// the operation ended (docs/verdicts.md).
 	terminal bool
@@ -127,7 +151,7 @@ func newFacts(ev sources.Evidence, r *Report, reached reachedInfo) facts {
 	return facts{
 		pipeline: ev.Pipeline, state: r.State, unknownStatus: reached.unknownStatus, failed: reached.failed, now: ev.DB.Now,
 		steps: r.Steps, idempotency: r.Idempotency, skipped: skippedOf(ev.Pipeline, r.Idempotency), entity: r.Entity, kafka: r.Kafka,
-		message: ev.Kafka.Message, audit: ev.DB.Audit,
+		message: ev.Kafka.Message, audit: ev.DB.Audit, repair: r.Repair,
 		terminal: isTerminal(reached, ev.DB.Idempotency),
 		anchored: r.State.Found || r.Kafka.Located == sources.LocatedRepublished,
 	}
@@ -186,6 +210,15 @@ func seeInFlight(f *facts) []seen {
 	}
 	return one("", fmt.Sprintf("owner %q holds the lease until %s (database clock; %s from now)",
 		st.Owner, fmtTime(*st.LeaseUntil), st.LeaseUntil.Sub(f.now).Round(time.Second)))
+}
+
+// seeRepairIncomplete: opctl's newest plan of the operation stopped
+// part-way.
+func seeRepairIncomplete(f *facts) []seen {
+	if f.repair == nil {
+		return nil
+	}
+	return one("", f.repair.detail())
 }
 
 // seeReadError: a step's query failed.

@@ -12,7 +12,7 @@ import (
 
 // documentedPrecedence is the table of verdict codes of docs/verdicts.md,
 // highest precedence first, written out by hand.
-var documentedPrecedence = []Code{"NOT_FOUND", "IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
+var documentedPrecedence = []Code{"NOT_FOUND", "IN_FLIGHT", "REPAIR_INCOMPLETE", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
 	"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "INCOMPLETE", "COMPLETE_UNCOMMITTED", "FAILED", "SKIPPED_OK", "COMPLETE"}
 
 // The documented verdict precedence (docs/verdicts.md), highest first.
@@ -73,6 +73,7 @@ func TestTableWiring(t *testing.T) {
 		{NotFound, seeNotFound, true, false},
 		{UnknownStatus, seeUnknownStatus, false, false},
 		{InFlight, seeInFlight, false, false},
+		{RepairIncomplete, seeRepairIncomplete, false, false},
 		{ReadError, seeReadError, false, false},
 		{DuplicateEffect, seeDuplicateEffect, false, false},
 		{UnknownOutcome, seeUnknownOutcome, false, false},

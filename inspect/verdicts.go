@@ -18,6 +18,7 @@ type Severity string
 const (
 	NotFound            Code = "NOT_FOUND"
 	InFlight            Code = "IN_FLIGHT"
+	RepairIncomplete    Code = "REPAIR_INCOMPLETE"
 	DuplicateEffect     Code = "DUPLICATE_EFFECT"
 	UnknownOutcome      Code = "UNKNOWN_OUTCOME"
 	WronglySkipped      Code = "WRONGLY_SKIPPED"
@@ -194,6 +195,20 @@ func explanation(code Code) (Explanation, bool) {
 			Safe:   []string{"rewind the state to the first missing step if needed, then republish with opctl-from-step"},
 			Unsafe: []string{"resetting the group's offset: every other message after it would be reprocessed"},
 			Repair: "rewind_state (if needed) then republish with opctl-plan and opctl-from-step headers",
+		}, true
+	case RepairIncomplete:
+		return Explanation{
+			Meaning: "a repair plan of this operation stopped part-way: opctl's audit shows an action left publishing or compensating, or a plan whose later actions never ran after an earlier one took effect. What the operation needs now is that plan finished, not a new one.",
+			Causes: []string{
+				"Kafka or the downstream failed during the apply (a republish left 'publishing')",
+				"the apply was interrupted (Ctrl-C, SIGTERM, a killed pod) between two actions",
+				"a later action's guard failed after an earlier action took effect",
+			},
+			Safe: []string{
+				"opctl repair apply PLAN_ID --dry-run, then without --dry-run: the plan is read from the audit, resumes at the first action that did not take effect, and each remaining action's guards decide",
+			},
+			Unsafe: []string{"a new plan before this one is finished: its guards would be written against a half-repaired state"},
+			Repair: "finish the plan: opctl repair apply PLAN_ID",
 		}, true
 	case WillRedeliver:
 		return Explanation{

@@ -209,9 +209,41 @@ func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) err
 		err = r.uncommitted(cs, idx[0])
 	}
 	if err == nil {
+		err = r.stoppedRepairs(cs)
+	}
+	if err == nil {
 		cs.status = StatusOK
 	}
 	return err
+}
+
+// stoppedRepairs adds to a check's candidates the operations of its
+// pipeline whose newest opctl plan stopped part-way (REPAIR_INCOMPLETE):
+// the check's own scan may no longer see them (a flip_skipped that took
+// effect before its republish failed leaves no SKIPPED record for the
+// skipped check), so every check meets them (docs/reconcile.md).
+func (r *run) stoppedRepairs(cs *checkState) error {
+	if r.col.AuditTable == "" {
+		return nil
+	}
+	byOp, err := r.d.DB.AuditByOperation(r.qctx, r.col.AuditTable, cs.p.Name)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(byOp))
+	for k := range byOp {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if inspect.IncompleteRepair(byOp[k]) == nil || !r.inShard(k) {
+			continue
+		}
+		if err := r.candidate(cs, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *run) shard(w *mysqlsrc.Walk) {

@@ -42,6 +42,7 @@ type DB interface {
 	KeyStatuses(ctx context.Context, table, keyCol, statusCol string, keys []string) (map[string][]string, error)
 	NextValue(ctx context.Context, table, col string, after *string) (string, bool, error)
 	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
+	AuditByOperation(ctx context.Context, auditTable, pipeline string) (map[string][]sources.AuditAction, error)
 }
 
 var _ DB = (*mysqlsrc.Reader)(nil)

@@ -180,6 +180,8 @@ type applyRun struct {
 	// auditErrs are failures to write the audit mirror after an action
 	// took effect: returned with the result, never dropped.
 	auditErrs []error
+	// planBody is the plan's JSON, kept in every audit row (afterImage).
+	planBody []byte
 }
 
 func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Result, error) {
@@ -493,12 +495,34 @@ func (x *applyRun) entry(act plans.Action, outcome Outcome, before, after map[st
 	if err != nil {
 		return sources.AuditEntry{}, err
 	}
-	ai, err := json.Marshal(after)
+	ai, err := x.afterImage(after)
 	if err != nil {
 		return sources.AuditEntry{}, err
 	}
 	return sources.AuditEntry{PlanID: x.plan.ID, ActionIndex: act.Index, BizID: x.plan.BizID, Pipeline: x.plan.Pipeline,
 		Action: string(act.Type), Operator: x.operator, Reason: x.plan.Reason, Outcome: string(outcome), Before: bi, After: ai}, nil
+}
+
+// afterImage is an audit row's after_image: the action's own facts, and
+// the plan itself with its number of actions, so that every audit row of a
+// plan holds it: a plan that stopped part-way is told from one that
+// finished (REPAIR_INCOMPLETE), and `opctl repair apply PLAN_ID` finishes
+// it without the operator's file (docs/repair.md "Finishing a plan").
+func (x *applyRun) afterImage(after map[string]any) ([]byte, error) {
+	if x.planBody == nil {
+		b, err := json.Marshal(x.plan)
+		if err != nil {
+			return nil, err
+		}
+		x.planBody = b
+	}
+	img := make(map[string]any, len(after)+2)
+	for k, v := range after {
+		img[k] = v
+	}
+	img["plan_actions"] = len(x.plan.Actions)
+	img["plan"] = json.RawMessage(x.planBody)
+	return json.Marshal(img)
 }
 
 // mirrorAction writes an audit row that took effect to the mirror; a
@@ -745,7 +769,7 @@ func (x *applyRun) stateImage(g *guardEnv) (map[string]any, error) {
 // finish moves an action's audit row from one outcome to the next
 // (publishing → published, compensating → applied).
 func (x *applyRun) finish(ctx context.Context, act plans.Action, from, to Outcome, after map[string]any) error {
-	img, err := json.Marshal(after)
+	img, err := x.afterImage(after)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 // with the clients and the Service opctl uses (read path, write path,
 // Kafka, probes).
 type tenv struct {
-	t     *testing.T
+	t     testing.TB
 	db    *testenv.DB
 	k     *testenv.Kafka
 	cfg   *config.Config
@@ -43,7 +43,7 @@ func td(parts ...string) string {
 // newTenv loads the SQL files, creates the audit tables, starts kfake with
 // topics (8 partitions each) and parses cfgPath with the database and
 // brokers (and vars) as its environment.
-func newTenv(t *testing.T, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
+func newTenv(t testing.TB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
 	t.Helper()
 	db := testenv.MySQL(t)
 	for _, f := range sqlFiles {
@@ -80,7 +80,7 @@ func newTenv(t *testing.T, cfgPath string, sqlFiles []string, topics []string, v
 	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8}
 }
 
-func settlementEnv(t *testing.T) *tenv {
+func settlementEnv(t testing.TB) *tenv {
 	return newTenv(t, td("config", "settlement.yaml"),
 		[]string{td("schema", "settlement.sql"), td("incidents", "settlement.sql"), td("repair", "settlement_ops.sql")},
 		[]string{"settlement-event"}, nil)
@@ -274,7 +274,7 @@ type wms struct {
 	failing bool
 }
 
-func newWMS(t *testing.T, locks map[string]int) *wms {
+func newWMS(t testing.TB, locks map[string]int) *wms {
 	w := &wms{locks: locks}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/wms/locks", func(rw http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ package repair
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,10 @@ type Kafka interface {
 // (sources/mysql.Reader).
 type AuditReader interface {
 	ReadAudit(ctx context.Context, audit config.Audit, f sources.AuditFilter) (*sources.AuditLog, error)
+	// PlanBody reads the plan an apply recorded with its audit rows, by
+	// id or a prefix of at least 12 hex digits (docs/repair.md
+	// "Finishing a plan").
+	PlanBody(ctx context.Context, auditTable, planID string) (body json.RawMessage, id string, found bool, err error)
 }
 
 // Service triages operations and repairs them. Its fields are interfaces so
@@ -129,7 +134,9 @@ func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, 
 				errs[i] = err
 				return
 			}
-			t.Ops[i] = Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
+			op := Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
+			s.next(ctx, &op)
+			t.Ops[i] = op
 		})
 	}
 	wg.Wait()
@@ -142,6 +149,43 @@ func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, 
 		return nil, err
 	}
 	return t, nil
+}
+
+// next replaces the NEXT of a verdict that calls for a plan with what the
+// planner makes of the operation (plans.Next): a line that would need
+// --attest says so, one the planner would refuse becomes `where` again
+// with its reason. It reads the redrive topic's partition count, as a plan
+// would.
+func (s *Service) next(ctx context.Context, op *Operation) {
+	if len(plans.CalledFor(op.Report.Verdict.Code)) == 0 || op.Report.Verdict.Code == inspect.InFlight {
+		return
+	}
+	var parts int32
+	if s.Kafka != nil {
+		parts = redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
+	}
+	op.Report.Verdict.Next = plans.Next(plans.Input{Config: s.Config, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: parts})
+}
+
+// StoredPlan reads a plan from the audit by its id (or a prefix of at
+// least 12 hex digits): `opctl repair apply PLAN_ID` finishes a plan that
+// stopped part-way without the operator's file. An id no audit row holds
+// is a *plans.InputError (exit 2) saying so.
+func (s *Service) StoredPlan(ctx context.Context, id string) (*plans.Plan, error) {
+	body, full, found, err := s.AuditLog.PlanBody(ctx, s.Config.Audit.AuditTable(), id)
+	switch {
+	case err != nil:
+		return nil, err
+	case !found && full != "":
+		return nil, &plans.InputError{Msg: fmt.Sprintf("plan %s: its audit rows were written by an earlier opctl and do not hold the plan: apply it from its file", full)}
+	case !found:
+		return nil, &plans.InputError{Msg: fmt.Sprintf("no plan %s in %s: a plan id is known once an apply recorded one of its actions; give the plan file instead", id, s.Config.Audit.AuditTable())}
+	}
+	p, err := plans.Decode(bytes.NewReader(body))
+	if err != nil {
+		return nil, &plans.RefusedError{Code: plans.CodeTampered, Detail: fmt.Sprintf("the plan %s recorded in %s does not decode: %v", full, s.Config.Audit.AuditTable(), err)}
+	}
+	return p, nil
 }
 
 // Reports are the reports `opctl where` shows: with --pipeline or a single
@@ -247,64 +291,135 @@ func (s *Service) PlanID(ctx context.Context, bizID, pipeline string, o plans.Op
 
 // Skip is a target that got no plan, and why.
 type Skip struct {
-	BizID    string       `json:"biz_id"`
-	Pipeline string       `json:"pipeline"`
-	Verdict  inspect.Code `json:"verdict,omitempty"`
-	Why      string       `json:"why"`
+	// Line is the target's line in the targets file (1-based).
+	Line     int    `json:"line"`
+	BizID    string `json:"biz_id"`
+	Pipeline string `json:"pipeline"`
+	// Verdict is what the target was triaged to now; "" when it was not
+	// triaged (a bad line, a pipeline that is gone, ...).
+	Verdict inspect.Code `json:"verdict"`
+	Why     string       `json:"why"`
 }
 
 // Batch is what PlanTargets made of a targets file.
 type Batch struct {
+	// File is the targets file's name, as messages give it (File:Line).
+	File    string
 	Plans   []*plans.Plan
 	Skipped []Skip
+	// Lines is the number of lines read: all of them, or the line a
+	// stopped batch stopped at.
+	Lines int
 }
 
+// MaxTargetLine bounds a line of a targets file: a longer one is skipped
+// as not a target (an id is at most sources.MaxBizID bytes).
+const MaxTargetLine = 1 << 20
+
 // PlanTargets makes one plan per line of a targets file (name is its name
-// for messages): each target is triaged again, and one that no longer needs
-// a repair, or whose pipeline is gone, is skipped with the reason. pipeline
-// overrides the targets' own. A line that is not a target, or an id that
-// cannot be one, is an *plans.InputError naming name:line (exit 2); a
-// MySQL that cannot be reached stops the batch.
+// for messages; blank lines are ignored): each target is triaged again and
+// planned. pipeline overrides the targets' own. A target that gets no plan
+// is skipped, with its line and why, and the batch goes on: a line that is
+// not a target (not JSON, no biz_id, longer than MaxTargetLine), an id
+// sources.ValidateBizID refuses, a pipeline that is not configured, an id
+// no pipeline knows, a verdict with nothing to repair, a refused plan, or
+// a plan the options cannot make (a *plans.InputError, such as a manual
+// action without --attest). Only a MySQL that cannot be reached at all
+// (a *sources.ConnError), an error reading r, or the end of ctx (an
+// interrupt: ctx's error) stop the batch; the batch so far is returned
+// with the error.
 func (s *Service) PlanTargets(ctx context.Context, r io.Reader, name, pipeline string, o plans.Options) (*Batch, error) {
-	b := &Batch{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
+	b := &Batch{File: name}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for line := 1; ; line++ {
+		if err := ctx.Err(); err != nil {
+			return b, err
+		}
+		raw, long, err := readLine(br, MaxTargetLine)
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, fmt.Errorf("read %s at line %d: %w", name, line, err)
+		}
+		b.Lines = line
+		bad := func(tg inspect.Target, why string) {
+			p := pipeline
+			if p == "" {
+				p = tg.Pipeline
+			}
+			b.Skipped = append(b.Skipped, Skip{Line: line, BizID: tg.BizID, Pipeline: p, Why: why})
+		}
+		if long {
+			bad(inspect.Target{}, fmt.Sprintf("not a target line: longer than %d bytes", MaxTargetLine))
+			continue
+		}
+		text := bytes.TrimSpace(raw)
+		if len(text) == 0 {
 			continue
 		}
 		var tg inspect.Target
-		if err := json.Unmarshal([]byte(text), &tg); err != nil || tg.BizID == "" {
-			return nil, &plans.InputError{Msg: fmt.Sprintf("%s:%d: not a target line ({\"biz_id\",\"pipeline\",...})", name, line)}
+		if err := json.Unmarshal(text, &tg); err != nil {
+			bad(inspect.Target{}, fmt.Sprintf("not a target line (%v): want one JSON object {\"biz_id\",\"pipeline\",...} a line, as opctl reconcile --out writes", err))
+			continue
+		}
+		if tg.BizID == "" {
+			bad(tg, "not a target line: no \"biz_id\"")
+			continue
 		}
 		if err := sources.ValidateBizID(tg.BizID); err != nil {
-			return nil, &plans.InputError{Msg: fmt.Sprintf("%s:%d: %v", name, line, err)}
+			bad(tg, err.Error())
+			continue
 		}
-		if err := s.planTarget(ctx, b, tg, pipeline, o); err != nil {
-			return nil, err
+		if err := s.planTarget(ctx, b, line, tg, pipeline, o); err != nil {
+			if ctx.Err() != nil {
+				return b, err
+			}
+			return b, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return b, nil
 }
 
-// planTarget plans one target into b, or records why it is skipped.
-func (s *Service) planTarget(ctx context.Context, b *Batch, tg inspect.Target, pipeline string, o plans.Options) error {
+// readLine reads one line, without its end ("\n"), of at most max bytes;
+// a longer line is read to its end and reported long, its text dropped.
+// The error is io.EOF after the last line.
+func readLine(br *bufio.Reader, max int) (line []byte, long bool, err error) {
+	read := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		read = read || len(chunk) > 0
+		if !long {
+			line = append(line, chunk...)
+			if n := len(bytes.TrimSuffix(line, []byte("\n"))); n > max {
+				line, long = nil, true
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && read:
+			return line, long, nil // a last line without "\n"
+		case err != nil:
+			return nil, false, err
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), long, nil
+	}
+}
+
+// planTarget plans one target into b, or records why it is skipped. Its
+// error stops the batch (see PlanTargets).
+func (s *Service) planTarget(ctx context.Context, b *Batch, line int, tg inspect.Target, pipeline string, o plans.Options) error {
 	if pipeline == "" {
 		pipeline = tg.Pipeline
 	}
 	skip := func(p string, v inspect.Code, err error) {
-		b.Skipped = append(b.Skipped, Skip{BizID: tg.BizID, Pipeline: p, Verdict: v, Why: err.Error()})
+		b.Skipped = append(b.Skipped, Skip{Line: line, BizID: tg.BizID, Pipeline: p, Verdict: v, Why: err.Error()})
 	}
 	t, err := s.Triage(ctx, tg.BizID, pipeline)
-	var ce *sources.ConnError
-	switch {
-	case errors.As(err, &ce):
-		return err
-	case err != nil:
+	if stop := stopsBatch(ctx, err); stop != nil {
+		return stop
+	}
+	if err != nil {
 		skip(pipeline, "", err) // the pipeline triaged: --pipeline, else the line's
 		return nil
 	}
@@ -317,15 +432,28 @@ func (s *Service) planTarget(ctx context.Context, b *Batch, tg inspect.Target, p
 		o.FromStep = tg.Step
 	}
 	p, err := s.Plan(ctx, op, o)
-	var ie *plans.InputError
-	switch {
-	case errors.As(err, &ie):
-		return err
-	case err != nil:
+	if err := ctx.Err(); err != nil {
+		return err // a read cut short by the interrupt makes no plan, and no skip
+	}
+	if err != nil {
 		skip(op.Pipeline.Name, op.Report.Verdict.Code, err)
 		return nil
 	}
 	b.Plans = append(b.Plans, p)
+	return nil
+}
+
+// stopsBatch is the error that stops a batch of targets: the end of ctx
+// (an interrupt), or err when MySQL cannot be reached at all; nil for
+// anything else (the target is skipped).
+func stopsBatch(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var ce *sources.ConnError
+	if errors.As(err, &ce) {
+		return err
+	}
 	return nil
 }
 

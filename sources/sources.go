@@ -173,8 +173,11 @@ type AuditAction struct {
 	// evidence identity, or "*" for the step as a whole, mapped to applied,
 	// absent, compensated or reversed (after_image "attested").
 	Attested map[string]string
-	At       time.Time
-	Detail   string
+	// PlanActions is how many actions the row's plan has (0: not recorded,
+	// an audit row of an older opctl).
+	PlanActions int
+	At          time.Time
+	Detail      string
 }
 
 // DBEvidence is everything read from MySQL for one operation. All of it is

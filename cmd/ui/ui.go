@@ -5,7 +5,9 @@ package ui
 
 import (
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -69,6 +71,25 @@ func TSVRow(w io.Writer, cells []string) error {
 	}
 	_, err := io.WriteString(w, strings.Join(clean, "\t")+"\n")
 	return err
+}
+
+// Safe is s for a terminal: s itself when it is valid UTF-8 and every rune
+// of it is printable (strconv.IsPrint, the ASCII space included), else s
+// quoted as a Go string ("PAY\x1b[2J"). Text read from a file or a server
+// (a targets line's biz_id, a message that quotes it) goes through it
+// before it is printed: a control character (an ESC starting a terminal
+// command, a carriage return hiding what precedes it) never reaches the
+// terminal raw.
+func Safe(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // Table writes rows under a header: box art on a terminal, tab-separated

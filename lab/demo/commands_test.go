@@ -360,7 +360,12 @@ func TestLabCommands(t *testing.T) {
 			t.Errorf("reconcile --check stuck,skipped: no %q target:\n%s", want, rec.out)
 		}
 	}
-	sh.run(t, `opctl repair plan --from-file targets.jsonl --reason "$REASON" --out plans.jsonl`, 0)
+	// F-U-1 (UNKNOWN_OUTCOME, no probe) gets no plan without an attestation:
+	// it is skipped, the others are planned, and the exit is 3.
+	batch := sh.run(t, `opctl repair plan --from-file targets.jsonl --reason "$REASON" --out plans.jsonl`, 3)
+	if !strings.Contains(batch.err, "skipped F-U-1 (") || !strings.Contains(batch.err, "plan(s) written to plans.jsonl") {
+		t.Errorf("repair plan --from-file: F-U-1 not reported as skipped, or no plans written:\n%s", batch.err)
+	}
 	sh.run(t, "opctl repair show plans.jsonl", 0)
 	sh.run(t, "opctl repair apply plans.jsonl --dry-run", 0)
 	sh.run(t, "opctl schema apply --indexes --dry-run", 0)

@@ -121,6 +121,9 @@ func Build(in Input) (*Plan, error) {
 	if err := checkOptions(in.Options); err != nil {
 		return nil, err
 	}
+	if r := in.Report.Repair; r != nil && in.Report.Verdict.Code == inspect.RepairIncomplete {
+		return nil, &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("REPAIR_INCOMPLETE: opctl's plan %s stopped part-way; finish it rather than plan again: opctl repair apply %s --dry-run, then without --dry-run", short(r.PlanID), r.PlanID)}
+	}
 	ob := Observe(in.Report, in.Evidence, in.RedrivePartitions)
 	p, err := buildFrom(in.Config, in.Report.BizID, in.Report.Pipeline, in.Report.Verdict.Summary, ob, in.Options)
 	if err != nil {

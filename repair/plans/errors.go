@@ -2,7 +2,9 @@ package plans
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
@@ -50,7 +52,12 @@ type RefusedError struct {
 }
 
 // Error says what was refused and why; a stale refusal lists the diff.
-func (e *RefusedError) Error() string {
+// Values from a plan file or the database are printed with their control
+// characters escaped (Printable): an error reaches a terminal.
+func (e *RefusedError) Error() string { return e.text() }
+
+func (e *RefusedError) text() string {
+	e = &RefusedError{Code: e.Code, Detail: Printable(e.Detail), Action: e.Action, Guard: e.Guard, Got: Printable(e.Got), Diff: e.Diff}
 	var b strings.Builder
 	switch e.Code {
 	case CodeStale:
@@ -59,12 +66,16 @@ func (e *RefusedError) Error() string {
 			b.WriteString(": " + e.Detail)
 		}
 		for _, c := range e.Diff {
-			b.WriteString("\n  " + c.String())
+			b.WriteString("\n  " + Printable(c.String()))
 		}
 		b.WriteString("\nmake a new plan (opctl repair plan)")
 		return b.String()
 	case CodeGuardFailed, CodeLiveLease:
-		fmt.Fprintf(&b, "refused at action %d: guard %s failed", e.Action, e.Guard)
+		if e.Guard != nil {
+			fmt.Fprintf(&b, "refused at action %d: guard %s failed", e.Action, Printable(e.Guard.String()))
+		} else {
+			fmt.Fprintf(&b, "refused at action %d", e.Action)
+		}
 		if e.Got != "" {
 			fmt.Fprintf(&b, " (read %s)", e.Got)
 		}
@@ -81,6 +92,25 @@ func (e *RefusedError) Error() string {
 	}
 	b.WriteString(": " + e.Detail)
 	return b.String()
+}
+
+// Printable is s with every rune that is not printable (a control
+// character, an invalid byte) written as a Go escape (\x1b, \u2028): text
+// from a plan file or a database that goes into a message can never move
+// the cursor, clear the screen or hide what precedes it.
+func Printable(s string) string {
+	ok := true
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // InputError is a bad invocation of the planner: a missing --reason, an

@@ -486,6 +486,21 @@ func short(id string) string {
 	return id
 }
 
+// IsPlanID reports whether s reads as a plan id or a prefix of one that
+// names it well enough: 12 to 64 lowercase hex digits (`opctl repair apply
+// PLAN_ID`).
+func IsPlanID(s string) bool {
+	if len(s) < 12 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Short returns the first 12 characters of the plan id.
 func (p *Plan) Short() string { return short(p.ID) }
 

@@ -522,6 +522,8 @@ type afterImage struct {
 	Partition  json.RawMessage `json:"partition"`
 	Offset     json.RawMessage `json:"offset"`
 	Detail     json.RawMessage `json:"detail"`
+	// PlanActions is how many actions the row's plan has.
+	PlanActions *int `json:"plan_actions"`
 }
 
 // readAudit maps audit rows. An after_image that cannot be parsed leaves the
@@ -556,6 +558,9 @@ func readAudit(res result) ([]sources.AuditAction, error) {
 					a.Offset = &n
 				}
 				a.Detail = jsonScalar(ai.Detail)
+				if ai.PlanActions != nil {
+					a.PlanActions = *ai.PlanActions
+				}
 				a.Attested = attestedOf([]byte(img))
 			}
 		}

@@ -101,6 +101,9 @@ func Open(dsn string, timeout time.Duration) (*Reader, error) {
 			cfg.WriteTimeout = timeout
 		}
 	}
+	// The driver's own log lines ("[mysql] packets.go:58 read tcp ...: i/o
+	// timeout") repeat on stderr what the error returned says.
+	cfg.Logger = quietLogger{}
 	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql %s: %s (check mysql.dsn / --mysql-dsn)", cfg.Addr, scrub(err.Error(), cfg.Passwd))
@@ -301,3 +304,8 @@ func isNoTable(err error) bool {
 }
 
 var _ sources.DB = (*Reader)(nil)
+
+// quietLogger drops the driver's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Print(...any) {}

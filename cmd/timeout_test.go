@@ -1,0 +1,155 @@
+package cmd
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// silentServer accepts TCP connections and never answers (a MySQL server
+// that hangs before its handshake, a firewall that black-holes the rest).
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never written to
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestSilentServerHonoursTimeout: every command that connects to MySQL,
+// the write paths (schema apply, repair apply) included, gives up on a
+// server that accepts and never answers within --timeout, with exit 1 and
+// a message naming the server, instead of waiting for ever. The run's own
+// context has no deadline: only --timeout can end it (the test gives up
+// after 20 s).
+func TestSilentServerHonoursTimeout(t *testing.T) {
+	t.Parallel()
+	addr := silentServer(t)
+	dsn := "opctl:s3cret-pw@tcp(" + addr + ")/opctl"
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "config", "settlement.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "opctl.yaml")
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(string(raw), "${OPCTL_MYSQL_DSN}", dsn)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"schema apply --audit", []string{"schema", "apply", "--audit"}, "did not answer within --timeout 300ms"},
+		{"schema apply --indexes", []string{"schema", "apply", "--indexes", "--yes"}, addr},
+		{"schema check", []string{"schema", "check"}, addr},
+		{"audit", []string{"audit", "--biz-id", "PAY-4"}, addr},
+		{"where", []string{"where", "PAY-4"}, addr},
+		{"reconcile", []string{"reconcile", "--check", "stuck"}, addr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runBounded(t, addr, append([]string{"--config", cfgPath, "--brokers", "", "--timeout", "300ms"}, tc.args...), tc.want)
+		})
+	}
+}
+
+// TestRepairApplySilentWriteDSN: repair apply of a real plan gives up on a
+// write_dsn that never answers within --timeout (exit 1), before any
+// action.
+func TestRepairApplySilentWriteDSN(t *testing.T) {
+	t.Parallel()
+	f := repairFixture(t)
+	addr := silentServer(t)
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	if code, _, errOut := f.run("repair", "plan", "PAY-6", "--reason", "timeout test", "--out", plan); code != ExitOK {
+		t.Fatalf("plan: exit %d %s", code, errOut)
+	}
+	runBounded(t, addr, []string{"--config", f.cfg, "--mysql-dsn", "opctl:s3cret-pw@tcp(" + addr + ")/opctl", "--brokers", "",
+		"--timeout", "300ms", "repair", "apply", plan, "--yes"}, addr)
+	if n := countRows(t, f, "SELECT COUNT(*) FROM balance_journal WHERE kind = 'REVERSAL'"); n != 0 {
+		t.Errorf("%d reversals", n)
+	}
+}
+
+// runBounded runs opctl in process and wants exit 1 with want on stderr,
+// no password of a DSN on silent (at addr) printed, and an end within 20 s.
+func runBounded(t *testing.T, addr string, args []string, want string) {
+	t.Helper()
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		ios, _, out, errOut := iostreams.Test()
+		code := Run(context.Background(), ios, args)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	select {
+	case r := <-done:
+		if r.code != ExitError || !strings.Contains(r.errOut, want) {
+			t.Errorf("exit %d, want 1 with %q on stderr:\n%s\n%s", r.code, want, r.out, r.errOut)
+		}
+		if strings.Contains(r.out+r.errOut, "s3cret-pw") {
+			t.Errorf("the DSN's password was printed:\n%s\n%s", r.out, r.errOut)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still waiting for the server at %s, which never answers, 20 s into a run with --timeout 300ms", addr)
+	}
+}
+
+// TestSchemaApplyTimeoutBoundsOnlyConnecting: --timeout bounds reaching
+// the write database, not the DDL: a statement that runs longer than it
+// (an index build on a large table) completes (docs/config.md "Timeouts").
+func TestSchemaApplyTimeoutBoundsOnlyConnecting(t *testing.T) {
+	t.Parallel()
+	db := testenv.MySQL(t)
+	cfg := &config.Config{MySQL: config.MySQL{DSN: db.DSN}}
+	start := time.Now()
+	addr, err := execDDL(context.Background(), cfg, 200*time.Millisecond, []string{"DO SLEEP(1)", "CREATE TABLE slow_ddl (id INT PRIMARY KEY)"})
+	if err != nil || addr == "" {
+		t.Fatalf("a statement longer than --timeout: %v (on %q)", err, addr)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("returned after %v: the statement did not run", el)
+	}
+	var n int
+	if err := db.SQL.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'slow_ddl'", db.Name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the table after the slow statement: %d (%v)", n, err)
+	}
+}
