@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
@@ -121,6 +122,9 @@ func Build(in Input) (*Plan, error) {
 	if err := checkOptions(in.Options); err != nil {
 		return nil, err
 	}
+	if !utf8.ValidString(in.Report.BizID) {
+		return nil, &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("the stored biz_id %q is not valid UTF-8: a plan file cannot carry it exactly", in.Report.BizID)}
+	}
 	if r := in.Report.Repair; r != nil && in.Report.Verdict.Code == inspect.RepairIncomplete {
 		return nil, &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("REPAIR_INCOMPLETE: opctl's plan %s stopped part-way; finish it rather than plan again: opctl repair apply %s --dry-run, then without --dry-run", short(r.PlanID), r.PlanID)}
 	}
@@ -155,6 +159,17 @@ func buildFrom(cfg *config.Config, bizID, pipeline, summary string, ob Observed,
 	if err != nil {
 		return nil, err
 	}
+	// The observation must be of this pipeline's steps, in order, and what
+	// the status claims is the configuration's to say, not the record's.
+	if len(ob.Steps) != len(pl.p.Steps) {
+		return nil, inputErrorf("the observation has %d step(s); pipeline %s has %d", len(ob.Steps), pl.p.Name, len(pl.p.Steps))
+	}
+	for i, st := range ob.Steps {
+		if st.Name != pl.p.Steps[i].Name {
+			return nil, inputErrorf("observed step %d is %q; pipeline %s's step %d is %q", i+1, st.Name, pl.p.Name, i+1, pl.p.Steps[i].Name)
+		}
+	}
+	pl.r.State.Reached = pl.reached()
 	pl.observed = ob
 	if err := pl.plan(); err != nil {
 		return nil, err
@@ -625,7 +640,7 @@ func ImageOf(row sources.Row) Image {
 	for i, c := range row.Columns {
 		im[i].Name = c
 		if row.Values[i] != nil {
-			s := ValueText(row.Values[i])
+			s := text(ValueText(row.Values[i]))
 			im[i].Value = &s
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -135,8 +136,8 @@ type ObservedMessage struct {
 func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Observed {
 	o := Observed{Verdict: r.Verdict.Code, Redelivery: r.Kafka.Redelivery, Idempotency: []ObservedRecord{}, Steps: []ObservedStep{}}
 	if r.State.Found {
-		o.State = ObservedState{Found: true, Status: r.State.Status, Version: r.State.Version, Owner: r.State.Owner,
-			LeaseActive: r.State.LeaseActive, MsgID: r.State.MsgID, Reached: r.State.Reached}
+		o.State = ObservedState{Found: true, Status: text(r.State.Status), Version: r.State.Version, Owner: text(r.State.Owner),
+			LeaseActive: r.State.LeaseActive, MsgID: text(r.State.MsgID), Reached: r.State.Reached}
 		if r.State.LeaseUntil != nil {
 			o.State.LeaseUntil = wall(*r.State.LeaseUntil)
 		}
@@ -144,18 +145,18 @@ func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Ob
 		o.State.Reached = -1
 	}
 	for _, x := range r.Idempotency {
-		o.Idempotency = append(o.Idempotency, ObservedRecord{Key: x.Key, Action: x.Action})
+		o.Idempotency = append(o.Idempotency, ObservedRecord{Key: text(x.Key), Action: text(x.Action)})
 	}
 	if r.Entity != nil {
-		o.Entity = &ObservedEntity{Found: r.Entity.Found, Status: r.Entity.Status}
+		o.Entity = &ObservedEntity{Found: r.Entity.Found, Status: text(r.Entity.Status)}
 	}
 	for _, s := range r.Steps {
-		os := ObservedStep{Name: s.Name, Status: string(s.Status), Count: s.EvidenceCount, Error: s.Error}
+		os := ObservedStep{Name: s.Name, Status: string(s.Status), Count: s.EvidenceCount, Error: text(s.Error)}
 		for _, e := range s.Evidence {
-			os.Evidence = append(os.Evidence, ObservedRow{ID: inspect.IdentityString(e.Identity()), Reversed: e.Reversed, Row: ImageOf(e.Row)})
+			os.Evidence = append(os.Evidence, ObservedRow{ID: text(inspect.IdentityString(e.Identity())), Reversed: e.Reversed, Row: ImageOf(e.Row)})
 		}
 		for _, in := range s.Intents {
-			oi := ObservedIntent{RequestID: in.RequestID, Acked: in.AckedAt != nil, Outcome: string(in.Outcome)}
+			oi := ObservedIntent{RequestID: text(in.RequestID), Acked: in.AckedAt != nil, Outcome: string(in.Outcome)}
 			if in.SentAt != nil {
 				oi.SentAt = in.SentAt.UTC().Format(time.RFC3339Nano)
 			}
@@ -184,7 +185,10 @@ func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Ob
 		if m := ev.Kafka.Message; m != nil {
 			om := &ObservedMessage{Partition: m.Partition, Offset: m.Offset, Key: slices.Clone(m.Key), Value: slices.Clone(m.Value)}
 			if len(m.Headers) > 0 {
-				om.Headers = maps.Clone(m.Headers)
+				om.Headers = make(map[string]string, len(m.Headers))
+				for k, v := range m.Headers {
+					om.Headers[text(k)] = text(v)
+				}
 			}
 			o.Kafka.Message = om
 		}
@@ -194,10 +198,16 @@ func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Ob
 		}
 	}
 	if o.Kafka.Message == nil {
-		o.Kafka.Detail = r.Kafka.Detail
+		o.Kafka.Detail = text(r.Kafka.Detail)
 	}
 	return o
 }
+
+// text is s as a plan records it: valid UTF-8, an invalid byte written as
+// U+FFFD. JSON cannot carry invalid UTF-8, so a plan read back from its
+// file must hold exactly what was recorded (docs/repair.md "The plan
+// file": a copied record's header that is not UTF-8 is copied as text).
+func text(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // report is the triage a plan is built from: the report the planner reads,
 // rebuilt from what the plan records (and nothing else).

@@ -454,8 +454,8 @@ func Decode(r io.Reader) (*Plan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("not a plan file: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("not a plan file: more than one JSON value")
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not a plan file: data after the plan")
 	}
 	return &p, nil
 }

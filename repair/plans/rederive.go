@@ -25,10 +25,20 @@ import (
 // The plan's pipeline must be in cfg with the fingerprint the plan
 // recorded (apply checks that first: a changed configuration is
 // config_changed, not tampered).
-func Rederive(cfg *config.Config, p *Plan) error {
+func Rederive(cfg *config.Config, p *Plan) (err error) {
 	if cfg == nil || p == nil {
 		return &RefusedError{Code: CodeTampered, Detail: "no plan or no configuration to rebuild it from"}
 	}
+	if h, herr := p.Hash(); herr != nil || h != p.ID {
+		return &RefusedError{Code: CodeTampered, Detail: "the plan's id does not match its body"}
+	}
+	// The planner is written for observations the configuration could
+	// have produced; one it was not would be a bug to fix, never a plan.
+	defer func() {
+		if r := recover(); r != nil {
+			err = &RefusedError{Code: CodeTampered, Detail: fmt.Sprintf("the configuration makes no plan from what this plan observed (%v)", r)}
+		}
+	}()
 	o := Options{Reason: p.Reason, Operator: p.Operator, Action: p.Request.Action, FromStep: p.Request.FromStep,
 		Force: p.Request.Force, Attest: p.Attest, Outcome: p.Request.Outcome, Now: p.CreatedAt}
 	if err := checkOptions(o); err != nil {
