@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -100,12 +101,14 @@ type auditLine struct {
 	cols []string
 }
 
+// renderAudit writes the audit table; every value read from the audit
+// tables is shown through ui.Safe.
 func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) error {
 	var lines []auditLine
 	for _, a := range log.Actions {
 		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
-			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), fmt.Sprint(a.ActionIndex), a.Action,
-			styleOutcome(st, a.Outcome), a.Pipeline + "/" + a.BizID, a.Operator, imageSummary(a.AfterImage) + reasonSuffix(a.Reason)}})
+			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), fmt.Sprint(a.ActionIndex), ui.Safe(a.Action),
+			styleOutcome(st, a.Outcome), ui.Safe(a.Pipeline) + "/" + ui.Safe(a.BizID), ui.Safe(a.Operator), imageSummary(a.AfterImage) + reasonSuffix(a.Reason)}})
 	}
 	for _, a := range log.Attempts {
 		idx := fmt.Sprint(a.ActionIndex)
@@ -114,7 +117,7 @@ func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) err
 		}
 		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
 			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), idx, "(attempt)",
-			styleOutcome(st, a.Outcome), a.BizID, a.Operator, detailSummary(a.Detail)}})
+			styleOutcome(st, a.Outcome), ui.Safe(a.BizID), ui.Safe(a.Operator), detailSummary(a.Detail)}})
 	}
 	if len(lines) == 0 {
 		_, err := fmt.Fprintln(w, "no audit rows")
@@ -129,10 +132,7 @@ func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) err
 }
 
 func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
+	return ui.Safe(clip(id, 12, ""))
 }
 
 func styleOutcome(st ui.Styles, o string) string {
@@ -142,14 +142,26 @@ func styleOutcome(st ui.Styles, o string) string {
 	case sources.AuditPublishing, sources.AuditCompensating, repair.AttemptDryRun:
 		return st.Watch.Render(o)
 	}
-	return st.Action.Render(o)
+	return st.Action.Render(ui.Safe(o))
 }
 
 func reasonSuffix(r string) string {
 	if r == "" {
 		return ""
 	}
-	return " · reason: " + r
+	return " · reason: " + ui.Safe(r)
+}
+
+// clip is s cut to at most n bytes at a rune boundary, with more appended
+// when it was cut.
+func clip(s string, n int, more string) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + more
 }
 
 // imageSummary shows the interesting fields of an after_image on one line.
@@ -161,8 +173,12 @@ func imageSummary(raw json.RawMessage) string {
 	var parts []string
 	for _, k := range []string{"step", "reversed_id", "request_id", "topic", "partition", "offset", "attested", "attest", "state", "idempotency"} {
 		if v, ok := m[k]; ok {
-			b, _ := json.Marshal(v)
-			parts = append(parts, k+"="+strings.Trim(string(b), `"`))
+			text, ok := v.(string)
+			if !ok {
+				b, _ := json.Marshal(v)
+				text = string(b)
+			}
+			parts = append(parts, k+"="+ui.Safe(text))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -175,11 +191,7 @@ func detailSummary(raw json.RawMessage) string {
 	}
 	for _, k := range []string{"error", "result"} {
 		if v, ok := m[k].(string); ok && v != "" {
-			s := strings.Join(strings.Fields(v), " ")
-			if len(s) > 160 {
-				s = s[:160] + "…"
-			}
-			return s
+			return ui.Safe(clip(strings.Join(strings.Fields(v), " "), 160, "…"))
 		}
 	}
 	return ""

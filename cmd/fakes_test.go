@@ -462,7 +462,10 @@ func TestReconcileRunFake(t *testing.T) {
 		{name: "a target", sum: reconcile.Summary{Targets: 1, Candidates: 2}, code: ExitAttention, stdout: []string{`"biz_id":"PAY-3"`}, lines: 1},
 		{name: "nothing found", sum: reconcile.Summary{Candidates: 2}, code: ExitOK, lines: 1},
 		{name: "kafka down", sum: reconcile.Summary{Targets: 1, Partial: true, PartialWhy: []string{"kafka: refused"}}, code: ExitPartial, lines: 1},
-		{name: "a check refused", sum: reconcile.Summary{Targets: 1, Refused: true}, code: ExitRefused, lines: 1},
+		// Targets win over a refusal (still reported), partial over both.
+		{name: "targets and a check refused", sum: reconcile.Summary{Targets: 1, Refused: true}, code: ExitAttention, lines: 1},
+		{name: "a check refused, no target", sum: reconcile.Summary{Refused: true}, code: ExitRefused, lines: 1},
+		{name: "partial and a check refused", sum: reconcile.Summary{Targets: 1, Refused: true, Partial: true, PartialWhy: []string{"kafka: refused"}}, code: ExitPartial, lines: 1},
 		{name: "one pipeline", pipeline: "orders", sum: reconcile.Summary{}, code: ExitOK, lines: 1},
 		{name: "unknown pipeline", pipeline: "nope", code: ExitUsage},
 	} {

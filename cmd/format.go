@@ -26,9 +26,10 @@ func parseFormat(s string, allowed ...Format) (Format, error) {
 }
 
 // jsonEncoder writes the JSON of -o json (indented) and -o jsonl (one
-// object per line, not indented).
+// object per line, not indented), through safeJSON: no value from a
+// database or a file reaches a terminal as a command.
 func jsonEncoder(w io.Writer, f Format) *json.Encoder {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(safeJSON{w})
 	if f != FormatJSONL {
 		enc.SetIndent("", "  ")
 	}

@@ -89,8 +89,8 @@ func TestRepairApplyJSONLines(t *testing.T) {
 }
 
 // TestReconcileStreamedRows: piped, the targets stream as tab-separated
-// lines under one header, a tab or newline in a cell made a space: the
-// lines ui.Table prints for the same rows.
+// lines under one header, a value with a tab or newline shown quoted
+// (ui.Safe): the lines ui.Table prints for the same rows.
 func TestReconcileStreamedRows(t *testing.T) {
 	ios, _, stdout, _ := iostreams.Test()
 	v := newReconcileView(ios, FormatTable)
@@ -105,9 +105,22 @@ func TestReconcileStreamedRows(t *testing.T) {
 		}
 	}
 	want := "PIPELINE\tCHECK\tBIZ_ID\tVERDICT\tSTEP\tDETAIL\n" +
-		"settlement\tstuck\tPAY-1\tSTRANDED\t-\ta b c\n" +
+		"settlement\tstuck\tPAY-1\tSTRANDED\t-\t\"a\\tb\\nc\"\n" +
 		"settlement\tstuck\tPAY-3\tSTRANDED (partial)\tledger\t\n"
 	if stdout.String() != want {
 		t.Errorf("streamed:\n%q\nwant:\n%q", stdout, want)
+	}
+}
+
+// Every JSON output escapes DEL and the C1 controls (a CSI is U+009B).
+func TestJSONEncoderEscapesC1(t *testing.T) {
+	for _, f := range []Format{FormatJSON, FormatJSONL} {
+		var b strings.Builder
+		if err := jsonEncoder(&b, f).Encode(map[string]string{"biz_id": "PAY\u009b2J\x7f"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), `PAY\u009b2J\u007f`) {
+			t.Fatalf("%s: %q", f, b.String())
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
@@ -78,20 +79,23 @@ every candidate with the same rules as 'opctl where'. Checks:
 
 Candidates are triaged in batches of up to 256: each query 'opctl where' runs
 for one operation runs once per batch. A candidate is a target when its
-verdict's severity is "action". Targets go to
+verdict's severity is "action"; a stuck one also when it is stuck as defined
+above, whatever its verdict (IN_FLIGHT never is). Targets go to
 stdout (-o table|json|jsonl) and to --out as JSONL for
 'opctl repair plan --from-file'. -o prometheus prints counts per pipeline and
 check in the text exposition format (for a textfile collector).
 
-A check that would need a full table scan (no usable index, or a scan block
+A check that would need a full table scan (no usable index — any index whose
+leading columns are the ones the walk needs serves — or a scan block
 without a time column) is refused unless --allow-full-scan is given; run
 'opctl schema check' for the DDL that adds the indexes. Ctrl-C (or SIGTERM,
 SIGHUP) stops the scan cleanly and says how far it got. --out is replaced
 only when a run ends: an interrupted or failed run leaves it as it was.
 
-Exit: 5 when a check was refused (before 6), 6 when Kafka could not be read
-(verdicts partial; before 3), 3 when a target was found, 0 when none, 130 when
-interrupted.`,
+Exit: 6 when a source could not be read (verdicts partial; before 3), 3 when
+a target was found (even when another check was refused: the refusal is
+still reported, on stderr too when stdout is not a terminal), 5 when a check
+was refused and no target found, 0 when none, 130 when interrupted.`,
 		Example: `  opctl reconcile
   opctl reconcile --check skipped --since 1d --out targets.jsonl
   opctl reconcile --pipeline settlement --check stuck,duplicates --rate 20000
@@ -293,12 +297,21 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 		runErr = err
 	}
 	if sum.Interrupted != nil {
-		in := sum.Interrupted
-		last := "none read yet"
-		if in.LastKey != "" {
-			last = fmt.Sprintf("last key %q", in.LastKey)
+		// One clause per pipeline the interrupt cut: they run in parallel,
+		// each at its own check.
+		cuts := sum.Interruptions
+		if len(cuts) == 0 {
+			cuts = []reconcile.Interruption{*sum.Interrupted}
 		}
-		msg := fmt.Sprintf("opctl: interrupted after %d rows of check %s on pipeline %s (%s); %d target(s) found so far", in.Rows, in.Check, in.Pipeline, last, sum.Targets)
+		var at []string
+		for _, in := range cuts {
+			last := "none read yet"
+			if in.LastKey != "" {
+				last = fmt.Sprintf("last key %q", in.LastKey) // %q: no raw control character
+			}
+			at = append(at, fmt.Sprintf("after %d rows of check %s on pipeline %s (%s)", in.Rows, in.Check, ui.Safe(in.Pipeline), last))
+		}
+		msg := fmt.Sprintf("opctl: interrupted %s; %d target(s) found so far", strings.Join(at, ", "), sum.Targets)
 		if kept != "" {
 			msg += "; " + kept
 		}
@@ -314,6 +327,15 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	if opts.Output != FormatTable {
 		// The table shows it; other formats keep stdout machine-readable.
 		fmt.Fprintln(io.ErrOut, summaryLine(sum))
+	} else if !io.IsStdoutTTY() {
+		// Piped, stdout may be a file nobody reads at once: a refusal (the
+		// run may still exit 3 for the targets of the other checks) is said
+		// on stderr too.
+		for _, c := range sum.Checks {
+			if c.Status == reconcile.StatusRefused {
+				fmt.Fprintf(io.ErrOut, "opctl: reconcile %s/%s refused: %s\n", ui.Safe(c.Pipeline), c.Check, ui.Safe(c.Reason))
+			}
+		}
 	}
 	return exitWith(sum.ExitCode())
 }
@@ -323,7 +345,7 @@ func summaryLine(sum *reconcile.Summary) string {
 	var refused []string
 	for _, c := range sum.Checks {
 		if c.Status == reconcile.StatusRefused || c.Status == reconcile.StatusFailed {
-			refused = append(refused, fmt.Sprintf("%s/%s %s: %s", c.Pipeline, c.Check, c.Status, c.Reason))
+			refused = append(refused, fmt.Sprintf("%s/%s %s: %s", c.Pipeline, c.Check, c.Status, ui.Safe(c.Reason)))
 		}
 	}
 	if len(refused) > 0 {

@@ -98,20 +98,25 @@ func runCLI(ctx context.Context, tty bool, args ...string) (int, string, string)
 }
 
 // TestReconcileRun: the command end to end on generated data. The schema
-// as shipped lacks the scan-walk indexes: duplicates and orphans are
-// refused (exit 5) with the DDL; after `schema apply --indexes --yes`
-// every check runs; -o jsonl streams exactly the --out lines, one per
-// seeded anomaly; Kafka unreachable makes the run partial (exit 6).
+// as shipped has no index on ledger_entry's created_at: settlement's
+// duplicates is refused with the DDL (on stdout, and on stderr when
+// piped), while the journal's and points_grant's (created_at) indexes
+// serve; the run exits 6 (Kafka unreachable: partial wins over the
+// refusal). After `schema apply --indexes --yes` every check runs; -o
+// jsonl streams exactly the --out lines, one per seeded anomaly; Kafka
+// unreachable makes the run partial (exit 6).
 func TestReconcileRun(t *testing.T) {
 	cfg, m, _ := reconcileFixture(t)
 	ctx := context.Background()
 	base := []string{"--config", cfg, "--brokers", "127.0.0.1:1", "--timeout", "3s"}
 
-	code, out, _ := runCLI(ctx, false, append([]string{"reconcile", "--check", "duplicates"}, base...)...)
-	if code != ExitRefused || !strings.Contains(out, "ALTER TABLE `balance_journal` ADD INDEX `ix_opctl_created_at_biz_id` (`created_at`, `biz_id`);") {
-		t.Fatalf("before the indexes: exit %d, want 5 with the DDL:\n%s", code, out)
+	code, out, errOut := runCLI(ctx, false, append([]string{"reconcile", "--check", "duplicates"}, base...)...)
+	if code != ExitPartial || !strings.Contains(out, "ALTER TABLE `ledger_entry` ADD INDEX `ix_opctl_created_at_biz_order_id` (`created_at`, `biz_order_id`);") ||
+		strings.Contains(out, "ALTER TABLE `balance_journal`") || !strings.Contains(out, "orders\tduplicates\tok\t") ||
+		!strings.Contains(errOut, "settlement/duplicates refused: would need a full scan: no index on ledger_entry starting with (created_at)") {
+		t.Fatalf("before the indexes: exit %d, want 6 with the ledger DDL only, orders run, the refusal on stderr:\n%s\nstderr: %s", code, out, errOut)
 	}
-	code, out, errOut := runCLI(ctx, false, append([]string{"schema", "check"}, base...)...)
+	code, out, errOut = runCLI(ctx, false, append([]string{"schema", "check"}, base...)...)
 	if code != ExitAttention || !strings.Contains(out, "missing") {
 		t.Fatalf("schema check: exit %d\n%s%s", code, out, errOut)
 	}
@@ -197,13 +202,14 @@ func TestReconcileRun(t *testing.T) {
 }
 
 // TestReconcileInterrupted: Ctrl-C (a cancelled context) exits 130 and says
-// how far the scan got.
+// how far the scan got, on each pipeline (they are scanned in parallel).
 func TestReconcileInterrupted(t *testing.T) {
 	cfg, _, _ := reconcileFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	code, _, errOut := runCLI(ctx, false, "reconcile", "--config", cfg, "--brokers", "127.0.0.1:1", "--timeout", "3s", "--check", "stuck")
-	if code != ExitInterrupted || !strings.Contains(errOut, "interrupted after 0 rows of check stuck on pipeline settlement (none read yet)") {
+	if code != ExitInterrupted || !strings.Contains(errOut, "interrupted after 0 rows of check stuck on pipeline settlement (none read yet), "+
+		"after 0 rows of check stuck on pipeline orders (none read yet); 0 target(s) found so far") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }

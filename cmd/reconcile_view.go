@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
@@ -32,7 +34,11 @@ func newReconcileView(io *iostreams.IOStreams, output Format) reconcileView {
 	case FormatPrometheus:
 		return &reconcilePromView{w: io.Out, now: time.Now}
 	}
-	return &reconcileHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
+	v := &reconcileHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
+	if v.tty {
+		v.width = io.TerminalWidth()
+	}
+	return v
 }
 
 // maxTTYRows bounds the targets a terminal table holds; the rest are counted
@@ -41,24 +47,29 @@ const maxTTYRows = 1000
 
 var targetHeader = []string{"PIPELINE", "CHECK", "BIZ_ID", "VERDICT", "STEP", "DETAIL"}
 
+// targetRow is a target's cells, every value read from the tables shown
+// through ui.Safe: a TAB or newline in an id cannot break the columns, an
+// ESC cannot reach the terminal.
 func targetRow(t reconcile.Target) []string {
-	step := t.Step
+	step := ui.Safe(t.Step)
 	if step == "" {
 		step = "-"
 	}
-	v := string(t.Verdict)
+	v := ui.Safe(string(t.Verdict))
 	if t.Partial {
 		v += " (partial)"
 	}
-	return []string{t.Pipeline, t.Check, t.BizID, v, step, t.Detail}
+	return []string{ui.Safe(t.Pipeline), ui.Safe(t.Check), ui.Safe(t.BizID), v, step, ui.Safe(t.Detail)}
 }
 
 // reconcileHumanView prints the targets and a summary per pipeline and
 // check. Piped, target lines stream as they are found (tab-separated); on a
 // terminal they are collected into one table (at most maxTTYRows rows).
 type reconcileHumanView struct {
-	w        io.Writer
-	tty      bool
+	w   io.Writer
+	tty bool
+	// width is the terminal's (tty only): the tables fit it.
+	width    int
 	st       ui.Styles
 	rows     [][]string
 	dropped  int
@@ -91,7 +102,7 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 	if v.tty {
 		if len(v.rows) > 0 {
 			b.WriteString(v.st.Title.Render("TARGETS") + "\n")
-			_ = ui.Table(&b, true, targetHeader, v.rows)
+			_ = ui.Table(&b, true, targetHeader, fitTable(v.width, targetHeader, v.rows, targetGives...))
 			if v.dropped > 0 {
 				fmt.Fprintf(&b, "... and %d more (use --out FILE or -o jsonl for all of them)\n", v.dropped)
 			}
@@ -104,33 +115,175 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 		b.WriteString("\n")
 	}
 	rows := [][]string{}
+	var notes []string
 	for _, c := range sum.Checks {
-		note := c.Reason
-		if len(c.Notes) > 0 {
-			note = strings.TrimPrefix(note+"; "+strings.Join(c.Notes, "; "), "; ")
+		note := ui.Safe(c.Reason)
+		for _, n := range c.Notes {
+			note = strings.TrimPrefix(note+"; "+ui.Safe(n), "; ")
 		}
-		rows = append(rows, []string{c.Pipeline, c.Check, c.Status, strconv.FormatInt(c.Rows, 10),
+		row := []string{ui.Safe(c.Pipeline), ui.Safe(c.Check), ui.Safe(c.Status), strconv.FormatInt(c.Rows, 10),
 			strconv.FormatInt(c.Candidates, 10), strconv.FormatInt(c.Targets, 10), verdictCounts(c.Verdicts),
-			fmt.Sprintf("%.1fs", c.Seconds), note})
+			fmt.Sprintf("%.1fs", c.Seconds)}
+		if !v.tty {
+			row = append(row, note) // piped: every line whole, the note its last cell
+		} else if note != "" {
+			notes = append(notes, ui.Safe(c.Pipeline)+"/"+ui.Safe(c.Check)+": "+note)
+		}
+		rows = append(rows, row)
 	}
-	_ = ui.Table(&b, v.tty, []string{"PIPELINE", "CHECK", "STATUS", "ROWS", "CANDIDATES", "TARGETS", "VERDICTS", "TIME", "NOTE"}, rows)
+	header := []string{"PIPELINE", "CHECK", "STATUS", "ROWS", "CANDIDATES", "TARGETS", "VERDICTS", "TIME", "NOTE"}
+	if v.tty {
+		// On a terminal the notes (long: reasons, DDL hints) go below the
+		// table, which fits the width.
+		header = header[:len(header)-1]
+		rows = fitTable(v.width, header, rows, checkGives...)
+	}
+	_ = ui.Table(&b, v.tty, header, rows)
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			b.WriteString(wrapIndent(n, v.width, "    ") + "\n")
+		}
+	}
 	for _, c := range sum.Checks {
-		if len(c.DDL) > 0 {
-			fmt.Fprintf(&b, "\n%s/%s needs (or pass --allow-full-scan):\n", c.Pipeline, c.Check)
-			for _, d := range c.DDL {
-				b.WriteString("  " + d + "\n")
-			}
+		if len(c.DDL) == 0 {
+			continue
+		}
+		heading := fmt.Sprintf("%s/%s needs (or pass --allow-full-scan):", ui.Safe(c.Pipeline), ui.Safe(c.Check))
+		if c.Status != reconcile.StatusRefused {
+			// It ran (or began) on a full scan, as --allow-full-scan let it.
+			heading = fmt.Sprintf("%s/%s ran on a full scan (--allow-full-scan); the index that avoids it:", ui.Safe(c.Pipeline), ui.Safe(c.Check))
+		}
+		b.WriteString("\n" + wrapIndent(heading, v.width, "    ") + "\n")
+		for _, d := range c.DDL {
+			b.WriteString("  " + ui.Safe(d) + "\n")
 		}
 	}
 	fmt.Fprintf(&b, "\n%d target(s) among %d candidate(s); %d rows read in %.1fs\n", sum.Targets, sum.Candidates, sum.Rows, sum.Seconds)
 	if sum.Partial {
-		b.WriteString(v.st.Watch.Render("PARTIAL: "+strings.Join(sum.PartialWhy, "; ")) + "\n")
+		why := make([]string, len(sum.PartialWhy))
+		for i, w := range sum.PartialWhy {
+			why[i] = ui.Safe(w)
+		}
+		b.WriteString(v.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")) + "\n")
 	}
 	if sum.Targets > 0 {
 		b.WriteString("next: opctl repair plan --from-file targets.jsonl --reason \"$REASON\" --out plans.jsonl   (write the file with --out)\n")
 	}
 	_, err := io.WriteString(v.w, b.String())
 	return err
+}
+
+// give is one step of fitting a table to a terminal: column col gives way
+// down to floor columns (never below its header's width).
+type give struct{ col, floor int }
+
+// fitTable returns rows with the cells that would make a terminal table
+// wider than width truncated with an ellipsis. The columns give way in the
+// order of gives (long free text first, the ids the operator acts on
+// last), each only as much as the table still needs; then, if the table
+// is still too wide, every column down to its header's width. width <= 0:
+// rows as they are.
+func fitTable(width int, header []string, rows [][]string, gives ...give) [][]string {
+	n := len(header)
+	if width <= 0 || n == 0 {
+		return rows
+	}
+	// ui.Table's box art: "│ " before each cell, " " after it, "│" at the end.
+	avail := width - 3*n - 1
+	floor := make([]int, n)
+	w := make([]int, n)
+	for i, h := range header {
+		floor[i] = lipgloss.Width(h)
+		w[i] = floor[i]
+	}
+	for _, r := range rows {
+		for i := 0; i < n && i < len(r); i++ {
+			w[i] = max(w[i], lipgloss.Width(r[i]))
+		}
+	}
+	excess := -avail
+	for _, x := range w {
+		excess += x
+	}
+	if excess <= 0 {
+		return rows
+	}
+	for i := range n {
+		gives = append(gives, give{col: i})
+	}
+	for _, g := range gives {
+		if excess <= 0 {
+			break
+		}
+		if g.col < 0 || g.col >= n {
+			continue
+		}
+		cut := min(excess, max(0, w[g.col]-max(g.floor, floor[g.col])))
+		w[g.col] -= cut
+		excess -= cut
+	}
+	out := make([][]string, len(rows))
+	for j, r := range rows {
+		out[j] = slices.Clone(r)
+		for i := 0; i < n && i < len(r); i++ {
+			out[j][i] = truncateWidth(r[i], w[i])
+		}
+	}
+	return out
+}
+
+// How the reconcile tables give way on a narrow terminal (fitTable).
+var (
+	// targets: PIPELINE, CHECK, BIZ_ID, VERDICT, STEP, DETAIL.
+	targetGives = []give{{5, 20}, {0, 10}, {4, 8}, {5, 8}, {2, 16}, {3, 12}}
+	// checks: PIPELINE, CHECK, STATUS, ROWS, CANDIDATES, TARGETS, VERDICTS, TIME.
+	checkGives = []give{{6, 16}, {0, 12}, {6, 8}, {1, 8}, {2, 7}}
+)
+
+// truncateWidth cuts s to at most w terminal columns, the last one an
+// ellipsis when anything was cut.
+func truncateWidth(s string, w int) string {
+	if lipgloss.Width(s) <= w {
+		return s
+	}
+	var b strings.Builder
+	used := 0
+	for _, r := range s {
+		rw := lipgloss.Width(string(r))
+		if used+rw > w-1 {
+			break
+		}
+		b.WriteRune(r)
+		used += rw
+	}
+	return b.String() + "…"
+}
+
+// wrapIndent wraps s at spaces to lines of at most width columns, the
+// lines after the first indented (width <= 0: s as it is). A word longer
+// than a line stays whole.
+func wrapIndent(s string, width int, indent string) string {
+	if width <= 0 || lipgloss.Width(s) <= width {
+		return s
+	}
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Split(s, " ") {
+		ww := lipgloss.Width(word)
+		switch {
+		case i == 0:
+		case line+1+ww > width:
+			b.WriteString("\n" + indent)
+			line = lipgloss.Width(indent)
+		default:
+			b.WriteString(" ")
+			line++
+		}
+		b.WriteString(word)
+		line += ww
+	}
+	return b.String()
 }
 
 // verdictCounts renders {"COMPLETE": 3, "IN_FLIGHT": 1} as "COMPLETE 3, IN_FLIGHT 1".

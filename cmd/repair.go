@@ -442,7 +442,7 @@ func runRepairApply(ctx context.Context, opts *RepairApplyOptions) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "opctl: plan %s (%s): %v\n", p.Short(), p.BizID, err)
+		fmt.Fprintf(opts.IO.ErrOut, "opctl: plan %s (%s): %s\n", p.Short(), ui.Safe(p.BizID), ui.SafeLines(err.Error()))
 		code := exitCode(err, false)
 		if worst == ExitOK || (worst == ExitRefused && code != ExitRefused) {
 			worst = code
@@ -492,7 +492,7 @@ func confirmApply(ios *iostreams.IOStreams, ps []*plans.Plan) error {
 	}
 	if len(ps) == 1 {
 		p := ps[0]
-		fmt.Fprintf(ios.ErrOut, "\nApply these %d action(s) to %s in pipeline %s?\n  Only 'yes' will be accepted: ", len(p.Actions), p.BizID, p.Pipeline)
+		fmt.Fprintf(ios.ErrOut, "\nApply these %d action(s) to %s in pipeline %s?\n  Only 'yes' will be accepted: ", len(p.Actions), ui.Safe(p.BizID), ui.Safe(p.Pipeline))
 	} else {
 		fmt.Fprintf(ios.ErrOut, "\nApply these %d plans?\n  Only 'yes' will be accepted: ", len(ps))
 	}

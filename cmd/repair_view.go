@@ -78,8 +78,8 @@ func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
 	}
 	b.WriteString("\n")
 	if saved != "" {
-		fmt.Fprintf(&b, "Saved the plan to %s (id %s). Review it, then:\n", saved, p.Short())
-		fmt.Fprintf(&b, "  opctl repair apply %s --dry-run\n  opctl repair apply %s\n", inspect.ShellQuote(saved), inspect.ShellQuote(saved))
+		fmt.Fprintf(&b, "Saved the plan to %s (id %s). Review it, then:\n", ui.Safe(saved), p.Short())
+		fmt.Fprintf(&b, "  %s\n  %s\n", ui.Safe("opctl repair apply "+inspect.ShellQuote(saved)+" --dry-run"), ui.Safe("opctl repair apply "+inspect.ShellQuote(saved)))
 	} else {
 		b.WriteString("Not saved: add --out plan.json to apply it (apply only takes a saved, reviewed plan).\n")
 	}
@@ -88,14 +88,21 @@ func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
 }
 
 func (v *repairPlanHuman) Nothing(rep inspect.Report) error {
-	_, err := fmt.Fprintf(v.w, "nothing to repair: %s\n  %s\n", rep.Verdict.Code, rep.Verdict.Summary)
+	_, err := fmt.Fprintf(v.w, "nothing to repair: %s\n  %s\n", rep.Verdict.Code, ui.Safe(rep.Verdict.Summary))
 	return err
 }
 
 func (v *repairPlanHuman) Show(p *plans.Plan, verr error) error {
 	var b strings.Builder
 	if verr != nil {
-		b.WriteString(v.st.Action.Render("TAMPERED: "+verr.Error()) + "\n\n")
+		// Line by line: a style pads a multi-line text to one width.
+		for i, l := range strings.Split(ui.SafeLines(verr.Error()), "\n") {
+			if i == 0 {
+				l = "TAMPERED: " + l
+			}
+			b.WriteString(v.st.Action.Render(l) + "\n")
+		}
+		b.WriteString("\n")
 	}
 	if err := plans.Render(&b, p, renderOptions(v.st)); err != nil {
 		return err
@@ -180,16 +187,16 @@ func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
 	case repair.OutcomeRefused, repair.OutcomeFailed:
 		out = v.st.Action.Render(out)
 	}
-	line := fmt.Sprintf("  %d. [%s] %s", ar.Index, ar.Type, out)
+	line := fmt.Sprintf("  %d. [%s] %s", ar.Index, ui.Safe(string(ar.Type)), out)
 	var parts []string
 	for _, s := range ar.Statements {
-		parts = append(parts, fmt.Sprintf("%d row(s): %s", s.Rows, clipSQL(s.SQL)))
+		parts = append(parts, fmt.Sprintf("%d row(s): %s", s.Rows, ui.Safe(clipSQL(s.SQL))))
 	}
 	if p := ar.Published; p != nil {
 		if p.Offset >= 0 {
-			parts = append(parts, fmt.Sprintf("written to %s partition %d offset %d", p.Topic, p.Partition, p.Offset))
+			parts = append(parts, fmt.Sprintf("written to %s partition %d offset %d", ui.Safe(p.Topic), p.Partition, p.Offset))
 		} else {
-			parts = append(parts, fmt.Sprintf("would be written to %s partition %d", p.Topic, p.Partition))
+			parts = append(parts, fmt.Sprintf("would be written to %s partition %d", ui.Safe(p.Topic), p.Partition))
 		}
 	}
 	line += fmt.Sprintf("  (%s)", ar.Elapsed.Round(100*time.Microsecond))
@@ -198,16 +205,14 @@ func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
 		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(p))
 	}
 	if ar.Detail != "" && ar.Outcome != repair.OutcomeRefused && ar.Outcome != repair.OutcomeFailed {
-		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(ar.Detail))
+		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(ui.Safe(ar.Detail)))
 	}
 }
 
+// clipSQL is a statement on one line, at most 110 bytes (cut at a rune
+// boundary).
 func clipSQL(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 110 {
-		return s[:110] + "…"
-	}
-	return s
+	return clip(strings.Join(strings.Fields(s), " "), 110, "…")
 }
 
 func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
@@ -221,7 +226,7 @@ func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
 		if res.Previously > 0 {
 			msg += fmt.Sprintf(" (%d by an earlier apply, %d now)", res.Previously, res.Applied)
 		}
-		msg += fmt.Sprintf(". Check it: opctl where %s --pipeline %s", inspect.ShellQuote(res.BizID), inspect.ShellQuote(res.Pipeline))
+		msg += ". Check it: " + ui.Safe("opctl where "+inspect.ShellQuote(res.BizID)+" --pipeline "+inspect.ShellQuote(res.Pipeline))
 	case repair.OutcomeAlreadyApplied:
 		msg = v.st.OK.Render(fmt.Sprintf("already applied: all %d action(s) took effect earlier; nothing changed", res.Total))
 	case repair.OutcomeWouldApply:
@@ -253,7 +258,7 @@ type repairPlanJSON struct {
 
 // enc encodes for stdout; the values may come from a targets file, so no
 // control character is left raw (safeJSON).
-func (v *repairPlanJSON) enc() *json.Encoder { return jsonEncoder(safeJSON{v.w}, v.format) }
+func (v *repairPlanJSON) enc() *json.Encoder { return jsonEncoder(v.w, v.format) }
 
 func (v *repairPlanJSON) Plan(p *plans.Plan, _ string) error { return v.enc().Encode(p) }
 

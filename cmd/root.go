@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/sources"
 )
 
@@ -40,7 +41,7 @@ func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 func guard(stderr stdio.Writer, fn func() int) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintln(stderr, "opctl: "+sources.PanicMessage(r))
+			fmt.Fprintln(stderr, "opctl: "+ui.Safe(sources.PanicMessage(r)))
 			code = ExitError
 		}
 	}()
@@ -57,20 +58,28 @@ func run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
 	code := exitCode(err, ctx.Err() != nil)
-	if err != nil {
-		var silent *SilentError
-		if !errors.As(err, &silent) {
-			msg := err.Error()
-			if code == ExitInterrupted {
-				msg = "interrupted"
-			}
-			fmt.Fprintln(io.ErrOut, "opctl: "+msg)
-			if code == ExitUsage && !strings.Contains(msg, "--help") {
-				fmt.Fprintln(io.ErrOut, "Run 'opctl --help' for usage.")
-			}
-		}
-	}
+	printError(io.ErrOut, err, code)
 	return code
+}
+
+// printError prints the error a command ended with, unless its output
+// already said everything (a SilentError). An error may carry a value from
+// the database or a file: each line is shown by the rule of human output
+// (ui.SafeLines), the newlines of a multi-line error (a stale plan's diff)
+// kept.
+func printError(w stdio.Writer, err error, code int) {
+	var silent *SilentError
+	if err == nil || errors.As(err, &silent) {
+		return
+	}
+	msg := ui.SafeLines(err.Error())
+	if code == ExitInterrupted {
+		msg = "interrupted"
+	}
+	fmt.Fprintln(w, "opctl: "+msg)
+	if code == ExitUsage && !strings.Contains(msg, "--help") {
+		fmt.Fprintln(w, "Run 'opctl --help' for usage.")
+	}
 }
 
 // NewCmdRoot builds the command tree. Commands are added here explicitly:

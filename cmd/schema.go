@@ -218,7 +218,9 @@ func renderSchemaCheck(opts *SchemaOptions, rep *schema.Report) error {
 	st := ui.NewStyles(out, opts.IO.ColorEnabled())
 	rows := [][]string{}
 	for _, it := range rep.Items {
-		status := it.Status
+		// An index name is read from the database: every value is shown
+		// through ui.Safe.
+		status := ui.Safe(it.Status)
 		switch it.Status {
 		case schema.StatusOK:
 			status = st.OK.Render(status)
@@ -227,22 +229,22 @@ func renderSchemaCheck(opts *SchemaOptions, rep *schema.Report) error {
 		default:
 			status = st.Watch.Render(status)
 		}
-		what := it.What
+		what := ui.Safe(it.What)
 		if what == "" {
 			what = "-"
 		}
-		note := it.Why
+		note := ui.Safe(it.Why)
 		if it.Index != "" {
-			note = "index " + it.Index + ": " + note
+			note = "index " + ui.Safe(it.Index) + ": " + note
 		}
 		if len(it.Checks) > 0 {
-			note = "reconcile " + strings.Join(it.Checks, ",") + ": " + note
+			note = "reconcile " + ui.Safe(strings.Join(it.Checks, ",")) + ": " + note
 		}
-		pl := it.Pipeline
+		pl := ui.Safe(it.Pipeline)
 		if pl == "" {
 			pl = "-"
 		}
-		rows = append(rows, []string{pl, it.Kind, it.Table, what, status, note})
+		rows = append(rows, []string{pl, ui.Safe(it.Kind), ui.Safe(it.Table), what, status, note})
 	}
 	var b strings.Builder
 	_ = ui.Table(&b, tty, []string{"PIPELINE", "KIND", "TABLE", "WHAT", "STATUS", "NOTE"}, rows)
@@ -254,14 +256,14 @@ func renderSchemaCheck(opts *SchemaOptions, rep *schema.Report) error {
 		if ddl := rep.DDL(); len(ddl) > 0 {
 			b.WriteString(" Add the indexes with (or: opctl schema apply --indexes):\n\n")
 			for _, d := range ddl {
-				b.WriteString(d + "\n")
+				b.WriteString(ui.Safe(d) + "\n")
 			}
 		} else {
 			b.WriteString("\n")
 		}
 		for _, it := range missing {
 			if it.Kind != schema.KindIndex {
-				fmt.Fprintf(&b, "%s %s %s: create it or fix the config (%s)\n", it.Kind, it.Table, it.What, it.Why)
+				fmt.Fprintf(&b, "%s %s %s: create it or fix the config (%s)\n", ui.Safe(it.Kind), ui.Safe(it.Table), ui.Safe(it.What), ui.Safe(it.Why))
 			}
 		}
 	}
@@ -326,7 +328,7 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "applied %d statement(s) on %s: %s\n", len(stmts), addr, what)
+	fmt.Fprintf(out, "applied %d statement(s) on %s: %s\n", len(stmts), ui.Safe(addr), what)
 	return nil
 }
 
@@ -359,10 +361,11 @@ func execDDL(ctx context.Context, cfg *config.Config, timeout time.Duration, stm
 	return addr, w.Exec(ctx, stmts)
 }
 
-// writeAddr names the write database for messages, never with the password.
+// writeAddr names the write database for messages, never with the
+// password, shown by the rule of human output (ui.Safe).
 func writeAddr(cfg *config.Config) string {
 	if cfg == nil {
 		return "mysql.write_dsn"
 	}
-	return config.RedactDSN(cfg.MySQL.EffectiveWriteDSN())
+	return ui.Safe(config.RedactDSN(cfg.MySQL.EffectiveWriteDSN()))
 }

@@ -229,11 +229,12 @@ func TestWhereFulfilmentSeed001(t *testing.T) {
 	}
 
 	// Without WMS's journal the outcome is unknown, not "fine": probe first.
+	// A probe is not a source: the report is not partial for it.
 	wms.Close()
 	code, out, _ = f.run("where", "F-2", "-o", "json")
 	r = decode(t, out)
-	if r.Verdict.Code != "UNKNOWN_OUTCOME" || r.step("wms_lock") != "unknown" || code != ExitPartial || !r.Partial {
-		t.Errorf("WMS down: exit %d verdict %s steps %+v partial %v", code, r.Verdict.Code, r.Steps, r.Partial)
+	if _, probe := r.Sources["probe"]; r.Verdict.Code != "UNKNOWN_OUTCOME" || r.step("wms_lock") != "unknown" || code != ExitAttention || r.Partial || probe {
+		t.Errorf("WMS down: exit %d verdict %s steps %+v partial %v sources %v", code, r.Verdict.Code, r.Steps, r.Partial, r.Sources)
 	}
 }
 
@@ -381,8 +382,32 @@ func TestWhereProbeTimeoutIsUnknownNotAHang(t *testing.T) {
 	all := []string{"--config", f.cfg, "--mysql-dsn", f.db.DSN, "--brokers", strings.Join(f.k.Brokers, ","), "--timeout", "1s", "where", "F-1", "-o", "json"}
 	code, out, _ := runOpctl(t, all...)
 	r := decode(t, out)
-	if r.step("wms_lock") != "unknown" || r.Verdict.Code != "UNKNOWN_OUTCOME" || code != ExitPartial {
-		t.Fatalf("exit %d verdict %s steps %+v sources %v", code, r.Verdict.Code, r.Steps, r.Sources)
+	if r.step("wms_lock") != "unknown" || r.Verdict.Code != "UNKNOWN_OUTCOME" || code != ExitAttention || r.Partial {
+		t.Fatalf("exit %d verdict %s steps %+v partial %v sources %v", code, r.Verdict.Code, r.Steps, r.Partial, r.Sources)
+	}
+}
+
+// A typo in an evidence query (a column that does not exist) never reads
+// COMPLETE: READ_ERROR, exit 6, the PARTIAL line and sources.mysql name the
+// query, and no plan is made from it (docs/verdicts.md#partial).
+func TestWhereBrokenEvidenceQuery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "settlement", "settlement-event", "j.delta, j.created_at FROM", "j.delta, j.create_at FROM")
+	code, out, errOut := f.run("where", "PAY-2", "--pipeline", "settlement", "-o", "json")
+	r := decode(t, out)
+	if code != ExitPartial || r.Verdict.Code != "READ_ERROR" || r.Verdict.Severity != "action" || !r.Partial || r.step("debit") != "unknown" {
+		t.Fatalf("exit %d verdict %+v partial %v steps %+v stderr %s", code, r.Verdict, r.Partial, r.Steps, errOut)
+	}
+	if m := r.Sources["mysql"]; !strings.Contains(m, "debit: evidence query") || !strings.Contains(m, "create_at") || !r.hasFinding("READ_ERROR", "debit") {
+		t.Errorf("sources %v findings %+v: want the debit evidence query named", r.Sources, r.Findings)
+	}
+	code, out, _ = f.run("where", "PAY-2", "--pipeline", "settlement")
+	if code != ExitPartial || !strings.Contains(out, "READ_ERROR (action)") || !strings.Contains(out, "PARTIAL: mysql: partial read: debit: evidence query: ") {
+		t.Errorf("exit %d, table:\n%s", code, out)
+	}
+	code, _, errOut = f.run("repair", "plan", "PAY-2", "--pipeline", "settlement", "--reason", "r")
+	if code != ExitRefused || !strings.Contains(errOut, "debit: evidence query") {
+		t.Errorf("repair plan: exit %d stderr %s", code, errOut)
 	}
 }
 

@@ -33,7 +33,7 @@ func Diagnose(ev sources.Evidence) Report {
 		// Without a row there is no timestamp to search the message from, so
 		// an unreachable Kafka cannot hide it: only MySQL decides NOT_FOUND
 		// (docs/where.md).
-		r.Partial = ev.Sources["mysql"] != sources.StatusOK
+		r.Partial = r.Sources["mysql"] != sources.StatusOK
 	}
 	r.finish(ev, verdict)
 	return r
@@ -41,8 +41,9 @@ func Diagnose(ev sources.Evidence) Report {
 
 // survey builds the report's views of the evidence (sources, clock, state,
 // steps, idempotency, entity, Kafka) before any rule runs, and what the state
-// status claims. A failed source or a step that could not be read makes the
-// report partial.
+// status claims. A failed source or a query that failed makes the report
+// partial, and sources.mysql then names every query that failed, whoever
+// assembled the evidence (docs/verdicts.md#partial).
 func survey(ev sources.Evidence) (Report, reachedInfo) {
 	p := ev.Pipeline
 	r := Report{
@@ -55,6 +56,11 @@ func survey(ev sources.Evidence) (Report, reachedInfo) {
 		Sources:     map[string]string{},
 	}
 	maps.Copy(r.Sources, ev.Sources)
+	if m := r.Sources["mysql"]; m == "" || m == sources.StatusOK || m == sources.StatusSkipped {
+		if st := sources.MySQLStatus(ev.DB, nil); st != sources.StatusOK {
+			r.Sources["mysql"] = st
+		}
+	}
 	r.Partial = len(r.Unread()) > 0
 	if !ev.DB.Now.IsZero() {
 		now := ev.DB.Now
@@ -63,7 +69,6 @@ func survey(ev sources.Evidence) (Report, reachedInfo) {
 	reached := stateReached(p, ev.DB.State)
 	r.State = stateView(ev.DB, reached)
 	r.Steps = stepViews(p, ev.DB, reached)
-	r.Partial = r.Partial || slices.ContainsFunc(r.Steps, func(s StepView) bool { return s.Error != "" })
 	for _, row := range ev.DB.Idempotency {
 		r.Idempotency = append(r.Idempotency, IdempotencyView{Key: row.Key, Action: row.Action, CreatedAt: row.CreatedAt})
 	}
@@ -348,6 +353,10 @@ func summary(f Finding, r *Report) string {
 	case Complete, SkippedOK:
 		return f.Detail
 	}
+	lead := ""
+	if f.Code == ReadError {
+		lead = "a query failed, so what it would have shown is unknown: "
+	}
 	// Every finding of the verdict's code, one clause per step.
 	var parts []string
 	for _, x := range r.Findings {
@@ -360,7 +369,7 @@ func summary(f Finding, r *Report) string {
 		}
 		parts = append(parts, s)
 	}
-	return strings.Join(parts, "; ")
+	return lead + strings.Join(parts, "; ")
 }
 
 // timeline gathers every timestamped fact, oldest first.

@@ -126,6 +126,28 @@ func entity(status string) evOpt {
 	return func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{Found: true, Status: status} }
 }
 
+// queryFailed records that the operation-level query q failed, as the
+// Collector does (sources.mysql names it).
+func queryFailed(q string) evOpt {
+	return func(e *sources.Evidence) {
+		f := sources.FailedQuery{Query: q, Err: "Error 1054 (42S22): Unknown column 'x' in 'field list'"}
+		e.DB.Failed = append(e.DB.Failed, f)
+		e.Sources["mysql"] = "mysql 127.0.0.1:3306: partial read: " + f.String()
+	}
+}
+
+// stepFailed records that step's query failed, as sources/mysql does; it
+// leaves sources.mysql as it is (Diagnose names the query there itself).
+func stepFailed(step int) evOpt {
+	return func(e *sources.Evidence) {
+		q := "evidence"
+		if e.Pipeline.Steps[step].Kind == config.KindRemote {
+			q = "intent"
+		}
+		e.DB.Steps[step].Err = e.DB.Steps[step].Name + ": " + q + " query: Error 1054 (42S22): Unknown column 'j.acount_id' in 'field list'"
+	}
+}
+
 func all(step0, step1 int, notify ...sources.Intent) []evOpt {
 	return []evOpt{evidence(0, step0), evidence(1, step1), intents(2, notify...)}
 }
@@ -192,10 +214,27 @@ func TestVerdicts(t *testing.T) {
 		{"reversed row stops counting", settlement(), join(all(2, 1, acked("a")), state("DONE"), kafka(101, 0), func(e *sources.Evidence) {
 			e.DB.Audit = []sources.AuditAction{{PlanID: "abc", Action: "reverse", Outcome: "applied", Step: "debit", ReversedID: "2", At: t0}}
 		}), Complete, nil, false},
-		// A step that could not be read is a READ_ERROR, not an UNKNOWN_OUTCOME;
-		// with no state row nothing anchors the Kafka position.
+		// A step that could not be read is a READ_ERROR, not an UNKNOWN_OUTCOME
+		// nor NOT_FOUND; with no state row nothing anchors the Kafka position.
 		{"read error is partial, never not found", settlement(), []evOpt{func(e *sources.Evidence) { e.DB.Steps[0].Err = "debit evidence: table missing" }},
-			Incomplete, []Code{ReadError}, true},
+			ReadError, []Code{ReadError, Incomplete}, true},
+		// A failed read never yields an ok or watch verdict drawn from what
+		// it would have shown (docs/verdicts.md#partial).
+		{"typo in the debit query of a complete operation", settlement(), join(healthy, state("DONE"), kafka(101, 0), stepFailed(0)), ReadError, []Code{ReadError}, true},
+		{"typo in the debit query, the offset uncommitted", settlement(), join(healthy, state("DONE"), kafka(100, 0), stepFailed(0)), ReadError, []Code{ReadError, CompleteUncommitted}, true},
+		{"typo in the notify intent query", settlement(), join(healthy, state("DONE"), kafka(101, 0), stepFailed(2)), ReadError, []Code{ReadError}, true},
+		{"a read step's duplicate is still the verdict", settlement(), join(all(2, 1, acked("a")), state("DONE"), kafka(101, 0), stepFailed(2)), DuplicateEffect, []Code{DuplicateEffect, ReadError}, true},
+		{"a live lease is still in flight", settlement(), join(healthy, state("LEDGER_DONE"), lease("c-3", t0.Add(11*time.Minute)), kafka(100, 0), stepFailed(0)), InFlight, []Code{InFlight, ReadError}, true},
+		{"state query failed, debit found: not STATE_BEHIND", settlement(), join(all(1, 0), kafka(100, 0), queryFailed(sources.QueryState)), ReadError, []Code{ReadError}, true},
+		{"state query failed, records done: not COMPLETE", settlementSkip(), join(healthy, queryFailed(sources.QueryState), idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone})), ReadError, []Code{ReadError}, true},
+		{"state query failed, nothing else: never NOT_FOUND", settlement(), []evOpt{queryFailed(sources.QueryState)}, ReadError, []Code{ReadError}, true},
+		{"idempotency query failed, effect present: not INCOMPLETE", skipPipeline(), []evOpt{entity("PAID"), evidence(0, 1), queryFailed(sources.QueryIdempotency)}, ReadError, []Code{ReadError}, true},
+		{"idempotency query failed, nothing else: never NOT_FOUND", skipPipeline(), []evOpt{queryFailed(sources.QueryIdempotency)}, ReadError, []Code{ReadError}, true},
+		{"entity query failed on a skip: no SKIPPED_OK, no ENTITY_NOT_FOUND", skipPipeline(), []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: "SKIPPED"}), queryFailed(sources.QueryEntity)}, ReadError, []Code{ReadError}, true},
+		{"entity query failed, no skip: nothing rests on it", skipPipeline(), []evOpt{evidence(0, 1), idem(sources.IdempotencyRow{Key: "m-1", Action: "DONE"}), queryFailed(sources.QueryEntity)}, Complete, nil, true},
+		{"entity query failed, nothing else: not found, partial", skipPipeline(), []evOpt{queryFailed(sources.QueryEntity)}, NotFound, nil, true},
+		{"audit query failed on a complete operation", settlement(), join(healthy, state("DONE"), kafka(101, 0), queryFailed(sources.QueryAudit)), ReadError, []Code{ReadError}, true},
+		{"MySQL failed without naming a query", settlement(), join(healthy, state("DONE"), kafka(101, 0), func(e *sources.Evidence) { e.Sources["mysql"] = "mysql 127.0.0.1:3306: partial read" }), ReadError, []Code{ReadError}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -218,6 +257,10 @@ func TestVerdicts(t *testing.T) {
 			if r.Partial != c.partial {
 				t.Errorf("partial %v, want %v", r.Partial, c.partial)
 			}
+			// A partial report always says why (the PARTIAL line).
+			if r.Partial && len(r.Unread()) == 0 {
+				t.Errorf("partial, but no source says why: %v", r.Sources)
+			}
 			if r.Verdict.Summary == "" {
 				t.Errorf("empty summary")
 			}
@@ -237,7 +280,7 @@ var documentedVerdicts = []struct {
 	severity Severity
 }{
 	{"NOT_FOUND", "—"}, {"IN_FLIGHT", "watch"}, {"REPAIR_INCOMPLETE", "action"}, {"DUPLICATE_EFFECT", "action"}, {"UNKNOWN_OUTCOME", "action"},
-	{"WRONGLY_SKIPPED", "action"}, {"MISSING_EFFECT", "action"}, {"STATE_BEHIND", "action"}, {"STRANDED", "action"},
+	{"WRONGLY_SKIPPED", "action"}, {"MISSING_EFFECT", "action"}, {"STATE_BEHIND", "action"}, {"STRANDED", "action"}, {"READ_ERROR", "action"},
 	{"WILL_REDELIVER", "watch"}, {"INCOMPLETE", "watch"}, {"COMPLETE_UNCOMMITTED", "watch"}, {"FAILED", "watch"},
 	{"SKIPPED_OK", "ok"}, {"COMPLETE", "ok"},
 }
@@ -361,7 +404,7 @@ func TestPrecedenceOrderIsTheSpecs(t *testing.T) {
 		"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "COMPLETE_UNCOMMITTED", "SKIPPED_OK", "COMPLETE"}
 	got := []Code{}
 	for _, c := range Precedence() {
-		if c != Incomplete && c != Failed {
+		if c != Incomplete && c != Failed && c != ReadError {
 			got = append(got, c)
 		}
 	}
@@ -400,6 +443,69 @@ func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{"PAY-1": "PAY-1", "a b": "'a b'", "x' OR '1'='1": `'x'\'' OR '\''1'\''='\''1'`, "": "''"} {
 		if got := ShellQuote(in); got != want {
 			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestFailedReadIsNeverOK: whatever an operation would read as, ok or
+// watch, a failed state, idempotency, audit, evidence or intent query makes
+// it READ_ERROR (action), partial, with sources.mysql naming the failed
+// query and the failed step unknown (docs/verdicts.md#partial).
+func TestFailedReadIsNeverOK(t *testing.T) {
+	healthy := all(1, 1, acked("PAY-1:notify"))
+	done := idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone})
+	skipped := idem(sources.IdempotencyRow{Key: "m-1", Action: ActionSkipped})
+	bases := []struct {
+		name string
+		opts []evOpt
+		want Code // without the failure
+	}{
+		{"complete", join(healthy, state("DONE"), done, kafka(101, 0)), Complete},
+		{"complete uncommitted", join(healthy, state("DONE"), done, kafka(100, 0)), CompleteUncommitted},
+		{"will redeliver", join(all(1, 0), state("DEBIT_DONE"), kafka(100, 0)), WillRedeliver},
+		{"incomplete", join(all(1, 0), state("DEBIT_DONE")), Incomplete},
+		{"failed", join(all(1, 0), state("FAILED"), kafka(101, 0)), Failed},
+		{"skipped ok", []evOpt{skipped, entity("REFUNDED")}, SkippedOK},
+		{"complete by its records, no state row", join(healthy, done), Complete},
+	}
+	failures := []struct {
+		name  string
+		opt   evOpt
+		names string // what sources.mysql must name
+		step  int    // the step left unknown, -1 for none
+	}{
+		{"state query", queryFailed(sources.QueryState), "state query", -1},
+		{"idempotency query", queryFailed(sources.QueryIdempotency), "idempotency query", -1},
+		{"audit query", queryFailed(sources.QueryAudit), "audit query", -1},
+		{"debit evidence query", stepFailed(0), "debit: evidence query", 0},
+		{"notify intent query", stepFailed(2), "notify: intent query", 2},
+	}
+	for _, b := range bases {
+		if r := Diagnose(newEv(settlementSkip(), b.opts...)); r.Verdict.Code != b.want || r.Partial {
+			t.Fatalf("%s: verdict %s (partial %v) without a failure, want %s; findings %v", b.name, r.Verdict.Code, r.Partial, b.want, r.Findings)
+		}
+		for _, fl := range failures {
+			t.Run(b.name+"/"+fl.name, func(t *testing.T) {
+				r := Diagnose(newEv(settlementSkip(), join(b.opts, fl.opt)...))
+				if r.Verdict.Code != ReadError || r.Verdict.Severity != SeverityAction {
+					t.Errorf("verdict %s (%s), want READ_ERROR (action); findings %v", r.Verdict.Code, r.Verdict.Severity, r.Findings)
+				}
+				if !r.Partial || !strings.Contains(r.Sources["mysql"], fl.names) || !slices.Contains(r.Unread(), "mysql") {
+					t.Errorf("partial %v, sources %v: want partial, sources.mysql naming %q", r.Partial, r.Sources, fl.names)
+				}
+				if !strings.Contains(r.Verdict.Summary, fl.names) {
+					t.Errorf("summary %q does not name %q", r.Verdict.Summary, fl.names)
+				}
+				if fl.step >= 0 && r.Steps[fl.step].Status != StepUnknown {
+					t.Errorf("step %s is %s, want unknown", r.Steps[fl.step].Name, r.Steps[fl.step].Status)
+				}
+				if ExitCode([]Report{r}) != sources.ExitPartial {
+					t.Errorf("exit %d, want %d", ExitCode([]Report{r}), sources.ExitPartial)
+				}
+				if len(r.Verdict.Next) == 0 || !strings.HasPrefix(r.Verdict.Next[0], "opctl where PAY-1 --pipeline settlement") {
+					t.Errorf("next %q", r.Verdict.Next)
+				}
+			})
 		}
 	}
 }

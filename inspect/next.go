@@ -51,6 +51,8 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 			dryRun, explain)
 	case DuplicateEffect, WronglySkipped, MissingEffect, StateBehind, Stranded:
 		return []string{plan + reason + " --out plan.json", dryRun, explain}
+	case ReadError:
+		return []string{where + "   # again once every query reads: fix the failed query PARTIAL names (opctl.yaml, the schema or a grant; opctl schema check)", explain}
 	case WillRedeliver, CompleteUncommitted, Incomplete:
 		return []string{where + "   # again once the consumer has caught up", explain}
 	case Failed:
@@ -61,7 +63,7 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 
 // probeCommands are the curl lines of UNKNOWN_OUTCOME: one GET per unknown
 // call of a step whose probe has {request_id}, one per step whose probe has
-// {biz_id}.
+// {biz_id}; the URL without its userinfo (sources.RedactURL).
 func probeCommands(r *Report, p *config.Pipeline) []string {
 	var out []string
 	for _, f := range r.Findings {
@@ -83,7 +85,11 @@ func probeCommands(r *Report, p *config.Pipeline) []string {
 			urls = append(urls, sources.Expand(p.Steps[i].Probe, map[string]string{"biz_id": r.BizID}, true))
 		}
 		for _, u := range urls {
-			line := "curl -s " + ShellQuote(u) + "   # probe the downstream"
+			// Never the configured credentials (docs/where.md#next-commands).
+			line := "curl -s " + ShellQuote(sources.RedactURL(u)) + "   # probe the downstream"
+			if sources.RedactURL(u) != u {
+				line += "; the credentials of the configured URL were removed: add them (-u USER, curl asks for the password)"
+			}
 			if !slices.Contains(out, line) {
 				out = append(out, line)
 			}

@@ -43,6 +43,9 @@ func TestNextCommands(t *testing.T) {
 			`opctl repair plan PAY-1 --pipeline settlement --action manual --from-step notify --attest "$ATTEST" --reason "$REASON" --outcome absent --out plan.json   # if it never took effect, set ATTEST to its answer and run this line instead`,
 			"opctl repair apply plan.json --dry-run",
 			"opctl explain UNKNOWN_OUTCOME"}},
+		{"read error: read again once the query works", newEv(settlement(), join(all(1, 1, acked("a")), state("DONE"), kafka(101, 0), stepFailed(0))...), ReadError, []string{
+			"opctl where PAY-1 --pipeline settlement   # again once every query reads: fix the failed query PARTIAL names (opctl.yaml, the schema or a grant; opctl schema check)",
+			"opctl explain READ_ERROR"}},
 		{"will redeliver", newEv(settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(100, 0))...), WillRedeliver, []string{
 			"opctl where PAY-1 --pipeline settlement   # again once the consumer has caught up", "opctl explain WILL_REDELIVER"}},
 	}
@@ -59,5 +62,46 @@ func TestNextCommands(t *testing.T) {
 	}
 	if q := ShellQuote("it's a; test"); q != `'it'\''s a; test'` {
 		t.Errorf("ShellQuote: %s", q)
+	}
+}
+
+// TestNextRedactsProbeCredentials: the curl line of a probe whose URL
+// carries credentials prints the URL without them and says so; a probe
+// without credentials gets the plain line.
+func TestNextRedactsProbeCredentials(t *testing.T) {
+	for _, c := range []struct {
+		name, probe string
+		opts        []evOpt
+		want        string
+	}{
+		{"{request_id} probe", "http://ops:s3cret@127.0.0.1:8081/notify/status?request_id={request_id}",
+			join(all(1, 1, unacked("PAY-1:notify:1")), state("LEDGER_DONE"), kafka(100, 0)),
+			"curl -s 'http://127.0.0.1:8081/notify/status?request_id=PAY-1%3Anotify%3A1'   # probe the downstream; the credentials of the configured URL were removed: add them (-u USER, curl asks for the password)"},
+		{"{biz_id} probe, a user only", "https://token-1234@wms.internal/effects?biz_id={biz_id}",
+			join(all(1, 1), state("LEDGER_DONE"), kafka(100, 0), func(e *sources.Evidence) {
+				e.DB.Steps[2].BizProbe = &sources.ProbeResult{Outcome: sources.ProbeInconclusive, Detail: "connection refused"}
+			}),
+			"curl -s 'https://wms.internal/effects?biz_id=PAY-1'   # probe the downstream; the credentials of the configured URL were removed: add them (-u USER, curl asks for the password)"},
+		{"no credentials", "http://127.0.0.1:8081/effects?biz_id={biz_id}",
+			join(all(1, 1), state("LEDGER_DONE"), kafka(100, 0), func(e *sources.Evidence) {
+				e.DB.Steps[2].BizProbe = &sources.ProbeResult{Outcome: sources.ProbeInconclusive, Detail: "connection refused"}
+			}),
+			"curl -s 'http://127.0.0.1:8081/effects?biz_id=PAY-1'   # probe the downstream"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := settlement()
+			p.Steps[2].Probe = c.probe
+			r := Diagnose(newEv(p, c.opts...))
+			if r.Verdict.Code != UnknownOutcome {
+				t.Fatalf("verdict %s, want UNKNOWN_OUTCOME; findings %v", r.Verdict.Code, r.Findings)
+			}
+			next := strings.Join(r.Verdict.Next, "\n")
+			if strings.Contains(next, "s3cret") || strings.Contains(next, "token-1234") || strings.Contains(next, "ops@") {
+				t.Errorf("NEXT carries the probe's credentials:\n%s", next)
+			}
+			if r.Verdict.Next[0] != c.want {
+				t.Errorf("curl line:\n%s\nwant:\n%s", r.Verdict.Next[0], c.want)
+			}
+		})
 	}
 }

@@ -35,7 +35,8 @@ type Report struct {
 // Unread names, sorted, the sources of the report that were not read: a
 // source whose status (Sources) is neither sources.StatusOK nor
 // sources.StatusSkipped holds why it could not be read, and makes the
-// report partial (docs/verdicts.md#partial).
+// report partial (docs/verdicts.md#partial). A partial report always has
+// one: Diagnose names every failed query in Sources["mysql"].
 func (r Report) Unread() []string {
 	var out []string
 	for k, v := range r.Sources {
@@ -254,7 +255,8 @@ type Target struct {
 	// Step is set when exactly one step is at fault.
 	Step   string `json:"step,omitempty"`
 	Detail string `json:"detail"`
-	// Partial is true when a source (Kafka) could not be read: the verdict
-	// was computed without it.
+	// Partial is true when a source could not be read (a MySQL query, then
+	// the verdict is READ_ERROR or one drawn from what was read; Kafka):
+	// the verdict was computed without it.
 	Partial bool `json:"partial,omitempty"`
 }

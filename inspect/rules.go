@@ -47,7 +47,6 @@ var table = [...]rule{
 	// A repair that stopped part-way; moot when the rest of the evidence
 	// says the operation is fine (the consumer finished it).
 	{code: RepairIncomplete, severity: SeverityAction, see: seeRepairIncomplete, unlessOK: true},
-	{code: ReadError, see: seeReadError},
 	{code: DuplicateEffect, severity: SeverityAction, see: seeDuplicateEffect},
 	{code: UnknownOutcome, severity: SeverityAction, see: seeUnknownOutcome},
 	{code: EntityNotFound, see: seeEntityNotFound},
@@ -55,6 +54,9 @@ var table = [...]rule{
 	{code: MissingEffect, severity: SeverityAction, see: seeMissingEffect},
 	{code: StateBehind, severity: SeverityAction, see: seeStateBehind},
 	{code: Stranded, severity: SeverityAction, see: seeStranded},
+	// A query that failed: no verdict below, each of which says nothing
+	// worse was seen, may rest on what it would have shown.
+	{code: ReadError, severity: SeverityAction, see: seeReadError},
 	{code: WillRedeliver, severity: SeverityWatch, see: seeWillRedeliver},
 	{code: Incomplete, severity: SeverityWatch, see: seeIncomplete},
 	{code: CompleteUncommitted, severity: SeverityWatch, see: seeCompleteUncommitted},
@@ -140,22 +142,48 @@ type facts struct {
 	// terminal: the state row, or without one the idempotency records, say
 	// the operation ended (docs/verdicts.md).
 	terminal bool
+	// unsettled: whether the operation ended is unknown: the query that
+	// decides it (the state row's, or without a row the idempotency
+	// records') failed. The rules that need to know see nothing.
+	unsettled bool
 	// anchored: the Kafka position is anchored by a state row or by a
 	// message opctl republished.
 	anchored bool
+	// failedQueries are the operation-level queries that failed (state,
+	// idempotency, entity, audit); a step's is in its view's Error.
+	failedQueries []sources.FailedQuery
+	// mysql is the MySQL source status (sources.StatusOK or why not).
+	mysql string
 }
 
 // newFacts gathers the facts the rules read from the evidence and the
 // report's views of it.
 func newFacts(ev sources.Evidence, r *Report, reached reachedInfo) facts {
-	return facts{
+	f := facts{
 		pipeline: ev.Pipeline, state: r.State, unknownStatus: reached.unknownStatus, failed: reached.failed, now: ev.DB.Now,
 		steps: r.Steps, idempotency: r.Idempotency, skipped: skippedOf(ev.Pipeline, r.Idempotency), entity: r.Entity, kafka: r.Kafka,
 		message: ev.Kafka.Message, audit: ev.DB.Audit, repair: r.Repair,
-		terminal: isTerminal(reached, ev.DB.Idempotency),
-		anchored: r.State.Found || r.Kafka.Located == sources.LocatedRepublished,
+		terminal:      isTerminal(reached, ev.DB.Idempotency),
+		anchored:      r.State.Found || r.Kafka.Located == sources.LocatedRepublished,
+		failedQueries: ev.DB.Failed, mysql: ev.Sources["mysql"],
 	}
+	// Without a state row read, the idempotency records decide whether the
+	// operation ended (isTerminal).
+	stateUnread := ev.Pipeline.State != nil && f.unread(sources.QueryState)
+	recordsDecide := !reached.row && ev.Pipeline.Idempotency != nil
+	f.unsettled = stateUnread || (recordsDecide && f.unread(sources.QueryIdempotency))
+	return f
 }
+
+// unread reports whether the operation-level query q failed.
+func (f *facts) unread(q string) bool {
+	return slices.ContainsFunc(f.failedQueries, func(x sources.FailedQuery) bool { return x.Is(q) })
+}
+
+// ended and unfinished report that the operation is known to have ended,
+// and known not to have.
+func (f *facts) ended() bool      { return f.terminal && !f.unsettled }
+func (f *facts) unfinished() bool { return !f.terminal && !f.unsettled }
 
 // one is a rule's single sighting.
 func one(step, detail string) []seen { return []seen{{step: step, detail: detail}} }
@@ -180,10 +208,15 @@ func seeNotFound(f *facts) []seen {
 	return one("", "no state row, evidence, intent, idempotency record or message for this id")
 }
 
-// found reports whether anything at all was found for the id. A step that
-// could not be read counts: opctl does not claim NOT_FOUND on a read error.
+// found reports whether anything at all was found for the id. A query that
+// could have shown the operation and failed counts (a step's, the state's,
+// the idempotency's, the audit's; not the entity's, which reads the
+// business object): opctl does not claim NOT_FOUND on a read error.
 func (f *facts) found() bool {
 	if f.state.Found || len(f.idempotency) > 0 || f.message != nil {
+		return true
+	}
+	if slices.ContainsFunc(f.failedQueries, func(x sources.FailedQuery) bool { return x.Query != sources.QueryEntity }) {
 		return true
 	}
 	for _, s := range f.steps {
@@ -221,9 +254,23 @@ func seeRepairIncomplete(f *facts) []seen {
 	return one("", f.repair.detail())
 }
 
-// seeReadError: a step's query failed.
+// seeReadError: a query whose answer the verdict needs failed: the state,
+// idempotency or audit query, the entity query when there is a skip to
+// judge, a step's evidence or intent query (in step order); or MySQL says
+// the read failed without naming a query.
 func seeReadError(f *facts) []seen {
-	return perStep(f, func(_ int, _ config.Step, v StepView) string { return v.Error })
+	var out []seen
+	for _, q := range f.failedQueries {
+		if q.Query == sources.QueryEntity && f.skipped == nil {
+			continue // the entity only judges a skip
+		}
+		out = append(out, seen{detail: q.String()})
+	}
+	out = append(out, perStep(f, func(_ int, _ config.Step, v StepView) string { return v.Error })...)
+	if len(out) == 0 && len(f.failedQueries) == 0 && f.mysql != "" && f.mysql != sources.StatusOK && f.mysql != sources.StatusSkipped {
+		return one("", "mysql: "+f.mysql)
+	}
+	return out
 }
 
 // seeDuplicateEffect: a step's effect exists more than once.
@@ -236,8 +283,8 @@ func seeDuplicateEffect(f *facts) []seen {
 	})
 }
 
-// seeUnknownOutcome: nothing says whether a step took effect (a step that
-// could not be read is a READ_ERROR instead).
+// seeUnknownOutcome: nothing says whether a step took effect (a step whose
+// query failed is a READ_ERROR instead).
 func seeUnknownOutcome(f *facts) []seen {
 	return perStep(f, func(_ int, s config.Step, v StepView) string {
 		if v.Status != StepUnknown || v.Error != "" {
@@ -251,8 +298,8 @@ func seeUnknownOutcome(f *facts) []seen {
 // so opctl cannot judge the skip.
 func seeEntityNotFound(f *facts) []seen {
 	rec := f.skipped
-	if rec == nil || f.entityFound() {
-		return nil
+	if rec == nil || f.entityFound() || f.unread(sources.QueryEntity) {
+		return nil // an entity query that failed is a READ_ERROR
 	}
 	return one(f.pipeline.Entity.EffectStep, fmt.Sprintf("record %s is SKIPPED but the entity was not found; opctl cannot tell whether the skip was right", rec.Key))
 }
@@ -314,9 +361,10 @@ func seeMissingEffect(f *facts) []seen {
 }
 
 // seeStateBehind: a step of an unfinished operation took effect that the
-// state row does not claim (or there is no state row at all).
+// state row does not claim (or there is no state row at all; a state query
+// that failed leaves it unsettled instead).
 func seeStateBehind(f *facts) []seen {
-	if f.terminal {
+	if !f.unfinished() {
 		return nil
 	}
 	noRow := f.pipeline.State != nil && !f.state.Found
@@ -333,7 +381,7 @@ func seeStateBehind(f *facts) []seen {
 
 // seeStranded: unfinished, anchored, and Kafka will not redeliver.
 func seeStranded(f *facts) []seen {
-	if f.terminal || !f.anchored || f.kafka.Redelivery != RedeliveryNo {
+	if !f.unfinished() || !f.anchored || f.kafka.Redelivery != RedeliveryNo {
 		return nil
 	}
 	return one("", strandedDetail(f.kafka))
@@ -342,7 +390,7 @@ func seeStranded(f *facts) []seen {
 // seeWillRedeliver: unfinished, anchored, and Kafka will redeliver.
 func seeWillRedeliver(f *facts) []seen {
 	k := f.kafka
-	if f.terminal || !f.anchored || k.Redelivery != RedeliveryYes {
+	if !f.unfinished() || !f.anchored || k.Redelivery != RedeliveryYes {
 		return nil
 	}
 	return one("", fmt.Sprintf("committed offset %s ≤ message offset %s and the message is retained", fmtPtr(k.Committed), fmtPtr(k.Offset)))
@@ -352,7 +400,7 @@ func seeWillRedeliver(f *facts) []seen {
 // not anchored.
 func seeIncomplete(f *facts) []seen {
 	known := f.kafka.Redelivery == RedeliveryYes || f.kafka.Redelivery == RedeliveryNo
-	if f.terminal || (f.anchored && known) {
+	if !f.unfinished() || (f.anchored && known) {
 		return nil
 	}
 	return one("", incompleteDetail(f.anchored, f.kafka))
@@ -362,7 +410,7 @@ func seeIncomplete(f *facts) []seen {
 // redeliver.
 func seeCompleteUncommitted(f *facts) []seen {
 	k := f.kafka
-	if !f.terminal || !f.state.Found || k.Redelivery != RedeliveryYes {
+	if !f.ended() || !f.state.Found || k.Redelivery != RedeliveryYes {
 		return nil
 	}
 	return one("", fmt.Sprintf("terminal (%s) but committed offset %s ≤ message offset %s: it will be read again", f.state.Status, fmtPtr(k.Committed), fmtPtr(k.Offset)))
@@ -378,7 +426,7 @@ func seeFailed(f *facts) []seen {
 
 // seeComplete: the operation is terminal.
 func seeComplete(f *facts) []seen {
-	if !f.terminal {
+	if !f.ended() {
 		return nil
 	}
 	return one("", completeDetail(f))

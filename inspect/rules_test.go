@@ -13,7 +13,7 @@ import (
 // documentedPrecedence is the table of verdict codes of docs/verdicts.md,
 // highest precedence first, written out by hand.
 var documentedPrecedence = []Code{"NOT_FOUND", "IN_FLIGHT", "REPAIR_INCOMPLETE", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "MISSING_EFFECT",
-	"STATE_BEHIND", "STRANDED", "WILL_REDELIVER", "INCOMPLETE", "COMPLETE_UNCOMMITTED", "FAILED", "SKIPPED_OK", "COMPLETE"}
+	"STATE_BEHIND", "STRANDED", "READ_ERROR", "WILL_REDELIVER", "INCOMPLETE", "COMPLETE_UNCOMMITTED", "FAILED", "SKIPPED_OK", "COMPLETE"}
 
 // The documented verdict precedence (docs/verdicts.md), highest first.
 func TestPrecedenceIsTheDocumentedOrder(t *testing.T) {
@@ -36,6 +36,7 @@ func TestSeverities(t *testing.T) {
 		{MissingEffect, SeverityAction},
 		{StateBehind, SeverityAction},
 		{Stranded, SeverityAction},
+		{ReadError, SeverityAction},
 		{WillRedeliver, SeverityWatch},
 		{Incomplete, SeverityWatch},
 		{CompleteUncommitted, SeverityWatch},
@@ -43,7 +44,6 @@ func TestSeverities(t *testing.T) {
 		{SkippedOK, SeverityOK},
 		{Complete, SeverityOK},
 		{UnknownStatus, ""},
-		{ReadError, ""},
 		{EntityNotFound, ""},
 		{MessageGone, ""},
 		{"BOGUS", ""},
@@ -74,7 +74,6 @@ func TestTableWiring(t *testing.T) {
 		{UnknownStatus, seeUnknownStatus, false, false},
 		{InFlight, seeInFlight, false, false},
 		{RepairIncomplete, seeRepairIncomplete, false, false},
-		{ReadError, seeReadError, false, false},
 		{DuplicateEffect, seeDuplicateEffect, false, false},
 		{UnknownOutcome, seeUnknownOutcome, false, false},
 		{EntityNotFound, seeEntityNotFound, false, false},
@@ -82,6 +81,7 @@ func TestTableWiring(t *testing.T) {
 		{MissingEffect, seeMissingEffect, false, false},
 		{StateBehind, seeStateBehind, false, false},
 		{Stranded, seeStranded, false, false},
+		{ReadError, seeReadError, false, false},
 		{WillRedeliver, seeWillRedeliver, false, false},
 		{Incomplete, seeIncomplete, false, false},
 		{CompleteUncommitted, seeCompleteUncommitted, false, false},
@@ -229,6 +229,11 @@ func TestSeeNotFound(t *testing.T) {
 		{"a probe counting effects is found", func(f *facts) { f.steps[2].Probe = &ProbeView{Outcome: sources.ProbeApplied, Count: &n1} }, nil},
 		{"a probe counting no effect is not", func(f *facts) { f.steps[2].Probe = &ProbeView{Outcome: sources.ProbeAbsent, Count: &n0} }, nf},
 		{"a step that could not be read is never not found", func(f *facts) { f.steps[0].Error = "debit evidence: table missing" }, nil},
+		{"a failed state query is never not found", failedQuery(sources.QueryState), nil},
+		{"a failed idempotency query is never not found", failedQuery(sources.QueryIdempotency), nil},
+		{"a failed audit query is never not found", failedQuery(sources.QueryAudit), nil},
+		{"a failed query the reader did not name is never not found", failedQuery(""), nil},
+		{"a failed entity query alone is: the entity is not the operation", failedQuery(sources.QueryEntity), nf},
 		{"an audit action with an outcome is found", func(f *facts) { f.audit = []sources.AuditAction{{Action: "republish", Outcome: "publishing"}} }, nil},
 		{"an audit action without an outcome is not", func(f *facts) { f.audit = []sources.AuditAction{{Action: "republish"}} }, nf},
 	})
@@ -258,12 +263,33 @@ func TestSeeInFlight(t *testing.T) {
 	})
 }
 
+// failedQuery records that the operation-level query q failed.
+func failedQuery(q string) func(*facts) {
+	return func(f *facts) {
+		f.failedQueries = append(f.failedQueries, sources.FailedQuery{Query: q, Err: "Error 1054 (42S22): Unknown column 'x'"})
+		f.mysql = "mysql 127.0.0.1:3306: partial read: ..."
+	}
+}
+
 func TestSeeReadError(t *testing.T) {
 	testRule(t, seeReadError, []ruleCase{
 		{"every step that could not be read, in step order", func(f *facts) {
 			f.steps[2].Error, f.steps[0].Error = "notify intent: timeout", "debit evidence: table missing"
 		}, []seen{{"debit", "debit evidence: table missing"}, {"notify", "notify intent: timeout"}}},
 		{"every step read", nil, nil},
+		{"the state query", failedQuery(sources.QueryState), one("", "state query: Error 1054 (42S22): Unknown column 'x'")},
+		{"the operation's queries first, then the steps'", and(failedQuery(sources.QueryIdempotency), failedQuery(sources.QueryAudit),
+			func(f *facts) { f.steps[1].Error = "ledger: evidence query: boom" }), []seen{
+			{"", "idempotency query: Error 1054 (42S22): Unknown column 'x'"}, {"", "audit query: Error 1054 (42S22): Unknown column 'x'"},
+			{"ledger", "ledger: evidence query: boom"}}},
+		{"a query the reader did not name", failedQuery(""), one("", "Error 1054 (42S22): Unknown column 'x'")},
+		{"the entity query, with a skip to judge", and(skipCase(nil, skip1()), failedQuery(sources.QueryEntity)),
+			one("", "entity query: Error 1054 (42S22): Unknown column 'x'")},
+		{"the entity query, with no skip: nothing rests on it", and(skipCase(nil, done2()), failedQuery(sources.QueryEntity)), nil},
+		{"MySQL failed and named no query", func(f *facts) { f.mysql = "mysql 127.0.0.1:3306: partial read" },
+			one("", "mysql: mysql 127.0.0.1:3306: partial read")},
+		{"MySQL ok", func(f *facts) { f.mysql = sources.StatusOK }, nil},
+		{"MySQL skipped", func(f *facts) { f.mysql = sources.StatusSkipped }, nil},
 	})
 }
 
@@ -329,6 +355,7 @@ func TestSeeEntityNotFound(t *testing.T) {
 		{"the entity found", skipCase(&EntityView{Found: true, Status: "SHIPPED"}, skip1()), nil},
 		{"no skip recorded", skipCase(nil, done2()), nil},
 		{"a pipeline without entity", func(f *facts) { skipCase(nil, skip1())(f); f.pipeline.Entity = nil }, nil},
+		{"the entity query failed: a READ_ERROR, not a missing row", and(skipCase(nil, skip1()), failedQuery(sources.QueryEntity)), nil},
 	})
 }
 
@@ -396,6 +423,9 @@ func TestSeeStateBehind(t *testing.T) {
 		{"a terminal operation without state row neither", func(f *facts) { f.steps[0], f.terminal = stepAs("debit", StepApplied, 1), true }, nil},
 		{"a pipeline without state table", func(f *facts) { f.pipeline.State = nil; f.steps[0] = stepAs("debit", StepApplied, 1) }, nil},
 		{"an applied step the state claims", func(f *facts) { stateAt("DEBIT_DONE", 1)(f); f.steps[0] = stepAs("debit", StepApplied, 1) }, nil},
+		{"an effect and a state query that failed: the row may exist", func(f *facts) {
+			f.steps[0], f.unsettled = stepAs("debit", StepApplied, 1), true
+		}, nil},
 	})
 }
 
@@ -420,9 +450,11 @@ func and(sets ...func(*facts)) func(*facts) {
 	}
 }
 
-// anchor and ended set the anchored and terminal flags.
-func anchor(f *facts) { f.anchored = true }
-func ended(f *facts)  { f.terminal = true }
+// anchor and ended set the anchored and terminal flags; unsettled says
+// the query that decides whether the operation ended failed.
+func anchor(f *facts)    { f.anchored = true }
+func ended(f *facts)     { f.terminal = true }
+func unsettled(f *facts) { f.unsettled = true }
 
 func TestSeeStranded(t *testing.T) {
 	testRule(t, seeStranded, []ruleCase{
@@ -442,6 +474,7 @@ func TestSeeStranded(t *testing.T) {
 		{"no anchor", at(100, 101, 0, RedeliveryNo), nil},
 		{"Kafka will redeliver", and(anchor, at(100, 100, 0, RedeliveryYes)), nil},
 		{"redelivery unknown", anchor, nil},
+		{"whether it ended is unknown", and(anchor, unsettled, at(100, 101, 0, RedeliveryNo)), nil},
 	})
 }
 
@@ -455,6 +488,7 @@ func TestSeeWillRedeliver(t *testing.T) {
 		{"no anchor", at(100, 100, 0, RedeliveryYes), nil},
 		{"Kafka will not redeliver", and(anchor, at(100, 101, 0, RedeliveryNo)), nil},
 		{"redelivery unknown", anchor, nil},
+		{"whether it ended is unknown", and(anchor, unsettled, at(100, 100, 0, RedeliveryYes)), nil},
 	})
 }
 
@@ -468,6 +502,7 @@ func TestSeeIncomplete(t *testing.T) {
 		{"anchored and redelivered", and(anchor, at(100, 100, 0, RedeliveryYes)), nil},
 		{"anchored and not redelivered", and(anchor, at(100, 101, 0, RedeliveryNo)), nil},
 		{"a terminal operation", ended, nil},
+		{"whether it ended is unknown", unsettled, nil},
 	})
 }
 
@@ -479,6 +514,7 @@ func TestSeeCompleteUncommitted(t *testing.T) {
 		{"redelivery unknown", and(stateAt("DONE", 3), ended), nil},
 		{"not terminal", and(stateAt("LEDGER_DONE", 2), at(100, 100, 0, RedeliveryYes)), nil},
 		{"terminal by idempotency records, no state row", and(ended, at(100, 100, 0, RedeliveryYes)), nil},
+		{"whether it ended is unknown", and(stateAt("DONE", 3), ended, unsettled, at(100, 100, 0, RedeliveryYes)), nil},
 	})
 }
 
@@ -499,6 +535,7 @@ func TestSeeComplete(t *testing.T) {
 		{"terminal by idempotency records", and(ended, func(f *facts) { f.idempotency = []IdempotencyView{done2(), skip1()} }),
 			one("", "no state row; idempotency records: m-2 DONE, m-1 SKIPPED")},
 		{"not terminal", stateAt("LEDGER_DONE", 2), nil},
+		{"terminal by records whose query failed in part", and(ended, unsettled), nil},
 	})
 }
 
@@ -512,22 +549,32 @@ func TestNewFacts(t *testing.T) {
 	}
 	cases := []struct {
 		name                       string
+		p                          *config.Pipeline
 		opts                       []evOpt
 		anchored, terminal, failed bool
+		unsettled                  bool
 	}{
-		{"a state row anchors", []evOpt{state("DEBIT_DONE")}, true, false, false},
-		{"a republished message anchors", []evOpt{republished}, true, false, false},
-		{"a message found by search alone does not", []evOpt{kafka(100, 0)}, false, false, false},
-		{"a terminal state row", []evOpt{state("DONE")}, true, true, false},
-		{"a failed state row is terminal", []evOpt{state("FAILED")}, true, true, true},
-		{"a status in no list is neither", []evOpt{state("WEIRD")}, true, false, false},
-		{"idempotency records all done or skipped", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone}, sources.IdempotencyRow{Key: "m-2", Action: ActionSkipped})}, false, true, false},
-		{"a pending idempotency record", []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionPending})}, false, false, false},
-		{"a state row decides, not the idempotency records", []evOpt{state("DEBIT_DONE"), idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone})}, true, false, false},
+		{"a state row anchors", settlement(), []evOpt{state("DEBIT_DONE")}, true, false, false, false},
+		{"a republished message anchors", settlement(), []evOpt{republished}, true, false, false, false},
+		{"a message found by search alone does not", settlement(), []evOpt{kafka(100, 0)}, false, false, false, false},
+		{"a terminal state row", settlement(), []evOpt{state("DONE")}, true, true, false, false},
+		{"a failed state row is terminal", settlement(), []evOpt{state("FAILED")}, true, true, true, false},
+		{"a status in no list is neither", settlement(), []evOpt{state("WEIRD")}, true, false, false, false},
+		{"idempotency records all done or skipped", settlement(), []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone}, sources.IdempotencyRow{Key: "m-2", Action: ActionSkipped})}, false, true, false, false},
+		{"a pending idempotency record", settlement(), []evOpt{idem(sources.IdempotencyRow{Key: "m-1", Action: ActionPending})}, false, false, false, false},
+		{"a state row decides, not the idempotency records", settlement(), []evOpt{state("DEBIT_DONE"), idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone})}, true, false, false, false},
+		// Whether it ended is unknown when the query that decides it failed.
+		{"a state query that failed", settlementSkip(), []evOpt{queryFailed(sources.QueryState), idem(sources.IdempotencyRow{Key: "m-1", Action: ActionDone})}, false, true, false, true},
+		{"an idempotency query that failed, no state row", settlementSkip(), []evOpt{queryFailed(sources.QueryIdempotency)}, false, false, false, true},
+		{"an idempotency query that failed, no state table", skipPipeline(), []evOpt{queryFailed(sources.QueryIdempotency)}, false, false, false, true},
+		{"an idempotency query that failed, the state row decides", settlementSkip(), []evOpt{state("DONE"), queryFailed(sources.QueryIdempotency)}, true, true, false, false},
+		{"a query the reader did not name", settlementSkip(), []evOpt{state("DONE"), queryFailed("")}, true, true, false, true},
+		{"an audit query that failed decides nothing of it", settlementSkip(), []evOpt{state("DONE"), queryFailed(sources.QueryAudit)}, true, true, false, false},
+		{"a step query that failed decides nothing of it", settlement(), []evOpt{state("DONE"), stepFailed(0)}, true, true, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev := newEv(settlement(), c.opts...)
+			ev := newEv(c.p, c.opts...)
 			r, reached := survey(ev)
 			f := newFacts(ev, &r, reached)
 			if f.anchored != c.anchored || f.terminal != c.terminal {
@@ -535,6 +582,9 @@ func TestNewFacts(t *testing.T) {
 			}
 			if f.failed != c.failed {
 				t.Errorf("failed %v, want %v", f.failed, c.failed)
+			}
+			if f.unsettled != c.unsettled {
+				t.Errorf("unsettled %v, want %v", f.unsettled, c.unsettled)
 			}
 			if len(f.steps) != len(r.Steps) || f.kafka.Located != r.Kafka.Located || f.state != r.State {
 				t.Errorf("facts do not carry the report's views: %+v", f)
@@ -610,8 +660,22 @@ func TestDiagnosePrecedence(t *testing.T) {
 			InFlight, []Code{UnknownStatus, InFlight, WillRedeliver}},
 		{"IN_FLIGHT is listed before READ_ERROR", settlement(), join(all(1, 0), state("DEBIT_DONE"), live, readErr(1), kafka(100, 0)),
 			InFlight, []Code{InFlight, ReadError, WillRedeliver}},
-		{"READ_ERROR is listed before DUPLICATE_EFFECT", settlement(), join(all(2, 0), state("DEBIT_DONE"), readErr(1), kafka(100, 0)),
-			DuplicateEffect, []Code{ReadError, DuplicateEffect, WillRedeliver}},
+		{"DUPLICATE_EFFECT beats READ_ERROR", settlement(), join(all(2, 0), state("DEBIT_DONE"), readErr(1), kafka(100, 0)),
+			DuplicateEffect, []Code{DuplicateEffect, ReadError, WillRedeliver}},
+		{"STRANDED beats READ_ERROR", settlement(), join(all(1, 0), state("DEBIT_DONE"), readErr(2), kafka(101, 0)),
+			Stranded, []Code{Stranded, ReadError}},
+		{"READ_ERROR beats WILL_REDELIVER", settlement(), join(all(1, 0), state("DEBIT_DONE"), readErr(1), kafka(100, 0)),
+			ReadError, []Code{ReadError, WillRedeliver}},
+		{"READ_ERROR beats INCOMPLETE", settlement(), join(all(1, 0), state("DEBIT_DONE"), readErr(1)),
+			ReadError, []Code{ReadError, Incomplete}},
+		{"READ_ERROR beats COMPLETE_UNCOMMITTED", settlement(), join(all(1, 1, acked("a")), state("DONE"), readErr(0), kafka(100, 0)),
+			ReadError, []Code{ReadError, CompleteUncommitted}},
+		{"READ_ERROR beats FAILED", settlement(), join(all(1, 0), state("FAILED"), readErr(1), kafka(101, 0)),
+			ReadError, []Code{ReadError, Failed}},
+		{"READ_ERROR beats SKIPPED_OK", settlementSkip(), join(nil, skippedRec, entity("REFUNDED"), readErr(1), kafka(101, 0)),
+			ReadError, []Code{ReadError, SkippedOK}},
+		{"READ_ERROR beats COMPLETE, which is dropped", settlement(), join(all(1, 1, acked("a")), state("DONE"), readErr(0), kafka(101, 0)),
+			ReadError, []Code{ReadError}},
 		{"UNKNOWN_OUTCOME is listed before ENTITY_NOT_FOUND", settlementSkip(), join(all(1, 1, unacked("a")), state("LEDGER_DONE"), skippedRec,
 			func(e *sources.Evidence) { e.DB.Entity = &sources.EntityRow{} }, kafka(100, 0)),
 			UnknownOutcome, []Code{UnknownOutcome, EntityNotFound, WillRedeliver}},

@@ -13,8 +13,9 @@ type Code string
 // NOT_FOUND.
 type Severity string
 
-// Verdict codes, plus two that opctl adds where the contract is silent
-// (docs/verdicts.md): INCOMPLETE and FAILED.
+// Verdict codes, plus three that opctl adds where the contract is silent
+// (docs/verdicts.md): READ_ERROR (a MySQL query the verdict needs failed;
+// also one finding per failed query), INCOMPLETE and FAILED.
 const (
 	NotFound            Code = "NOT_FOUND"
 	InFlight            Code = "IN_FLIGHT"
@@ -25,6 +26,7 @@ const (
 	MissingEffect       Code = "MISSING_EFFECT"
 	StateBehind         Code = "STATE_BEHIND"
 	Stranded            Code = "STRANDED"
+	ReadError           Code = "READ_ERROR"
 	WillRedeliver       Code = "WILL_REDELIVER"
 	Incomplete          Code = "INCOMPLETE"
 	CompleteUncommitted Code = "COMPLETE_UNCOMMITTED"
@@ -39,8 +41,6 @@ const (
 	UnknownStatus Code = "UNKNOWN_STATUS"
 	// EntityNotFound: a skip was recorded but the entity row is missing.
 	EntityNotFound Code = "ENTITY_NOT_FOUND"
-	// ReadError: a source or a step's query could not be read.
-	ReadError Code = "READ_ERROR"
 	// MessageGone: the message is below the log start (deleted by retention).
 	MessageGone Code = "MESSAGE_GONE"
 )
@@ -209,6 +209,26 @@ func explanation(code Code) (Explanation, bool) {
 			},
 			Unsafe: []string{"a new plan before this one is finished: its guards would be written against a half-repaired state"},
 			Repair: "finish the plan: opctl repair apply PLAN_ID",
+		}, true
+	case ReadError:
+		return Explanation{
+			Meaning: "a MySQL query opctl needs to judge the operation failed (a step's evidence or intent query, the state, idempotency or audit query, the entity query of a skip): what it would have shown is unknown, so opctl gives no ok or watch verdict and plans no repair. The report is partial (exit 6): sources.mysql and the READ_ERROR findings name each failed query and the server's error.",
+			Causes: []string{
+				"a typo in a query of opctl.yaml: a column or table that does not exist (Error 1054, 1146)",
+				"the schema changed under the configuration (a renamed column, a dropped table)",
+				"the read-only user lacks SELECT on a table (Error 1142)",
+				"the query did not answer within --timeout, or the server was restarting",
+			},
+			Safe: []string{
+				"read which query failed and why (where names it); fix it in opctl.yaml (each step's evidence or intent, entity.query) or the schema or grant it reads, then run `opctl where` again",
+				"`opctl schema check` compares the configured tables and columns with the database",
+				"for a timeout: run `opctl where` again, or with a larger --timeout",
+			},
+			Unsafe: []string{
+				"reading what the failed query would have returned as empty: a broken debit query shows no debit, not a missing one, and hides a double debit",
+				"repairing by hand from this report: the failed query's rows were not read",
+			},
+			Repair: "none until every query reads: `opctl repair plan` refuses to plan from a read that failed in part",
 		}, true
 	case WillRedeliver:
 		return Explanation{

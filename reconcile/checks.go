@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
@@ -27,43 +28,47 @@ func (r *run) scan() {
 	}
 	sem := make(chan struct{}, ParallelPipelines)
 	var wg sync.WaitGroup
-	var cut atomic.Bool
-	for _, g := range groups {
+	cut := make([]bool, len(groups))
+	for i, g := range groups {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if r.scanPipeline(g) {
-				cut.Store(true)
-			}
+			cut[i] = r.scanPipeline(g)
 		})
 	}
 	wg.Wait()
-	if !cut.Load() || r.firstErr() != nil {
+	if r.firstErr() != nil {
 		return
 	}
-	// How far the run got: the first check, in the run's order, that an
-	// interrupt stopped; when it stopped none mid-way, the first check that
-	// never ran (never one that finished).
-	var at *checkState
-	for _, cs := range r.states {
-		if cs.status == StatusInterrupted {
-			at = cs
-			break
+	// How far each pipeline an interrupt cut got: the check it stopped
+	// mid-way, or, when it stopped between checks (or before its first),
+	// the first check that never ran (never one that finished). Pipelines
+	// run in parallel: each names its own.
+	for i, g := range groups {
+		if !cut[i] {
+			continue
 		}
-	}
-	for _, cs := range r.states {
-		if at != nil {
-			break
+		var at *checkState
+		for _, cs := range g {
+			if cs.status == StatusInterrupted {
+				at = cs
+				break
+			}
 		}
-		if cs.status == StatusNotRun {
-			at = cs
+		for _, cs := range g {
+			if at != nil {
+				break
+			}
+			if cs.status == StatusNotRun {
+				at = cs
+			}
 		}
+		if at == nil {
+			continue
+		}
+		at.status = StatusInterrupted
+		r.interrupted = append(r.interrupted, Interruption{Pipeline: at.p.Name, Check: at.check, Rows: at.rows.Load(), LastKey: at.last()})
 	}
-	if at == nil {
-		return
-	}
-	at.status = StatusInterrupted
-	r.interrupted = &Interruption{Pipeline: at.p.Name, Check: at.check, Rows: at.rows.Load(), LastKey: at.last()}
 }
 
 // ParallelPipelines is the number of pipelines a run scans at once.
@@ -105,17 +110,41 @@ func (r *run) scanPipeline(states []*checkState) bool {
 	return false
 }
 
-// plan checks that the indexes a check needs exist. It returns the index
-// serving each requirement (by position; "" when the check runs on a full
-// scan), or ok=false after marking the check skipped, refused or failed.
-func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requirement, []string, bool) {
+// access is how a check reads one requirement's table: the index it
+// forces ("" on a full scan) and, for a walk, the columns its keyset
+// continues on after the walk's leading columns (mysql.Walk.Order).
+type access struct {
+	index string
+	order []string
+}
+
+// walkOrder is the keyset of walk w over requirement q: q's leading
+// columns that w does not fix or range over (the key of a walk by key),
+// then the columns the index carries after them.
+func (a access) walkOrder(q Requirement, w mysqlsrc.Walk) []string {
+	n := 0
+	if w.EqCol != "" {
+		n++
+	}
+	if w.PosCol != "" {
+		n++
+	}
+	return append(slices.Clone(q.Columns[min(n, len(q.Columns)):]), a.order...)
+}
+
+// plan checks that the indexes a check needs exist. It returns how each
+// requirement is served (by position; index "" when the check runs on a
+// full scan), or ok=false after marking the check skipped, refused or
+// failed.
+func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requirement, []access, bool) {
 	reqs, na := Requirements(cs.p, cs.check)
 	if na != "" {
 		cs.status, cs.reason = StatusSkipped, na
 		return nil, nil, false
 	}
-	idx := make([]string, len(reqs))
+	acc := make([]access, len(reqs))
 	var missing []Requirement
+	var whyNot []string
 	var unboundedReqs []Requirement
 	for i, q := range reqs {
 		info, ok := tables[q.Table]
@@ -134,27 +163,43 @@ func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requ
 			cs.status, cs.reason = StatusFailed, fmt.Sprintf("table %s does not exist (run `opctl schema check`)", q.Table)
 			return nil, nil, false
 		}
-		for _, c := range append(slices.Clone(q.Columns), q.Reads...) {
-			if !info.HasColumn(c) {
+		for _, c := range slices.Concat(q.Columns, q.Reads, []string{q.Key}) {
+			if c != "" && !info.HasColumn(c) {
 				cs.status, cs.reason = StatusFailed, fmt.Sprintf("table %s has no column %s (run `opctl schema check`)", q.Table, c)
 				return nil, nil, false
 			}
 		}
-		if ix, ok := info.IndexFor(q.Columns...); ok {
-			idx[i] = ix.Name
-		} else {
-			missing = append(missing, q)
+		switch {
+		case q.Walk:
+			if use, ok := info.WalkIndex(q.Columns, q.Key, q.Reads...); ok {
+				acc[i] = access{index: use.Index.Name, order: use.Tail}
+			} else {
+				acc[i] = access{order: info.ScanOrder(q.Columns, q.Key)}
+				missing = append(missing, q)
+				whyNot = append(whyNot, info.WhyNoIndex(q.Columns, true, q.Key))
+			}
+		default:
+			if ix, ok := info.IndexFor(q.Columns...); ok {
+				acc[i] = access{index: ix.Name}
+			} else {
+				missing = append(missing, q)
+				whyNot = append(whyNot, info.WhyNoIndex(q.Columns, false, ""))
+			}
 		}
 		if unbounded(q) {
 			unboundedReqs = append(unboundedReqs, q)
 		}
 	}
 	if len(missing) == 0 && len(unboundedReqs) == 0 {
-		return reqs, idx, true
+		return reqs, acc, true
 	}
 	var why []string
-	for _, q := range missing {
-		why = append(why, fmt.Sprintf("no index on %s to %s", q, q.Purpose))
+	for i, q := range missing {
+		w := fmt.Sprintf("no index on %s starting with (%s) to %s", q.Table, strings.Join(q.Columns, ", "), q.Purpose)
+		if whyNot[i] != "" {
+			w += " (" + whyNot[i] + ")"
+		}
+		why = append(why, w)
 		cs.ddl = append(cs.ddl, q.DDL())
 	}
 	for _, q := range unboundedReqs {
@@ -166,7 +211,7 @@ func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requ
 		return nil, nil, false
 	}
 	cs.notes = append(cs.notes, "full scan allowed (--allow-full-scan): "+joinSemi(why))
-	return reqs, idx, true
+	return reqs, acc, true
 }
 
 func joinSemi(s []string) string {
@@ -193,20 +238,20 @@ func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) err
 			return nil
 		}
 	}
-	reqs, idx, ok := r.plan(cs, tables)
+	reqs, acc, ok := r.plan(cs, tables)
 	if !ok {
 		return nil
 	}
 	var err error
 	switch cs.check {
 	case CheckStuck:
-		err = r.stuck(cs, idx[0])
+		err = r.stuck(cs, reqs[0], acc[0])
 	case CheckSkipped:
-		err = r.skipped(cs, reqs, idx)
+		err = r.skipped(cs, reqs, acc)
 	case CheckDuplicates, CheckOrphans:
-		err = r.scanTables(cs, reqs, idx)
+		err = r.scanTables(cs, reqs, acc)
 	case CheckUncommitted:
-		err = r.uncommitted(cs, idx[0])
+		err = r.uncommitted(cs, reqs[0], acc[0])
 	}
 	if err == nil {
 		err = r.stoppedRepairs(cs)
@@ -366,14 +411,15 @@ func timeFrac(from, to time.Time) func(mysqlsrc.WalkRow) float64 {
 }
 
 // stuck walks, for every status that is neither terminal nor failed, the
-// (status, updated_at, key) range [now - since, now - older-than). The
+// (status, updated_at) range [now - since, now - older-than) of the index
+// a (its keyset continuing on what the index carries after them). The
 // statuses are found with a loose index scan (one index dive each), so a
 // status missing from the config is walked too.
-func (r *run) stuck(cs *checkState, index string) error {
+func (r *run) stuck(cs *checkState, q Requirement, a access) error {
 	st := cs.p.State
 	done := append(slices.Clone(st.Terminal), st.Failed...)
 	var statuses []string
-	if index != "" {
+	if a.index != "" {
 		var after *string
 		for {
 			if r.stopped() {
@@ -406,12 +452,13 @@ func (r *run) stuck(cs *checkState, index string) error {
 	}
 	from, to := r.now.Add(-r.o.Since), r.now.Add(-r.o.OlderThan)
 	for _, status := range statuses {
-		w := mysqlsrc.Walk{Table: st.Table, Index: index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
+		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
 		var frac func(mysqlsrc.WalkRow) float64
 		if st.UpdatedAt != "" {
 			w.PosCol, w.From, w.To = st.UpdatedAt, from, to
 			frac = timeFrac(from, to)
 		}
+		w.Order = a.walkOrder(q, w)
 		r.shard(&w)
 		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
 			for _, row := range rows {
@@ -428,8 +475,29 @@ func (r *run) stuck(cs *checkState, index string) error {
 	return nil
 }
 
-// skipped walks the SKIPPED records of the (action, created_at, key) range
-// [now - since, ...). When the entity's effect step has a scan block, the
+// stuckTarget reports whether rep, a candidate of the stuck check, is a
+// stuck target by its definition (docs/reconcile.md#targets): its state row,
+// as the triage read it, is neither terminal nor failed, was last updated
+// before now - older-than (the run's database clock, as the walk bounded
+// it), and holds no live lease (the triage's database clock, as IN_FLIGHT
+// is decided) — whatever Kafka says or could not say. The verdict stays
+// the one `where` gives; IN_FLIGHT is never a stuck target.
+func (r *run) stuckTarget(p *config.Pipeline, rep inspect.Report) bool {
+	st := rep.State
+	if p.State == nil || !st.Found || st.LeaseActive || rep.Verdict.Code == inspect.InFlight {
+		return false
+	}
+	if slices.Contains(p.State.Terminal, st.Status) || slices.Contains(p.State.Failed, st.Status) {
+		return false
+	}
+	if p.State.UpdatedAt != "" && (st.UpdatedAt == nil || !st.UpdatedAt.Before(r.now.Add(-r.o.OlderThan))) {
+		return false
+	}
+	return true
+}
+
+// skipped walks the SKIPPED records of the (action, created_at) range
+// [now - since, ...) of the index acc[0]. When the entity's effect step has a scan block, the
 // records whose operation has a row in that table are dropped with one
 // lookup per chunk (a skip whose effect exists cannot be WRONGLY_SKIPPED).
 // When the entity block names its table, key and status, the entities of
@@ -438,9 +506,9 @@ func (r *run) stuck(cs *checkState, index string) error {
 // triaged (docs/reconcile.md: the check is about entities that do not cancel the
 // effect); an operation without an entity row is triaged. The others are
 // triaged.
-func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
+func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	id := cs.p.Idempotency
-	w := mysqlsrc.Walk{Table: id.Table, Index: idx[0], EqCol: id.Action, EqVal: inspect.ActionSkipped,
+	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
 		KeyCol: id.Key, ExtraCol: id.BizID}
 	var frac func(mysqlsrc.WalkRow) float64
 	if id.CreatedAt != "" {
@@ -448,6 +516,7 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, idx []string) error {
 		w.PosCol, w.From = id.CreatedAt, from
 		frac = timeFrac(from, r.now)
 	}
+	w.Order = acc[0].walkOrder(reqs[0], w)
 	// The shard is on the operation (biz_id), not on the record key, so that
 	// every worker triages the operations of its own shard.
 	var effect, entity *Requirement
@@ -531,12 +600,12 @@ func cancelling(statuses, cancels []string) bool {
 	return true
 }
 
-// scanTables walks the (time, key) range [now - since, ...) of every scan
-// table; per chunk of distinct keys, duplicates keeps the keys with more
+// scanTables walks the time range [now - since, ...) of every scan table's
+// index (acc, by requirement); per chunk of distinct keys, duplicates keeps the keys with more
 // than one row in that table (one GROUP BY on the key index), orphans the
 // keys with neither a state row nor an idempotency record (one lookup in
 // each).
-func (r *run) scanTables(cs *checkState, reqs []Requirement, idx []string) error {
+func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access) error {
 	p := cs.p
 	for _, s := range p.Steps {
 		if s.Scan == nil {
@@ -555,12 +624,13 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, idx []string) error
 			continue
 		}
 		sc := p.Steps[p.StepIndex(q.Step)].Scan
-		w := mysqlsrc.Walk{Table: sc.Table, Index: idx[i], KeyCol: sc.Key}
+		w := mysqlsrc.Walk{Table: sc.Table, Index: acc[i].index, KeyCol: sc.Key}
 		var frac func(mysqlsrc.WalkRow) float64
 		if sc.Time != "" {
 			w.PosCol, w.From = sc.Time, from
 			frac = timeFrac(from, r.now)
 		}
+		w.Order = acc[i].walkOrder(q, w)
 		r.shard(&w)
 		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
 			var keys []string
@@ -622,7 +692,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, idx []string) error
 // uncommitted walks, per partition, the state rows whose stored offset lies
 // in [committed, log end) (where the group will read again, by
 // inspect.Redelivery's rules), and triages the terminal ones.
-func (r *run) uncommitted(cs *checkState, index string) error {
+func (r *run) uncommitted(cs *checkState, q Requirement, a access) error {
 	p := cs.p
 	st := p.State
 	view, err := r.group(p.Topic, p.Group)
@@ -648,8 +718,9 @@ func (r *run) uncommitted(cs *checkState, index string) error {
 		if lo >= pv.LogEnd {
 			continue
 		}
-		w := mysqlsrc.Walk{Table: st.Table, Index: index, EqCol: st.Partition, EqVal: int64(part),
+		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Partition, EqVal: int64(part),
 			PosCol: st.Offset, From: lo, To: pv.LogEnd, KeyCol: st.Key, ExtraCol: st.Status}
+		w.Order = a.walkOrder(q, w)
 		r.shard(&w)
 		n := float64(len(parts))
 		err := r.walk(cs, w, func(mysqlsrc.WalkRow) float64 { return float64(i) / n }, func(rows []mysqlsrc.WalkRow) error {

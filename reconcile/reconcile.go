@@ -8,9 +8,11 @@
 // read once per pipeline for the whole run; a candidate's message position
 // is the one its state row stores.
 //
-// A candidate becomes a target when its verdict's severity is "action":
-// a stuck operation that turns out IN_FLIGHT, WILL_REDELIVER or INCOMPLETE
-// is reported in the counts but is not a target.
+// A candidate becomes a target when its verdict's severity is "action",
+// and a stuck candidate also when it is stuck by definition (non-terminal,
+// older than --older-than, no live lease: whatever its verdict, which the
+// target carries); one that turns out IN_FLIGHT is reported in the counts
+// but is never a target (docs/reconcile.md#targets).
 package reconcile
 
 import (
@@ -132,7 +134,9 @@ type Target = inspect.Target
 // Result is one triaged candidate.
 type Result struct {
 	Target
-	// Severity of the verdict: a Result is a target when it is "action".
+	// Severity of the verdict, raised to "action" for a stuck target
+	// whatever its verdict (docs/reconcile.md#targets): a Result is a
+	// target when it is "action".
 	Severity inspect.Severity `json:"severity"`
 }
 
@@ -194,23 +198,28 @@ type Summary struct {
 	PartialWhy  []string      `json:"partial_why,omitempty"`
 	Refused     bool          `json:"refused"`
 	Interrupted *Interruption `json:"interrupted,omitempty"`
+	// Interruptions has one entry per pipeline an interrupt cut, in the
+	// run's order (pipelines are scanned in parallel: each was at its own
+	// check); Interrupted is the first.
+	Interruptions []Interruption `json:"interruptions,omitempty"`
 	// DBNow is the database clock the bounds were computed from.
 	DBNow   time.Time `json:"db_now"`
 	Seconds float64   `json:"seconds"`
 }
 
 // ExitCode is the exit status of a finished run (docs/exit-codes.md):
-// refused (a check would need a full scan and did not run) wins, then
-// partial (Kafka could not be read: verdicts may miss something), then
-// attention (targets found), else ok.
+// partial (a source could not be read: verdicts may miss something) wins,
+// then attention (targets found), then refused (a check would need a full
+// scan and did not run; the targets of the others come first: a run that
+// found some exits 3, its refusals still reported), else ok.
 func (s *Summary) ExitCode() int {
 	switch {
-	case s.Refused:
-		return sources.ExitRefused
 	case s.Partial:
 		return sources.ExitPartial
 	case s.Targets > 0:
 		return sources.ExitAttention
+	case s.Refused:
+		return sources.ExitRefused
 	}
 	return sources.ExitOK
 }
@@ -285,7 +294,7 @@ type run struct {
 	causeMu sync.Mutex
 	causes  map[string]*partialCause
 
-	interrupted *Interruption
+	interrupted []Interruption
 }
 
 // partialCause is one reason verdicts of a pipeline were partial: the first
@@ -295,24 +304,45 @@ type partialCause struct {
 	n                               int
 }
 
-// notePartial records why rep is partial: each source it could not read.
+// notePartial records why rep is partial: each source it could not read,
+// and each step whose evidence could not be read (a report is partial for
+// either, docs/verdicts.md#partial). A partial report always leaves a
+// cause: without one it is recorded as such, so that a partial run never
+// has an empty reason.
 func (r *run) notePartial(rep inspect.Report) {
 	r.causeMu.Lock()
 	defer r.causeMu.Unlock()
 	if r.causes == nil {
 		r.causes = map[string]*partialCause{}
 	}
+	note := func(key, src, detail string) {
+		if c, ok := r.causes[key]; ok {
+			c.n++
+			return
+		}
+		r.causes[key] = &partialCause{pipeline: rep.Pipeline, source: src, bizID: rep.BizID, detail: detail, n: 1}
+	}
+	found := false
 	for _, src := range rep.Unread() {
 		v := rep.Sources[src]
 		key := rep.Pipeline + "\x00" + src
 		if src == "kafka" {
 			key = src + "\x00" + v // the same view error for every candidate
 		}
-		if c, ok := r.causes[key]; ok {
-			c.n++
-			continue
+		note(key, src, v)
+		found = true
+	}
+	if !found {
+		// A step read that failed without a source saying so.
+		for _, st := range rep.Steps {
+			if st.Error != "" {
+				note(rep.Pipeline+"\x00step\x00"+st.Name, "step "+st.Name, "step "+st.Name+": "+st.Error)
+				found = true
+			}
 		}
-		r.causes[key] = &partialCause{pipeline: rep.Pipeline, source: src, bizID: rep.BizID, detail: v, n: 1}
+	}
+	if !found {
+		note(rep.Pipeline+"\x00?", "?", "the verdict "+string(rep.Verdict.Code)+" was computed without a source it needed")
 	}
 }
 
@@ -496,6 +526,9 @@ func (r *run) triage(out chan<- Result) {
 		for _, ev := range evs {
 			rep := inspect.Diagnose(ev)
 			res := resultOf(cs, rep)
+			if cs.check == CheckStuck && r.stuckTarget(cs.p, rep) {
+				res.Severity = inspect.SeverityAction
+			}
 			cs.mu.Lock()
 			cs.verdicts[res.Verdict]++
 			cs.mu.Unlock()
@@ -539,7 +572,10 @@ func resultOf(cs *checkState, rep inspect.Report) Result {
 
 // summary assembles the Summary from the check states.
 func (r *run) summary() *Summary {
-	s := &Summary{DBNow: r.now, Interrupted: r.interrupted, Seconds: time.Since(r.start).Seconds()}
+	s := &Summary{DBNow: r.now, Interruptions: r.interrupted, Seconds: time.Since(r.start).Seconds()}
+	if len(r.interrupted) > 0 {
+		s.Interrupted = &r.interrupted[0]
+	}
 	for _, cs := range r.states {
 		st := CheckStats{Pipeline: cs.p.Name, Check: cs.check, Status: cs.status, Reason: cs.reason,
 			DDL: cs.ddl, Notes: cs.notes, Rows: cs.rows.Load(), Candidates: cs.candidates.Load(),

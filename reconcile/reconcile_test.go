@@ -38,9 +38,19 @@ type env struct {
 // check` reports missing (unless bare), and generates o.
 func setup(t *testing.T, o gen.Options, bare bool) *env {
 	t.Helper()
+	return setupAltered(t, o, bare)
+}
+
+// setupAltered is setup with the statements alter run on the schemas
+// before anything else (a production table's own keys and indexes).
+func setupAltered(t *testing.T, o gen.Options, bare bool, alter ...string) *env {
+	t.Helper()
 	db := testenv.MySQL(t)
 	db.ExecFile(t, filepath.Join("..", "testdata", "schema", "settlement.sql"))
 	db.ExecFile(t, filepath.Join("..", "testdata", "schema", "skip.sql"))
+	for _, a := range alter {
+		db.Exec(t, a)
+	}
 	raw, err := os.ReadFile(filepath.Join("..", "testdata", "config", "reconcile.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -311,9 +321,10 @@ func TestShardsSplitTheWork(t *testing.T) {
 	}
 }
 
-// TestRefusesAFullScan: on the testdata schema as is, balance_journal has
-// no (created_at, biz_id) index: duplicates is refused with the DDL that
-// fixes it, and runs with AllowFullScan.
+// TestRefusesAFullScan: on the testdata schema as is, ledger_entry has no
+// index starting with created_at: duplicates is refused with the DDL that
+// fixes it (balance_journal's (created_at) index serves, it is not asked
+// for), and runs with AllowFullScan.
 func TestRefusesAFullScan(t *testing.T) {
 	e := setup(t, gen.Options{Ops: 600, AnomalyRate: 0.05, Seed: 5, Pipelines: []string{gen.Settlement}}, true)
 	o := baseOptions(e)
@@ -328,12 +339,13 @@ func TestRefusesAFullScan(t *testing.T) {
 	if cs.Status != reconcile.StatusRefused || !sum.Refused || cs.Rows != 0 || len(c.results) != 0 {
 		t.Fatalf("want a refusal before any row is read, got %+v", cs)
 	}
-	if !strings.Contains(cs.Reason, "balance_journal (created_at, biz_id)") || !strings.Contains(cs.Reason, "--allow-full-scan") {
-		t.Errorf("reason does not say what is missing and how to proceed: %s", cs.Reason)
+	if !strings.Contains(cs.Reason, "no index on ledger_entry starting with (created_at)") || !strings.Contains(cs.Reason, "--allow-full-scan") ||
+		strings.Contains(cs.Reason, "balance_journal") {
+		t.Errorf("reason does not say what is missing (only that) and how to proceed: %s", cs.Reason)
 	}
-	wantDDL := "ALTER TABLE `balance_journal` ADD INDEX `ix_opctl_created_at_biz_id` (`created_at`, `biz_id`);"
-	if !slices.Contains(cs.DDL, wantDDL) {
-		t.Errorf("DDL %q, want it to contain %q", cs.DDL, wantDDL)
+	wantDDL := []string{"ALTER TABLE `ledger_entry` ADD INDEX `ix_opctl_created_at_biz_order_id` (`created_at`, `biz_order_id`);"}
+	if !slices.Equal(cs.DDL, wantDDL) {
+		t.Errorf("DDL %q, want %q", cs.DDL, wantDDL)
 	}
 
 	o.AllowFullScan = true
@@ -588,5 +600,101 @@ func TestSkippedEntityLookup(t *testing.T) {
 				t.Errorf("notes %q do not say how many records the lookup decided", cs.Notes)
 			}
 		})
+	}
+}
+
+// okKafka answers every group read with an empty view: Kafka read, nothing
+// known of the positions (redelivery unknown), so a partial verdict is the
+// MySQL read's doing.
+type okKafka struct{}
+
+func (okKafka) Group(_ context.Context, topic, group string) (sources.GroupView, error) {
+	return sources.GroupView{Topic: topic, Group: group, GroupExists: true, GroupState: "Empty", Partitions: map[int32]sources.PartitionView{}}, nil
+}
+
+func (okKafka) Locate(context.Context, sources.LocateRequest) (sources.Location, error) {
+	return sources.Location{Partition: -1, Offset: -1, Located: sources.LocatedUnknown}, nil
+}
+
+// TestBrokenEvidenceQueryHidesNoDoubleDebit: with a typo in the debit
+// evidence query (a column that does not exist), every candidate of the
+// duplicates check is a target, READ_ERROR on step debit, marked partial,
+// and the run is partial (exit 6) saying which query failed: a broken
+// evidence query cannot make a double debit read COMPLETE and drop out of
+// the targets (docs/reconcile.md#targets).
+func TestBrokenEvidenceQueryHidesNoDoubleDebit(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 600, AnomalyRate: 0.05, Seed: 5, Pipelines: []string{gen.Settlement}}, false)
+	var doubles []string
+	for _, a := range e.m.Expected(gen.Settlement, reconcile.CheckDuplicates) {
+		if a.Step == "debit" {
+			doubles = append(doubles, a.BizID)
+		}
+	}
+	sort.Strings(doubles)
+	if len(doubles) < 3 {
+		t.Fatalf("the generator seeded only %d double debits", len(doubles))
+	}
+	run := func(p *config.Pipeline) (*reconcile.Summary, *collected) {
+		t.Helper()
+		o := baseOptions(e)
+		o.Pipelines, o.Checks = []*config.Pipeline{p}, []string{reconcile.CheckDuplicates}
+		d := e.deps(okKafka{})
+		var c collected
+		sum, err := reconcile.Run(context.Background(), d, o, c.emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, &c
+	}
+	targets := func(c *collected, verdict inspect.Code) []string {
+		var out []string
+		for _, r := range c.results {
+			if r.IsTarget() && r.Verdict == verdict && r.Step == "debit" {
+				out = append(out, r.BizID)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+
+	// The sound query finds the double debits, and nothing is partial.
+	sum, c := run(e.pipelines[0])
+	diff(t, "double debits, sound query", doubles, targets(c, inspect.DuplicateEffect))
+	if sum.Partial {
+		t.Fatalf("partial with every query sound: %q", sum.PartialWhy)
+	}
+
+	broken := *e.pipelines[0]
+	broken.Steps = slices.Clone(broken.Steps)
+	ev := broken.Steps[0].Evidence
+	broken.Steps[0].Evidence = strings.Replace(ev, "j.account_id", "j.acount_id", 1)
+	if broken.Steps[0].Evidence == ev {
+		t.Fatalf("the debit evidence query has no j.account_id: %s", ev)
+	}
+	sum, c = run(&broken)
+	if len(c.results) == 0 {
+		t.Fatal("no candidate triaged")
+	}
+	if missed := setDiff(doubles, targets(c, inspect.ReadError)); len(missed) > 0 {
+		t.Errorf("broken query: %d of %d double debits are not READ_ERROR targets on debit: %v", len(missed), len(doubles), head(missed))
+	}
+	for _, r := range c.results {
+		if r.Verdict == inspect.InFlight {
+			continue // a live lease is never a target
+		}
+		if !r.IsTarget() || r.Verdict != inspect.ReadError || !r.Partial || r.Step != "debit" || !strings.Contains(r.Detail, "debit: evidence query") {
+			t.Errorf("%s: %s %q (target %v, partial %v, step %q): want a partial READ_ERROR target on debit naming its query",
+				r.BizID, r.Verdict, r.Detail, r.IsTarget(), r.Partial, r.Step)
+		}
+	}
+	cs := sum.Checks[0]
+	if cs.Targets == 0 || cs.Targets != cs.Candidates-cs.Verdicts[inspect.InFlight] || !cs.Partial {
+		t.Errorf("duplicates check: %d targets of %d candidates (%d in flight), partial %v", cs.Targets, cs.Candidates, cs.Verdicts[inspect.InFlight], cs.Partial)
+	}
+	named := slices.ContainsFunc(sum.PartialWhy, func(w string) bool {
+		return strings.Contains(w, "debit: evidence query") && strings.Contains(w, "acount_id")
+	})
+	if !sum.Partial || sum.ExitCode() != sources.ExitPartial || !named {
+		t.Errorf("summary partial %v, exit %d, why %q: want partial (exit 6) naming the debit evidence query", sum.Partial, sum.ExitCode(), sum.PartialWhy)
 	}
 }

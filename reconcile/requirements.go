@@ -34,11 +34,13 @@ func IsCheck(name string) bool {
 	return false
 }
 
-// Requirement is one index a check needs: an index of Table whose columns
-// start with Columns. InnoDB appends the primary key to every secondary
-// index, so a trailing column that is the table's primary key need not be
-// declared: (status, updated_at) serves (status, updated_at, biz_id) when
-// biz_id is the primary key.
+// Requirement is one index a check needs: an index of Table whose leading
+// columns are Columns. A walk (Walk) continues its keyset on the columns the
+// index carries after them, which in InnoDB always end with the primary key
+// (appended to every secondary index), and reads Key (and Reads) from the
+// row: (created_at) serves the walk of a scan table by created_at when the
+// table has a primary key (docs/reconcile.md#the-usable-index-rule). A
+// lookup needs only the leading columns.
 type Requirement struct {
 	Pipeline string
 	Check    string
@@ -50,16 +52,19 @@ type Requirement struct {
 	Step string
 	// Walk is true for the index a check walks (the others serve lookups).
 	Walk bool
-	// Reads are further columns of Table the check reads (not indexed).
+	// Key is the key column a walk yields (read from each row).
+	Key string
+	// Reads are further columns of Table the check reads (not indexed):
+	// a walk's extra column, the entity's status.
 	Reads []string
 	// Entity is true for the entity lookup of the skipped check.
 	Entity bool
 }
 
 // IndexName is the name opctl proposes for the index: ix_opctl_ + the
-// columns, at most 64 characters.
+// columns of DDL, at most 64 characters.
 func (r Requirement) IndexName() string {
-	n := "ix_opctl_" + strings.ToLower(strings.Join(r.Columns, "_"))
+	n := "ix_opctl_" + strings.ToLower(strings.Join(r.DDLColumns(), "_"))
 	n = strings.ReplaceAll(n, "$", "_")
 	if len(n) > 64 {
 		n = n[:64]
@@ -67,50 +72,70 @@ func (r Requirement) IndexName() string {
 	return n
 }
 
+// DDLColumns are the columns of the index opctl proposes: the leading
+// columns, and for a walk its key after them, so that the walk reads its
+// keys from the index alone (and a table without a primary key can be
+// walked at all).
+func (r Requirement) DDLColumns() []string {
+	cols := slices.Clone(r.Columns)
+	if r.Walk && r.Key != "" && !slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, r.Key) }) {
+		cols = append(cols, r.Key)
+	}
+	return cols
+}
+
 // DDL is the statement that adds the index.
 func (r Requirement) DDL() string {
-	cols := make([]string, len(r.Columns))
-	for i, c := range r.Columns {
+	dc := r.DDLColumns()
+	cols := make([]string, len(dc))
+	for i, c := range dc {
 		cols[i] = config.QuoteIdent(c)
 	}
 	return fmt.Sprintf("ALTER TABLE %s ADD INDEX %s (%s);", config.QuoteIdent(r.Table),
 		config.QuoteIdent(r.IndexName()), strings.Join(cols, ", "))
 }
 
-// String reads "biz_operation (status, updated_at, biz_id)".
+// String reads "biz_operation (status, updated_at)".
 func (r Requirement) String() string {
 	return fmt.Sprintf("%s (%s)", r.Table, strings.Join(r.Columns, ", "))
 }
 
 // Requirements lists the indexes check needs on pipeline p, or says why the
 // check does not apply to p (no state table, no scan block, ...). The
-// choices, documented in the README:
+// choices (docs/reconcile.md#the-checks):
 //
-//   - stuck walks the state table's (status, updated_at, key) index, one
-//     range per non-terminal status;
-//   - skipped walks the idempotency table's (action, created_at, key) index
-//     for action = 'SKIPPED' (and looks the effect step's scan key up, when
+//   - stuck walks the state table by (status, updated_at), one range per
+//     non-terminal status;
+//   - skipped walks the idempotency table by (action, created_at) for
+//     action = 'SKIPPED' (and looks the effect step's scan key up, when
 //     it has a scan block, through an index starting with that key, and
 //     the entity's status, when the entity block names its table, key and
 //     status, through an index starting with entity.key);
-//   - duplicates walks each scan table's (time, key) index and counts the
-//     keys of each chunk through an index starting with key;
-//   - orphans walks each scan table's (time, key) index and looks each chunk's
-//     keys up in the state table (key) and the idempotency table (biz_id);
-//   - uncommitted walks the state table's (partition, offset, key) index from
-//     the group's committed offset to the log end of each partition.
+//   - duplicates walks each scan table by (time) and counts the keys of
+//     each chunk through an index starting with key;
+//   - orphans walks each scan table by (time) and looks each chunk's keys
+//     up in the state table (key) and the idempotency table (biz_id);
+//   - uncommitted walks the state table by (partition, offset) from the
+//     group's committed offset to the log end of each partition.
 //
-// A scan block without a time column cannot be bounded by --since: its
-// requirement is the (key) index and the walk is a full scan (refused
-// without --allow-full-scan); the same holds for a state table without
-// updated_at and an idempotency table without created_at.
+// Each walk reads its key from the row and continues its keyset on what
+// the index carries after those columns (mysql.TableInfo.WalkIndex). A scan
+// block without a time column cannot be bounded by --since: its walk is by
+// (key) and is a full scan (refused without --allow-full-scan); the same
+// holds for a state table without updated_at (by (status)) and an
+// idempotency table without created_at (by (action)).
 func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 	req := func(table, purpose string, cols ...string) Requirement {
 		return Requirement{Pipeline: p.Name, Check: check, Table: table, Columns: cols, Purpose: purpose}
 	}
-	walk := func(table, purpose string, cols ...string) Requirement {
+	// walk: a keyset walk over the leading columns cols, yielding key and
+	// reading extra (when set) from each row.
+	walk := func(table, purpose, key, extra string, cols ...string) Requirement {
 		r := req(table, purpose, cols...)
-		r.Walk = true
+		r.Walk, r.Key = true, key
+		if extra != "" {
+			r.Reads = []string{extra}
+		}
 		return r
 	}
 	switch check {
@@ -120,9 +145,9 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 			return nil, "the pipeline has no state table"
 		}
 		if st.UpdatedAt == "" {
-			return []Requirement{walk(st.Table, "walk non-terminal rows (no updated_at: unbounded by --since)", st.Status, st.Key)}, ""
+			return []Requirement{walk(st.Table, "walk non-terminal rows (no updated_at: unbounded by --since)", st.Key, "", st.Status)}, ""
 		}
-		return []Requirement{walk(st.Table, "walk non-terminal rows by updated_at", st.Status, st.UpdatedAt, st.Key)}, ""
+		return []Requirement{walk(st.Table, "walk non-terminal rows by updated_at", st.Key, "", st.Status, st.UpdatedAt)}, ""
 	case CheckSkipped:
 		id := p.Idempotency
 		if id == nil {
@@ -133,9 +158,9 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		}
 		var out []Requirement
 		if id.CreatedAt == "" {
-			out = append(out, walk(id.Table, "walk SKIPPED records (no created_at: unbounded by --since)", id.Action, id.Key))
+			out = append(out, walk(id.Table, "walk SKIPPED records (no created_at: unbounded by --since)", id.Key, id.BizID, id.Action))
 		} else {
-			out = append(out, walk(id.Table, "walk SKIPPED records by created_at", id.Action, id.CreatedAt, id.Key))
+			out = append(out, walk(id.Table, "walk SKIPPED records by created_at", id.Key, id.BizID, id.Action, id.CreatedAt))
 		}
 		if i := p.StepIndex(p.Entity.EffectStep); i >= 0 && p.Steps[i].Scan != nil {
 			sc := p.Steps[i].Scan
@@ -158,9 +183,9 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 			sc := s.Scan
 			var w Requirement
 			if sc.Time == "" {
-				w = walk(sc.Table, "walk the scan table by key (no scan.time: unbounded by --since)", sc.Key)
+				w = walk(sc.Table, "walk the scan table by key (no scan.time: unbounded by --since)", sc.Key, "", sc.Key)
 			} else {
-				w = walk(sc.Table, "walk the scan table by time", sc.Time, sc.Key)
+				w = walk(sc.Table, "walk the scan table by time", sc.Key, "", sc.Time)
 			}
 			w.Step = s.Name
 			out = append(out, w)
@@ -193,7 +218,7 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		if st.Partition == "" || st.Offset == "" {
 			return nil, "the state table stores no partition/offset (state.partition, state.offset): the message position of a terminal row is unknown"
 		}
-		return []Requirement{walk(st.Table, "walk each partition from the committed offset", st.Partition, st.Offset, st.Key)}, ""
+		return []Requirement{walk(st.Table, "walk each partition from the committed offset", st.Key, st.Status, st.Partition, st.Offset)}, ""
 	}
 	return nil, fmt.Sprintf("unknown check %q", check)
 }
@@ -203,8 +228,9 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 func unbounded(r Requirement) bool { return strings.Contains(r.Purpose, "unbounded") }
 
 // IndexNeeds lists the indexes every check that applies to p needs, one
-// entry per (table, columns) with the checks that need it, in the order
-// the checks run: what `opctl schema check` compares the database with.
+// entry per (table, leading columns) with the checks that need it, in the
+// order the checks run: what `opctl schema check` compares the database
+// with.
 func IndexNeeds(p *config.Pipeline) []schema.Need {
 	var out []schema.Need
 	at := map[string]int{}
@@ -214,15 +240,23 @@ func IndexNeeds(p *config.Pipeline) []schema.Need {
 			continue
 		}
 		for _, q := range reqs {
+			need := schema.Need{Pipeline: p.Name, Table: q.Table, Columns: q.Columns, Checks: []string{c}, Purpose: q.Purpose,
+				Walk: q.Walk, Key: q.Key, Reads: q.Reads, DDL: q.DDL(), IndexName: q.IndexName()}
 			k := q.Table + "\x00" + strings.ToLower(strings.Join(q.Columns, ","))
 			if i, ok := at[k]; ok {
+				if q.Walk && !out[i].Walk {
+					// A walk asks more of an index than a lookup on the same
+					// columns: the need becomes the walk's.
+					need.Checks = out[i].Checks
+					out[i] = need
+				}
 				if !slices.Contains(out[i].Checks, c) {
 					out[i].Checks = append(out[i].Checks, c)
 				}
 				continue
 			}
 			at[k] = len(out)
-			out = append(out, schema.Need{Pipeline: p.Name, Table: q.Table, Columns: q.Columns, Checks: []string{c}, Purpose: q.Purpose, DDL: q.DDL()})
+			out = append(out, need)
 		}
 	}
 	return out

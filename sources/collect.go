@@ -3,7 +3,7 @@ package sources
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,23 +146,76 @@ func (c *Collector) group(ctx context.Context, p *config.Pipeline) groupResult {
 }
 
 // newEvidence starts the evidence of one operation from its MySQL read: a
-// partial read is recorded in Sources, any other error is a *ConnError.
+// partial read (an operation-level query that failed, in DB.Failed, or a
+// step's, in its Err) is named in Sources["mysql"]; any other error is a
+// *ConnError.
 func newEvidence(p *config.Pipeline, bizID string, db DBEvidence, err error) (Evidence, error) {
 	ev := Evidence{BizID: bizID, Pipeline: p, Sources: map[string]string{}}
 	ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = -1, -1, LocatedUnknown
-	if err != nil {
-		var pe interface{ Partial() bool }
-		if errors.As(err, &pe) && pe.Partial() {
-			ev.Sources["mysql"] = err.Error()
-		} else {
-			return ev, &ConnError{Err: err}
-		}
-	} else {
-		ev.Sources["mysql"] = StatusOK
+	var pe interface{ Partial() bool }
+	if err != nil && (!errors.As(err, &pe) || !pe.Partial()) {
+		return ev, &ConnError{Err: err}
 	}
+	if err != nil {
+		db.Failed = failedQueries(err)
+	}
+	ev.Sources["mysql"] = MySQLStatus(db, err)
 	ev.DB = db
 	ev.BizID = StoredBizID(bizID, db)
 	return ev, nil
+}
+
+// MySQLStatus is what Sources["mysql"] says of a read: StatusOK when every
+// query answered, else every query that failed, by name ("mysql
+// 127.0.0.1:3306: partial read: state query: ...; debit: evidence query:
+// ..."), never an empty reason. partial is the reader's partial error (it
+// names the operation-level queries and the server), nil when it returned
+// none.
+func MySQLStatus(db DBEvidence, partial error) string {
+	var steps []string
+	for _, s := range db.Steps {
+		if s.Err != "" {
+			steps = append(steps, s.Err)
+		}
+	}
+	var parts []string
+	switch {
+	case partial != nil:
+		parts = append(parts, partial.Error())
+	case len(db.Failed) > 0:
+		parts = append(parts, "partial read: "+db.Failed[0].String())
+		for _, f := range db.Failed[1:] {
+			parts = append(parts, f.String())
+		}
+	case len(steps) > 0:
+		parts = append(parts, "partial read: "+steps[0])
+		steps = steps[1:]
+	default:
+		return StatusOK
+	}
+	return strings.Join(append(parts, steps...), "; ")
+}
+
+// failedQueries names the operation-level queries a partial read error
+// says failed (sources/mysql's *PartialError: Queries and Unwrap, in the
+// same order); an error that does not say which is one failure of unknown
+// query.
+func failedQueries(err error) []FailedQuery {
+	var named interface {
+		Queries() []string
+		Unwrap() []error
+	}
+	if errors.As(err, &named) {
+		qs, errs := named.Queries(), named.Unwrap()
+		if len(qs) > 0 && len(qs) == len(errs) {
+			out := make([]FailedQuery, len(qs))
+			for i := range qs {
+				out[i] = FailedQuery{Query: qs[i], Err: errs[i].Error()}
+			}
+			return out
+		}
+	}
+	return []FailedQuery{{Err: err.Error()}}
 }
 
 // StoredBizID is the operation's id as the database stores it: the state
@@ -198,7 +251,7 @@ func StoredBizID(typed string, db DBEvidence) string {
 func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() groupResult) {
 	p, bizID := ev.Pipeline, ev.BizID
 	var wg sync.WaitGroup
-	probeErr := c.probe(ctx, &wg, p, bizID, ev)
+	c.probe(ctx, &wg, p, bizID, ev)
 
 	var loc Location
 	var locErr error
@@ -238,9 +291,6 @@ func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() group
 		} else {
 			ev.Kafka.SearchDetail = "no row to locate the message from"
 		}
-	}
-	if *probeErr != "" {
-		ev.Sources["probe"] = *probeErr
 	}
 }
 
@@ -295,24 +345,15 @@ func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidenc
 }
 
 // probe starts one goroutine per probe call needed: each unacked intent of a
-// remote step with a {request_id} probe, and each {biz_id} probe. It returns
-// a pointer to the probe source status, valid after wg.Wait.
-func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pipeline, bizID string, ev *Evidence) *string {
-	status := new(string)
+// remote step with a {request_id} probe, and each {biz_id} probe. Each
+// answer is recorded where it belongs (the intent's Probe, the step's
+// BizProbe), valid after wg.Wait. A probe is a downstream's answer, not a
+// source of the report: an inconclusive one leaves its step unknown and
+// the report is not partial for it (docs/verdicts.md#partial).
+func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pipeline, bizID string, ev *Evidence) {
 	if c.Prober == nil {
-		return status
+		return
 	}
-	var mu sync.Mutex
-	fail := func(r ProbeResult) {
-		if r.Outcome == ProbeInconclusive {
-			mu.Lock()
-			if *status == "" {
-				*status = fmt.Sprintf("inconclusive: %s %s", r.URL, r.Detail)
-			}
-			mu.Unlock()
-		}
-	}
-	any := false
 	for i, s := range p.Steps {
 		if s.Kind != config.KindRemote || s.Probe == "" || i >= len(ev.DB.Steps) {
 			continue
@@ -324,7 +365,6 @@ func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pip
 				if in.AckedAt != nil {
 					continue
 				}
-				any = true
 				url := Expand(s.Probe, map[string]string{"request_id": in.RequestID, "biz_id": bizID}, true)
 				wg.Add(1)
 				go func(s config.Step) {
@@ -333,11 +373,9 @@ func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pip
 					defer cancel()
 					r := c.Prober.Probe(pctx, url, s.ProbeApplied, s.ProbeAbsent)
 					in.Probe = &r
-					fail(r)
 				}(s)
 			}
 		} else {
-			any = true
 			url := Expand(s.Probe, map[string]string{"biz_id": bizID}, true)
 			wg.Add(1)
 			go func(s config.Step) {
@@ -346,14 +384,9 @@ func (c *Collector) probe(ctx context.Context, wg *sync.WaitGroup, p *config.Pip
 				defer cancel()
 				r := c.Prober.Probe(pctx, url, s.ProbeApplied, s.ProbeAbsent)
 				se.BizProbe = &r
-				fail(r)
 			}(s)
 		}
 	}
-	if any {
-		ev.Sources["probe"] = StatusOK
-	}
-	return status
 }
 
 func containsVar(tmpl, name string) bool {

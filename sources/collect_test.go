@@ -1,6 +1,9 @@
 package sources
 
 import (
+	"context"
+	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -58,5 +61,99 @@ func TestLocateRequest(t *testing.T) {
 	req, ok = c.locateRequest(p, "7", DBEvidence{Idempotency: []IdempotencyRow{{Key: "m-5", Action: "PENDING"}}})
 	if !ok || !req.Around.IsZero() {
 		t.Fatalf("no timestamp: %+v", req)
+	}
+}
+
+// namedPartial is a partial read error that names its failed queries, as
+// sources/mysql's *PartialError does.
+type namedPartial struct {
+	queries []string
+	errs    []error
+}
+
+func (e namedPartial) Error() string {
+	return "mysql 127.0.0.1:3306: partial read: " + e.queries[0] + " query: " + e.errs[0].Error()
+}
+func (namedPartial) Partial() bool       { return true }
+func (e namedPartial) Queries() []string { return e.queries }
+func (e namedPartial) Unwrap() []error   { return e.errs }
+
+// TestNewEvidenceNamesFailedQueries: a failed query is never "ok": the
+// operation-level queries a partial error names are in DB.Failed, and
+// sources.mysql names every failed query, the steps' included, never with
+// an empty reason.
+func TestNewEvidenceNamesFailedQueries(t *testing.T) {
+	p := &config.Pipeline{Name: "p", Steps: []config.Step{{Name: "debit"}, {Name: "notify"}}}
+	badCol := errors.New("Error 1054 (42S22): Unknown column 'x' in 'field list'")
+	typo := "debit: evidence query: Error 1054 (42S22): Unknown column 'j.acount_id' in 'field list'"
+	withStepErr := DBEvidence{Steps: []StepEvidence{{Name: "debit", Err: typo}, {Name: "notify"}}}
+	cases := []struct {
+		name   string
+		db     DBEvidence
+		err    error
+		failed []FailedQuery
+		mysql  string
+	}{
+		{"every query answered", DBEvidence{Steps: []StepEvidence{{Name: "debit"}, {Name: "notify"}}}, nil, nil, StatusOK},
+		{"a step's evidence query failed", withStepErr, nil, nil, "partial read: " + typo},
+		{"the state query failed", DBEvidence{}, namedPartial{[]string{"state"}, []error{badCol}}, []FailedQuery{{Query: QueryState, Err: badCol.Error()}},
+			"mysql 127.0.0.1:3306: partial read: state query: " + badCol.Error()},
+		{"the state and a step query failed", withStepErr, namedPartial{[]string{"state", "audit"}, []error{badCol, badCol}},
+			[]FailedQuery{{Query: QueryState, Err: badCol.Error()}, {Query: QueryAudit, Err: badCol.Error()}},
+			"mysql 127.0.0.1:3306: partial read: state query: " + badCol.Error() + "; " + typo},
+		{"a partial error that names no query", DBEvidence{}, partialErr{}, []FailedQuery{{Err: "audit query failed"}}, "audit query failed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := newEvidence(p, "PAY-1", c.db, c.err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ev.DB.Failed, c.failed) {
+				t.Errorf("failed %+v, want %+v", ev.DB.Failed, c.failed)
+			}
+			if got := ev.Sources["mysql"]; got != c.mysql {
+				t.Errorf("sources.mysql %q, want %q", got, c.mysql)
+			}
+		})
+	}
+	if _, err := newEvidence(p, "PAY-1", DBEvidence{}, errors.New("connection refused")); err == nil {
+		t.Error("a read that failed whole is not an error")
+	}
+}
+
+// inconclusive answers every probe with no conclusion.
+type inconclusive struct{}
+
+func (inconclusive) Probe(_ context.Context, url string, _, _ []string) ProbeResult {
+	return ProbeResult{Outcome: ProbeInconclusive, URL: url, Detail: "HTTP 500"}
+}
+
+// TestProbeIsNotASource: a probe's answer, even inconclusive, is recorded
+// on its intent or step, not in Sources: it never makes a report partial.
+func TestProbeIsNotASource(t *testing.T) {
+	p := &config.Pipeline{Name: "p", Topic: "t", Group: "g", MessageKey: "{biz_id}", Steps: []config.Step{
+		{Name: "notify", Kind: config.KindRemote, Probe: "http://h/s?request_id={request_id}"},
+		{Name: "wms", Kind: config.KindRemote, Probe: "http://h/l?biz_id={biz_id}"},
+	}}
+	part, off := int32(0), int64(7)
+	db := &fakeDB{rows: map[string]DBEvidence{"PAY-1": {
+		State: StateRow{Found: true, Status: "LEDGER_DONE", Partition: &part, Offset: &off},
+		Steps: []StepEvidence{{Name: "notify", Intents: []Intent{{RequestID: "r-1"}}}, {Name: "wms"}},
+	}}}
+	c := &Collector{DB: db, Kafka: &fakeKafka{}, Prober: inconclusive{}, Timeout: time.Second}
+	ev, err := c.Collect(context.Background(), p, "PAY-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := ev.DB.Steps[0].Intents[0].Probe; in == nil || in.Outcome != ProbeInconclusive {
+		t.Errorf("intent probe %+v, want the inconclusive answer", in)
+	}
+	if bp := ev.DB.Steps[1].BizProbe; bp == nil || bp.Outcome != ProbeInconclusive {
+		t.Errorf("biz probe %+v, want the inconclusive answer", bp)
+	}
+	want := map[string]string{"mysql": StatusOK, "kafka": StatusOK}
+	if !reflect.DeepEqual(ev.Sources, want) {
+		t.Errorf("sources %v, want %v", ev.Sources, want)
 	}
 }

@@ -136,7 +136,8 @@ type StepEvidence struct {
 	Intents []Intent
 	// BizProbe is the answer of a probe keyed by {biz_id}, if configured.
 	BizProbe *ProbeResult
-	// Err is set when this step's query failed; the step is then unknown.
+	// Err is set when this step's query failed ("debit: evidence query:
+	// ..."); the step is then unknown and the report partial.
 	Err string
 }
 
@@ -190,6 +191,55 @@ type DBEvidence struct {
 	Idempotency []IdempotencyRow
 	Entity      *EntityRow
 	Audit       []AuditAction
+	// Failed lists the operation-level queries (state, idempotency, entity,
+	// audit) that failed: what they would have read is missing (the zero
+	// value). A step's failed query is in its StepEvidence.Err instead.
+	Failed []FailedQuery
+}
+
+// Operation-level queries of a read, as FailedQuery.Query names them.
+const (
+	QueryState       = "state"
+	QueryIdempotency = "idempotency"
+	QueryEntity      = "entity"
+	QueryAudit       = "audit"
+)
+
+// FailedQuery is one operation-level query of a MySQL read that failed.
+type FailedQuery struct {
+	// Query is QueryState, QueryIdempotency, QueryEntity or QueryAudit; ""
+	// when the reader did not say which (any of them may have failed).
+	Query string
+	// Err is why, as the reader reported it (never a password).
+	Err string
+}
+
+// Is reports whether the failure is of query q: a failure the reader did
+// not attribute is taken to be of every query.
+func (f FailedQuery) Is(q string) bool { return f.Query == q || f.Query == "" }
+
+// String reads like "state query: Error 1054 (42S22): Unknown column ...".
+func (f FailedQuery) String() string {
+	if f.Query == "" {
+		return f.Err
+	}
+	return f.Query + " query: " + f.Err
+}
+
+// ReadErrors describes every query of the read that failed: the
+// operation-level ones first, then each step's, in pipeline order; nil
+// when every query answered.
+func (db DBEvidence) ReadErrors() []string {
+	var out []string
+	for _, f := range db.Failed {
+		out = append(out, f.String())
+	}
+	for _, s := range db.Steps {
+		if s.Err != "" {
+			out = append(out, s.Err)
+		}
+	}
+	return out
 }
 
 // Message is a Kafka record as read back.
@@ -292,7 +342,11 @@ type Evidence struct {
 	Pipeline *config.Pipeline
 	DB       DBEvidence
 	Kafka    KafkaEvidence
-	// Sources maps "mysql", "kafka", "probe" to "ok", "skipped" or why not.
+	// Sources maps "mysql" and "kafka" to "ok", "skipped" or why not (a
+	// failed query of MySQL, Kafka unreachable): any other value makes the
+	// report partial. A probe is not a source: its answer, conclusive or
+	// not, is in the intent's Probe or the step's BizProbe
+	// (docs/verdicts.md#partial).
 	Sources map[string]string
 }
 

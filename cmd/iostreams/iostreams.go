@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"strconv"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/mattn/go-isatty"
 )
 
@@ -20,6 +22,8 @@ type IOStreams struct {
 	stdoutTTY bool
 	stdinTTY  bool
 	noColor   bool
+	// width returns the terminal's columns (0: unknown); nil for none.
+	width func() int
 }
 
 // System returns the process's streams with TTY detection and NO_COLOR.
@@ -29,6 +33,15 @@ func System() *IOStreams {
 		stdoutTTY: isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd()),
 		stdinTTY:  isatty.IsTerminal(os.Stdin.Fd()),
 		noColor:   os.Getenv("NO_COLOR") != "",
+		width: func() int {
+			if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+				return n
+			}
+			if w, _, err := term.GetSize(os.Stdout.Fd()); err == nil {
+				return w
+			}
+			return 0
+		},
 	}
 }
 
@@ -52,6 +65,24 @@ func (s *IOStreams) SetStdinTTY(v bool) { s.stdinTTY = v }
 
 // SetNoColor disables colour (--no-color).
 func (s *IOStreams) SetNoColor(v bool) { s.noColor = v }
+
+// DefaultWidth is TerminalWidth when the terminal does not say.
+const DefaultWidth = 80
+
+// TerminalWidth is the width of the terminal stdout is, in columns: $COLUMNS
+// when it is a positive number, else what the terminal says, else
+// DefaultWidth. Only meaningful when IsStdoutTTY.
+func (s *IOStreams) TerminalWidth() int {
+	if s.width != nil {
+		if n := s.width(); n > 0 {
+			return n
+		}
+	}
+	return DefaultWidth
+}
+
+// SetTerminalWidth fixes the terminal width (tests).
+func (s *IOStreams) SetTerminalWidth(n int) { s.width = func() int { return n } }
 
 // ColorEnabled reports whether styled output is allowed: stdout is a
 // terminal and neither NO_COLOR nor --no-color is set.

@@ -5,9 +5,7 @@ package ui
 
 import (
 	"io"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -16,6 +14,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/repair/plans"
 )
 
 // Styles are the styles of human output. Built once per command run.
@@ -73,23 +72,32 @@ func TSVRow(w io.Writer, cells []string) error {
 	return err
 }
 
-// Safe is s for a terminal: s itself when it is valid UTF-8 and every rune
-// of it is printable (strconv.IsPrint, the ASCII space included), else s
-// quoted as a Go string ("PAY\x1b[2J"). Text read from a file or a server
-// (a targets line's biz_id, a message that quotes it) goes through it
-// before it is printed: a control character (an ESC starting a terminal
-// command, a carriage return hiding what precedes it) never reaches the
-// terminal raw.
-func Safe(s string) string {
-	if !utf8.ValidString(s) {
-		return strconv.Quote(s)
+// Safe is s for a terminal, by the one rule of human output
+// (plans.Shown, docs/where.md#values-in-human-output): s itself when it is
+// valid UTF-8, every rune of it is printable (strconv.IsPrint, the ASCII
+// space included) and it does not start with a double quote, else s quoted
+// as a Go string ("PAY\x1b[2J"). Every value a view shows that opctl did not
+// write itself (read from the database, Kafka, a downstream, a file, the
+// command line) goes through it where it is rendered, before it is styled:
+// a control character (an ESC starting a terminal command, a carriage
+// return hiding what precedes it, a TAB or newline breaking a table's
+// columns) never reaches the terminal raw. Where a view has only a text
+// opctl composed around such values (a finding, a timeline entry, an
+// error line), the text goes through it as a whole.
+func Safe(s string) string { return plans.Shown(s) }
+
+// SafeLines is a multi-line text (an error: a stale plan's diff, a list of
+// config errors, cobra's "Did you mean this?" suggestions) with each of its
+// lines through Safe: the newlines and the tabs that indent a line, which
+// the text uses on purpose, stay; a line with a raw control character
+// after its indentation is shown quoted.
+func SafeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		rest := strings.TrimLeft(l, "\t")
+		lines[i] = l[:len(l)-len(rest)] + Safe(rest)
 	}
-	for _, r := range s {
-		if !strconv.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
+	return strings.Join(lines, "\n")
 }
 
 // Table writes rows under a header: box art on a terminal, tab-separated

@@ -12,6 +12,7 @@ import (
 // Where writes where reports for a person: for each, the verdict, then the
 // sections STEPS, STATE, KAFKA, FINDINGS, TIMELINE and NEXT (docs/where.md).
 // With tty the tables have box art; otherwise they are tab-separated.
+// Every value from the evidence is shown through Safe.
 func Where(w io.Writer, tty bool, st Styles, rs []inspect.Report) error {
 	v := &whereView{tty: tty, st: st}
 	var b strings.Builder
@@ -41,17 +42,17 @@ func (v *whereView) table(b *strings.Builder, header []string, rows [][]string) 
 }
 
 func (v *whereView) report(b *strings.Builder, r inspect.Report) {
-	pipeline := r.Pipeline
+	pipeline := Safe(r.Pipeline)
 	if pipeline == "" {
 		pipeline = "(no pipeline)"
 	}
-	fmt.Fprintf(b, "%s  %s  %s\n", v.st.Bold.Render(r.BizID), pipeline,
+	fmt.Fprintf(b, "%s  %s  %s\n", v.st.Bold.Render(Safe(r.BizID)), pipeline,
 		v.st.Severity(r.Verdict.Severity, string(r.Verdict.Code)+" ("+string(r.Verdict.Severity)+")"))
-	fmt.Fprintf(b, "  %s\n", r.Verdict.Summary)
+	fmt.Fprintf(b, "  %s\n", Safe(r.Verdict.Summary))
 	if r.Partial {
 		var why []string
 		for _, k := range r.Unread() {
-			why = append(why, k+": "+r.Sources[k])
+			why = append(why, k+": "+Safe(r.Sources[k]))
 		}
 		fmt.Fprintf(b, "  %s\n", v.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")))
 	}
@@ -63,7 +64,7 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 	v.section(b, "STEPS")
 	rows := [][]string{}
 	for _, s := range r.Steps {
-		rows = append(rows, []string{fmt.Sprint(s.Index), s.Name, s.Kind, string(s.Status), fmt.Sprint(s.EvidenceCount), stepDetail(s)})
+		rows = append(rows, []string{fmt.Sprint(s.Index), Safe(s.Name), s.Kind, string(s.Status), fmt.Sprint(s.EvidenceCount), stepDetail(s)})
 	}
 	v.table(b, []string{"#", "STEP", "KIND", "STATUS", "EFFECTS", "EVIDENCE"}, rows)
 
@@ -72,13 +73,13 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 	if len(r.Idempotency) > 0 {
 		var parts []string
 		for _, x := range r.Idempotency {
-			parts = append(parts, x.Key+" "+x.Action)
+			parts = append(parts, Safe(x.Key)+" "+Safe(x.Action))
 		}
 		fmt.Fprintf(b, "idempotency: %s\n", strings.Join(parts, ", "))
 	}
 	if r.Entity != nil {
 		if r.Entity.Found {
-			fmt.Fprintf(b, "entity: %s\n", r.Entity.Status)
+			fmt.Fprintf(b, "entity: %s\n", Safe(r.Entity.Status))
 		} else {
 			b.WriteString("entity: not found\n")
 		}
@@ -92,7 +93,7 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 		v.section(b, "FINDINGS")
 		rows = rows[:0]
 		for _, f := range r.Findings {
-			rows = append(rows, []string{string(f.Code), f.Step, f.Detail})
+			rows = append(rows, []string{string(f.Code), Safe(f.Step), Safe(f.Detail)})
 		}
 		v.table(b, []string{"CODE", "STEP", "DETAIL"}, rows)
 	}
@@ -100,7 +101,7 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 		v.section(b, "TIMELINE")
 		rows = rows[:0]
 		for _, e := range r.Timeline {
-			rows = append(rows, []string{e.At.Format("2006-01-02 15:04:05.000"), e.Source, e.What})
+			rows = append(rows, []string{e.At.Format("2006-01-02 15:04:05.000"), Safe(e.Source), Safe(e.What)})
 		}
 		v.table(b, []string{"AT", "SOURCE", "WHAT"}, rows)
 	}
@@ -113,38 +114,40 @@ func (v *whereView) next(b *strings.Builder, r inspect.Report) {
 	}
 	v.section(b, "NEXT")
 	for _, n := range r.Verdict.Next {
-		b.WriteString("  " + n + "\n")
+		// A line that holds an unprintable rune (an id read from the
+		// database) is shown quoted: harmless, not pasteable as it is.
+		b.WriteString("  " + Safe(n) + "\n")
 	}
 }
 
 func stepDetail(s inspect.StepView) string {
 	var parts []string
 	for _, e := range s.Evidence {
-		t := "id " + inspect.IdentityString(e.Identity())
+		t := "id " + Safe(inspect.IdentityString(e.Identity()))
 		if e.Reversed {
 			t += " (reversed)"
 		}
 		parts = append(parts, t)
 	}
 	for _, in := range s.Intents {
-		t := in.RequestID + " " + string(in.Outcome)
+		t := Safe(in.RequestID) + " " + string(in.Outcome)
 		if in.Probe != "" {
-			t += " [probe " + in.Probe + "]"
+			t += " [probe " + Safe(in.Probe) + "]"
 		}
 		parts = append(parts, t)
 	}
 	if s.Probe != nil {
-		t := "probe " + s.Probe.Outcome
+		t := "probe " + Safe(s.Probe.Outcome)
 		if s.Probe.Count != nil {
 			t += fmt.Sprintf(" (count %d)", *s.Probe.Count)
 		}
 		if s.Probe.Detail != "" {
-			t += ": " + s.Probe.Detail
+			t += ": " + Safe(s.Probe.Detail)
 		}
 		parts = append(parts, t)
 	}
 	if s.Error != "" {
-		parts = append(parts, "error: "+s.Error)
+		parts = append(parts, "error: "+Safe(s.Error))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -157,7 +160,7 @@ func stateLine(r inspect.Report) string {
 	if !s.Found {
 		return "no state row"
 	}
-	out := "status " + s.Status
+	out := "status " + Safe(s.Status)
 	if s.Version != nil {
 		out += fmt.Sprintf(", version %d", *s.Version)
 	}
@@ -168,11 +171,11 @@ func stateLine(r inspect.Report) string {
 	case s.Owner == "":
 		out += ", no owner"
 	case s.LeaseActive:
-		out += fmt.Sprintf(", owner %s holds the lease until %s", s.Owner, fmtTS(*s.LeaseUntil))
+		out += fmt.Sprintf(", owner %s holds the lease until %s", Safe(s.Owner), fmtTS(*s.LeaseUntil))
 	case s.LeaseUntil != nil:
-		out += fmt.Sprintf(", owner %s, lease expired %s", s.Owner, fmtTS(*s.LeaseUntil))
+		out += fmt.Sprintf(", owner %s, lease expired %s", Safe(s.Owner), fmtTS(*s.LeaseUntil))
 	default:
-		out += ", owner " + s.Owner
+		out += ", owner " + Safe(s.Owner)
 	}
 	return out
 }
@@ -196,15 +199,15 @@ func kafkaLine(k inspect.KafkaView) string {
 	if k.LogEnd != nil {
 		le = fmt.Sprint(*k.LogEnd)
 	}
-	out := fmt.Sprintf("%s partition %s offset %s (%s) · committed %s · log %s..%s", k.Topic, part, off, k.Located, com, ls, le)
+	out := fmt.Sprintf("%s partition %s offset %s (%s) · committed %s · log %s..%s", Safe(k.Topic), part, off, k.Located, com, ls, le)
 	if k.GroupState != "" {
-		out += " · group " + k.GroupState
+		out += " · group " + Safe(k.GroupState)
 	}
 	if k.PartitionOwner != "" {
-		out += " · owner " + k.PartitionOwner
+		out += " · owner " + Safe(k.PartitionOwner)
 	}
 	if k.Detail != "" {
-		out += "\n" + k.Detail
+		out += "\n" + Safe(k.Detail)
 	}
 	return out
 }

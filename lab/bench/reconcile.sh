@@ -24,7 +24,10 @@
 #
 # For each size it creates a database opctl_bench_<N> (dropped at the end),
 # loads testdata/schema/{settlement,skip}.sql, adds the indexes reconcile
-# needs (opctl schema apply --indexes --yes), loads N operations, and
+# needs (opctl schema apply --indexes --yes) and, unless COVERING=0, the
+# (created_at, key) indexes that let the duplicates and orphans walks read
+# only the index (the schemas' (created_at) index serves those walks too,
+# with a row read per entry: docs/performance.md), loads N operations, and
 # measures, for
 #   reconcile, window         opctl reconcile --since ${WINDOW_H}h (all checks,
 #                             then --check skipped; median of 3 runs each):
@@ -133,6 +136,10 @@ for n in "${SIZES[@]}"; do
   "${MYSQL[@]}" "$db" < testdata/schema/settlement.sql
   "${MYSQL[@]}" "$db" < testdata/schema/skip.sql
   "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$(bench_db_dsn "$db")" >&2
+  if [ "${COVERING:-1}" != 0 ]; then
+    "${MYSQL[@]}" "$db" -e "ALTER TABLE balance_journal ADD INDEX ix_opctl_created_at_biz_id (created_at, biz_id);
+      ALTER TABLE points_grant ADD INDEX ix_opctl_created_at_order_id (created_at, order_id)"
+  fi
   days=$(( (n + PER_DAY - 1) / PER_DAY ))
   span=$(( days * 24 ))h
   aspan=$(( WINDOW_H - 1 ))h

@@ -53,6 +53,13 @@ type Options struct {
 	// OpsPerTick operations share each timestamp (default 1): equal
 	// timestamps for the keyset tie-breaks.
 	OpsPerTick int
+	// SameInstant writes every time column of an operation's rows at its
+	// tick's timestamp (no offsets between the steps): with OpsPerTick >=
+	// Ops, every row of every table shares one millisecond.
+	SameInstant bool
+	// AnomaliesLast seeds the anomalies and look-alikes on the newest
+	// operations (the last ones in id and key order) instead of at random.
+	AnomaliesLast bool
 	// SettlementPrefix and OrderPrefix start the biz_ids (default "PAY-",
 	// "ORD-"); any UTF-8 text.
 	SettlementPrefix, OrderPrefix string
@@ -222,8 +229,20 @@ func timeOf(o *Options, i, n int) time.Time {
 	return o.End.Add(-o.Span + time.Duration(tick)*step).Truncate(time.Millisecond)
 }
 
+// offset returns the time d after t of one operation's rows: t itself
+// with SameInstant.
+func (o *Options) offset(t time.Time) func(d time.Duration) time.Time {
+	return func(d time.Duration) time.Time {
+		if o.SameInstant {
+			return t
+		}
+		return t.Add(d)
+	}
+}
+
 // pick chooses count distinct operation indexes among [0, n) whose time is
-// within the anomaly span and that are not excluded, with the seeded RNG.
+// within the anomaly span and that are not excluded, with the seeded RNG
+// (with AnomaliesLast: the last such indexes).
 func pick(o *Options, rng *rand.Rand, n, count int, excluded func(int) bool) []int {
 	first := 0
 	for first < n && timeOf(o, first, n).Before(o.End.Add(-o.AnomalySpan)) {
@@ -235,6 +254,14 @@ func pick(o *Options, rng *rand.Rand, n, count int, excluded func(int) bool) []i
 	}
 	chosen := map[int]bool{}
 	out := make([]int, 0, count)
+	if o.AnomaliesLast {
+		for i := n - 1; i >= first && len(out) < count; i-- {
+			if excluded == nil || !excluded(i) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
 	for tries := 0; len(out) < count && tries < 100*count+1000; tries++ {
 		i := first + rng.IntN(pool)
 		if chosen[i] || (excluded != nil && excluded(i)) {
@@ -340,6 +367,7 @@ func settlement(o *Options, n int, m *Manifest, l *loader) {
 	for i := range n {
 		id := fmt.Sprintf("%s%09d", o.SettlementPrefix, i)
 		t := timeOf(o, i, n)
+		at := o.offset(t)
 		part, off := int64(i%parts), int64(i/parts)
 		acct := int64(1000 + i%997)
 		amt := fmt.Sprintf("%d.%02d", 1+i%500, i%100)
@@ -351,42 +379,42 @@ func settlement(o *Options, n int, m *Manifest, l *loader) {
 		debit := func(at time.Time) { journal.add(id, acct, "-"+amt, "DEBIT", 0, at) }
 		switch kind[i] {
 		case sHealthy, sUncommitted, sDuplicate, sReversedDup:
-			state.add(id, "DONE", 4, nil, nil, msg, part, off, 1, t, t.Add(900*ms))
-			debit(t.Add(100 * ms))
-			ledger.add(id, "OUT", amt, t.Add(200*ms))
-			intent.add(id+":notify:1", id, "notify", 1, t.Add(300*ms), t.Add(400*ms), "OK")
+			state.add(id, "DONE", 4, nil, nil, msg, part, off, 1, t, at(900*ms))
+			debit(at(100 * ms))
+			ledger.add(id, "OUT", amt, at(200*ms))
+			intent.add(id+":notify:1", id, "notify", 1, at(300*ms), at(400*ms), "OK")
 			switch kind[i] {
 			case sUncommitted:
 				add("uncommitted", "COMPLETE_UNCOMMITTED", "watch", "", true)
 			case sDuplicate:
-				debit(t.Add(500 * ms))
+				debit(at(500 * ms))
 				add("duplicates", "DUPLICATE_EFFECT", "action", "debit", false)
 			case sReversedDup:
 				// A second debit that was reversed: three rows for the key
 				// in the scan table, one effect by the evidence query.
-				journal.addReversal(id, acct, amt, t.Add(500*ms), t.Add(600*ms))
+				journal.addReversal(id, acct, amt, at(500*ms), at(600*ms))
 				m.Noise["reversed_duplicate"]++
 			}
 		case sStateBehind:
 			// Died after the debit, before the state update (naive order).
 			state.add(id, "INIT", 1, nil, nil, msg, part, off, 1, t, t)
-			debit(t.Add(100 * ms))
+			debit(at(100 * ms))
 			add("stuck", "STATE_BEHIND", "action", "debit", false)
 		case sMissingEffect:
-			state.add(id, "LEDGER_DONE", 3, nil, nil, msg, part, off, 1, t, t.Add(300*ms))
-			debit(t.Add(100 * ms))
+			state.add(id, "LEDGER_DONE", 3, nil, nil, msg, part, off, 1, t, at(300*ms))
+			debit(at(100 * ms))
 			add("stuck", "MISSING_EFFECT", "action", "ledger", false)
 		case sStranded:
-			state.add(id, "DEBIT_DONE", 2, nil, nil, msg, part, off, 1, t, t.Add(200*ms))
-			debit(t.Add(100 * ms))
+			state.add(id, "DEBIT_DONE", 2, nil, nil, msg, part, off, 1, t, at(200*ms))
+			debit(at(100 * ms))
 			add("stuck", "STRANDED", "action", "", true)
 		case sOrphan:
 			// Evidence without a state row: the state insert was lost.
-			debit(t.Add(100 * ms))
+			debit(at(100 * ms))
 			add("orphans", "STATE_BEHIND", "action", "debit", false)
 		case sInFlight:
-			state.add(id, "DEBIT_DONE", 2, "consumer-7", lease, msg, part, off, 1, t, t.Add(200*ms))
-			debit(t.Add(100 * ms))
+			state.add(id, "DEBIT_DONE", 2, "consumer-7", lease, msg, part, off, 1, t, at(200*ms))
+			debit(at(100 * ms))
 			m.Noise["in_flight"]++
 		}
 	}
@@ -430,6 +458,7 @@ func orders(o *Options, n int, m *Manifest, l *loader) {
 	for i := range n {
 		id := fmt.Sprintf("%s%09d", o.OrderPrefix, i)
 		t := timeOf(o, i, n)
+		at := o.offset(t)
 		paid, shipped := "o-"+id+"-paid", "o-"+id+"-shipped"
 		add := func(check, verdict, step string) {
 			m.Anomalies = append(m.Anomalies, Anomaly{BizID: id, Pipeline: Orders, Check: check,
@@ -441,30 +470,30 @@ func orders(o *Options, n int, m *Manifest, l *loader) {
 			if kind[i] == oStaleSkip {
 				st = "SHIPPED"
 			}
-			ord.add(id, st, t.Add(time.Second))
+			ord.add(id, st, at(time.Second))
 			idem.add(paid, id, "DONE", nil, "PAID", t, t)
-			points.add(id, paid, 100+i%50, t.Add(100*ms))
+			points.add(id, paid, 100+i%50, at(100*ms))
 			if st != "PAID" {
-				idem.add(shipped, id, "DONE", nil, "PAID", t.Add(500*ms), t.Add(500*ms))
+				idem.add(shipped, id, "DONE", nil, "PAID", at(500*ms), at(500*ms))
 			}
 			switch kind[i] {
 			case oDuplicate:
 				// The PAID event redelivered under a new message id.
-				points.add(id, paid+"-r", 100+i%50, t.Add(700*ms))
+				points.add(id, paid+"-r", 100+i%50, at(700*ms))
 				add("duplicates", "DUPLICATE_EFFECT", "points")
 			case oStaleSkip:
-				idem.add(shipped+"-dup", id, "SKIPPED", "duplicate event", "SHIPPED", t.Add(800*ms), t.Add(800*ms))
+				idem.add(shipped+"-dup", id, "SKIPPED", "duplicate event", "SHIPPED", at(800*ms), at(800*ms))
 				m.Noise["stale_skip"]++
 			}
 		case oWronglySkipped:
 			// Seed 003: SHIPPED handled before PAID; PAID saw SHIPPED != PAID.
-			ord.add(id, "SHIPPED", t.Add(time.Second))
+			ord.add(id, "SHIPPED", at(time.Second))
 			idem.add(shipped, id, "DONE", nil, "PAID", t, t)
-			idem.add(paid, id, "SKIPPED", "order SHIPPED, event expects PAID", "SHIPPED", t.Add(500*ms), t.Add(500*ms))
+			idem.add(paid, id, "SKIPPED", "order SHIPPED, event expects PAID", "SHIPPED", at(500*ms), at(500*ms))
 			add("skipped", "WRONGLY_SKIPPED", "points")
 		case oCancelled:
-			ord.add(id, "REFUNDED", t.Add(time.Second))
-			idem.add(paid, id, "SKIPPED", "order REFUNDED", "REFUNDED", t.Add(500*ms), t.Add(500*ms))
+			ord.add(id, "REFUNDED", at(time.Second))
+			idem.add(paid, id, "SKIPPED", "order REFUNDED", "REFUNDED", at(500*ms), at(500*ms))
 			m.Noise["cancelled_skip"]++
 		}
 	}

@@ -99,18 +99,40 @@ func (e *RefusedError) text() string {
 // from a plan file or a database that goes into a message can never move
 // the cursor, clear the screen or hide what precedes it.
 func Printable(s string) string {
-	ok := true
-	for _, r := range s {
-		if r == utf8.RuneError || !strconv.IsPrint(r) {
-			ok = false
-			break
-		}
-	}
-	if ok {
+	if printable(s) {
 		return s
 	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// Shown is the one rule of human output (docs/where.md#values-in-human-output):
+// a value read from a database, Kafka, a downstream, a file or the command
+// line is shown as it is when it is valid UTF-8 and every rune of it is
+// printable (strconv.IsPrint: no ESC, CR, BEL, TAB, newline, U+2028, bidi
+// override or C1 control), else as a quoted Go string ("PAY\x1b[2J"),
+// visible and harmless. A value that starts with a double quote is quoted
+// too, so that a value in double quotes is always one to read with its
+// escapes. cmd/ui.Safe is this function; Render uses it for every value of a
+// plan.
+func Shown(s string) string {
+	if printable(s) && !strings.HasPrefix(s, `"`) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// printable reports whether s is valid UTF-8 made of printable runes only.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // InputError is a bad invocation of the planner: a missing --reason, an

@@ -31,3 +31,37 @@ func TestRefusedErrorText(t *testing.T) {
 		})
 	}
 }
+
+// TestShown: the rule of human output. A printable value is itself; one
+// with a control character, a separator, a bidi override, a C1 control or
+// an invalid byte is a quoted Go string, still recognisable; so is one that
+// starts with a double quote, so that quotes always mean escapes.
+func TestShown(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"PAY-1", "PAY-1"},
+		{"a b 中文 ü €", "a b 中文 ü €"},
+		{"", ""},
+		{"it's", "it's"},
+		{"PAY\x1b[2J", `"PAY\x1b[2J"`},
+		{"DONE\rOK", `"DONE\rOK"`},
+		{"c-1\a", `"c-1\a"`},
+		{"R\t1", `"R\t1"`},
+		{"a\nb", `"a\nb"`},
+		{"m\u2028x", `"m\u2028x"`},
+		{"k\xffk", `"k\xffk"`},
+		{"txt\u202eevil", `"txt\u202eevil"`},
+		{"\u009b31m", `"\u009b31m"`},
+		{"del\x7f", `"del\x7f"`},
+		{`"quoted"`, `"\"quoted\""`},
+		{`say "hi"`, `say "hi"`},
+		{"\ufffd", "\ufffd"},
+	} {
+		if got := Shown(c.in); got != c.want {
+			t.Errorf("Shown(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	// Printable escapes the same runes without the quotes.
+	if got := Printable("PAY\x1b[2J"); got != `PAY\x1b[2J` {
+		t.Errorf("Printable: %s", got)
+	}
+}

@@ -1,6 +1,12 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // The character classes of names in a configuration, checked by hand: a
 // regexp compiled at package init would cost every opctl command its
@@ -59,4 +65,36 @@ func validVersion(s string) bool {
 		}
 	}
 	return true
+}
+
+// printable returns s with each control character (C0, DEL and C1) and
+// each byte of invalid UTF-8 escaped as Go writes it (\n, \x1b, \u0085), so
+// that a message quoting the input cannot move a terminal's cursor or
+// split one error into two lines.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

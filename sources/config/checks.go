@@ -8,33 +8,6 @@ import (
 	"strings"
 )
 
-// checkSelect reports what is wrong with a query that must be a SELECT with
-// exactly one `?` placeholder (the biz_id), or "".
-func checkSelect(q string) string {
-	t := strings.TrimLeft(q, " \t\r\n")
-	if t == "" {
-		return "is empty"
-	}
-	if len(t) < 6 || !strings.EqualFold(t[:6], "SELECT") || (len(t) > 6 && isWordByte(t[6])) {
-		w := t
-		if i := strings.IndexAny(w, " \t\r\n("); i >= 0 {
-			w = w[:i]
-		}
-		if len(w) > 20 {
-			w = w[:20] + "..."
-		}
-		return fmt.Sprintf("must be a SELECT (it starts with %q); opctl only reads with it", w)
-	}
-	n, err := countPlaceholders(t)
-	if err != nil {
-		return err.Error()
-	}
-	if n != 1 {
-		return fmt.Sprintf("must contain exactly one ? placeholder (bound to the biz_id), found %d", n)
-	}
-	return ""
-}
-
 // checkTemplate checks the {name} placeholders of a template against
 // allowed, returning the names used.
 func checkTemplate(s string, allowed []string) ([]string, string) {
@@ -101,18 +74,6 @@ func checkHostPort(s string) string {
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
 		return fmt.Sprintf("has port %q; want a number from 1 to 65535", port)
-	}
-	return ""
-}
-
-// checkDSN reports what is structurally wrong with a go-sql-driver/mysql
-// DSN, or "". It does not connect.
-func checkDSN(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		return "looks like a URL; opctl wants a go-sql-driver/mysql DSN such as user:pass@tcp(127.0.0.1:3306)/db"
-	}
-	if !strings.Contains(dsn, "/") {
-		return "has no /dbname part (want user:pass@tcp(host:3306)/db)"
 	}
 	return ""
 }

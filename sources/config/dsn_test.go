@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -31,5 +32,157 @@ func TestRedactDSN(t *testing.T) {
 		if tt.secret != "" && strings.Contains(got, tt.secret) {
 			t.Errorf("RedactDSN(%q) = %q leaks %q", tt.in, got, tt.secret)
 		}
+	}
+}
+
+// TestCheckDSN: a DSN opctl cannot use is a configuration error with its
+// fix, at load, never a driver message at the first read (or an INCOMPLETE
+// verdict with READ_ERROR on every step), and never shows the password.
+func TestCheckDSN(t *testing.T) {
+	const pw = "s3cr3t-pw"
+	tests := []struct {
+		name, dsn string
+		want      string // "" valid; else a part of the problem
+	}{
+		{"tcp with port", "u:" + pw + "@tcp(127.0.0.1:3306)/db", ""},
+		{"tcp without port", "u@tcp(db-replica)/payments", ""},
+		{"ipv6", "u:" + pw + "@tcp([::1]:3306)/db", ""},
+		{"unix socket", "u:" + pw + "@unix(/var/run/mysqld/mysqld.sock)/db", ""},
+		{"driver default address", "u:" + pw + "@/db", ""},
+		{"password with / and @", "u:p/w@x@tcp(h:3306)/db", ""},
+		{"every kind of accepted parameter",
+			"u:" + pw + "@tcp(h:3306)/db?parseTime=true&loc=Asia%2FShanghai&time_zone=%27%2B08:00%27&timeout=5s&readTimeout=1m&tls=skip-verify&charset=utf8mb4,utf8&collation=utf8mb4_general_ci&maxAllowedPacket=0&max_statement_time=1.5&innodb_lock_wait_timeout=5&multiStatements=1&connectionAttributes=app%3Aopctl", ""},
+		{"empty segment is ignored as the driver does", "u@tcp(h)/db?parseTime=true&", ""},
+
+		{"no database", "u:" + pw + "@tcp(h:3306)/", `names no database after the "/": write the consumers' database there, e.g. "u:***@tcp(h:3306)/<database>"`},
+		{"no database, with parameters", "u:" + pw + "@tcp(h:3306)/?parseTime=true", `e.g. "u:***@tcp(h:3306)/<database>?parseTime=true"`},
+		{"address without tcp()", "u:" + pw + "@127.0.0.1:3306/db", `has its address outside tcp(...): write "u:***@tcp(127.0.0.1:3306)/db"`},
+		{"address without tcp() nor user", "db-host:3306/pay", `write "tcp(db-host:3306)/pay"`},
+		{"port out of range", "u:" + pw + "@tcp(h:99999)/db", `has port "99999" in "tcp(h:99999)"; want a number from 1 to 65535`},
+		{"port not a number", "u:" + pw + "@tcp(h:mysql)/db", `has port "mysql"`},
+		{"no host", "u:" + pw + "@tcp(:3306)/db", `has address ":3306" without a host`},
+		{"unknown network", "u:" + pw + "@udp(h:3306)/db", `has network "udp": write tcp(host:3306) or unix(/path/to/mysqld.sock)`},
+		{"unclosed address", "u:" + pw + "@tcp(h:3306/db", `without its closing ")"`},
+		{"unescaped / in a value", "u:" + pw + "@tcp(h:3306)/db?loc=Asia/Shanghai", `escape it as %2F`},
+		{"unescaped / in a value, default address", "u:" + pw + "@/db?loc=Asia/Shanghai", `escape it as %2F`},
+		{"unescaped / in a value, no credentials", "/db?loc=America/Argentina/Salta", `escape it as %2F`},
+		{"unknown parameter, with the accepted ones", "u:" + pw + "@tcp(h)/db?application_name=opctl", `has unknown parameter "application_name": the driver would send it to the server as a session variable; remove it (accepted: the driver's allowCleartextPasswords,`},
+		{"unknown parameter names the session variables", "u@tcp(h)/db?sql_mode=ANSI", `the session variables innodb_lock_wait_timeout, lock_wait_timeout, max_execution_time, max_statement_time, time_zone)`},
+		{"misspelt parameter", "u@tcp(h)/db?parsetime=true", `has unknown parameter "parsetime" (did you mean "parseTime"?)`},
+		{"session variable with another case", "u@tcp(h)/db?TIME_ZONE=%27%2B08:00%27", `unknown parameter "TIME_ZONE" (did you mean "time_zone"?)`},
+		{"parameter without a value", "u@tcp(h)/db?parseTime", `has parameter "parseTime" without a value`},
+		{"bad bool", "u@tcp(h)/db?parseTime=yes", `has "parseTime=yes"; want true or false`},
+		{"bad duration", "u@tcp(h)/db?timeout=5", `has "timeout=5"; want a duration`},
+		{"bad loc", "u@tcp(h)/db?loc=Mars%2FOlympus", `has "loc=Mars%2FOlympus"; want a time zone name`},
+		{"strict panics the driver", "u@tcp(h)/db?strict=true", `has parameter "strict", which opctl refuses: it was removed from go-sql-driver/mysql; remove it`},
+		{"allowAllFiles", "u@tcp(h)/db?allowAllFiles=true", `"allowAllFiles", which opctl refuses: it would let the server read any file`},
+		{"clientFoundRows", "u@tcp(h)/db?clientFoundRows=true", `"clientFoundRows", which opctl refuses`},
+		{"columnsWithAlias", "u@tcp(h)/db?columnsWithAlias=true", `"columnsWithAlias", which opctl refuses`},
+		{"a session variable's value reaches SQL only as a number", "u@tcp(h)/db?max_execution_time=1%3BDROP+TABLE+x", `has "max_execution_time=1%3BDROP+TABLE+x"; want a whole number`},
+		{"charset reaches SQL only as names", "u@tcp(h)/db?charset=utf8mb4;DROP", `want charset names`},
+		{"named TLS configuration", "u@tcp(h)/db?tls=custom", `opctl registers no named TLS configuration`},
+		{"bad escape", "u@tcp(h)/db?time_zone=%zz", `has parameter "time_zone=%zz" that is not properly %-escaped`},
+		{"bad database escape", "u@tcp(h)/d%zz", `has a database name "d%zz"`},
+		{"url", "mysql://u:" + pw + "@h:3306/db", `looks like a URL`},
+		{"no slash", "u:" + pw + "@tcp(h:3306)", `has no /dbname part`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CheckDSN(tt.dsn)
+			switch {
+			case tt.want == "" && got != "":
+				t.Errorf("CheckDSN(%q) = %q, want it accepted", tt.dsn, got)
+			case tt.want != "" && !strings.Contains(got, tt.want):
+				t.Errorf("CheckDSN(%q) = %q\nwant it to contain %q", tt.dsn, got, tt.want)
+			}
+			if strings.Contains(got, pw) {
+				t.Errorf("CheckDSN(%q) shows the password: %q", tt.dsn, got)
+			}
+		})
+	}
+}
+
+// TestParseTimeZone: the values of mysql.time_zone, the SET opctl sends and
+// the zone its DATETIMEs are read in.
+func TestParseTimeZone(t *testing.T) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Skipf("no tz database on this machine: %v", err)
+	}
+	at := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in      string
+		set     string
+		offset  int  // of Loc at `at`, seconds
+		noLoc   bool // the server says
+		problem string
+	}{
+		{in: "", noLoc: true},
+		{in: "SYSTEM", set: "'SYSTEM'", noLoc: true},
+		{in: "system", set: "'SYSTEM'", noLoc: true},
+		{in: "UTC", set: "'+00:00'", offset: 0},
+		{in: "+08:00", set: "'+08:00'", offset: 8 * 3600},
+		{in: "-08:00", set: "'-08:00'", offset: -8 * 3600},
+		{in: "+5:30", set: "'+05:30'", offset: 5*3600 + 1800},
+		{in: "+14:00", set: "'+14:00'", offset: 14 * 3600},
+		{in: "Asia/Shanghai", set: "'Asia/Shanghai'", offset: 8 * 3600},
+		{in: "Europe/Berlin", set: "'Europe/Berlin'", offset: 2 * 3600},
+		{in: "+15:00", problem: "is not an offset"},
+		{in: "+08:60", problem: "is not an offset"},
+		{in: "+0800", problem: "is not an offset"},
+		{in: "+08:00'; SET sql_mode='", problem: "is not an offset"},
+		{in: "08:00", problem: "is not a time zone"},
+		{in: "Local", problem: "is not a time zone"},
+		{in: "'UTC'", problem: "is not a time zone"},
+		{in: "Mars/Olympus", problem: "is not a time zone this machine knows"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			tz, problem := ParseTimeZone(tt.in)
+			if tt.problem != "" {
+				if !strings.Contains(problem, tt.problem) || tz.Set != "" || tz.Loc != nil {
+					t.Fatalf("ParseTimeZone(%q) = %+v, %q; want the problem %q", tt.in, tz, problem, tt.problem)
+				}
+				return
+			}
+			if problem != "" || tz.Set != tt.set || (tz.Loc == nil) != tt.noLoc {
+				t.Fatalf("ParseTimeZone(%q) = %+v, %q; want set %s, location %v", tt.in, tz, problem, tt.set, !tt.noLoc)
+			}
+			if tz.Loc != nil {
+				if _, off := at.In(tz.Loc).Zone(); off != tt.offset {
+					t.Errorf("ParseTimeZone(%q): offset %d at %v, want %d", tt.in, off, at, tt.offset)
+				}
+			}
+		})
+	}
+	if tz, _ := ParseTimeZone("Asia/Shanghai"); tz.Loc.String() != shanghai.String() {
+		t.Errorf("Asia/Shanghai reads as %v", tz.Loc)
+	}
+}
+
+// TestTimeZoneKey: mysql.time_zone is checked when the file loads, with its
+// line.
+func TestTimeZoneKey(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  []wantErr
+	}{
+		{value: `"+08:00"`},
+		{value: `SYSTEM`},
+		{value: `"${OPCTL_TZ:-UTC}"`},
+		{value: `"+8"`, want: []wantErr{{3, `mysql.time_zone "+8" is not an offset: want [+-]HH:MM`}}},
+		{value: `Asia/Shangai`, want: []wantErr{{3, `mysql.time_zone "Asia/Shangai" is not a time zone this machine knows`}}},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			src := edit(t, baseYAML, map[int]string{2: `  dsn: "u:p@tcp(127.0.0.1:3306)/db"` + "\n  time_zone: " + tt.value})
+			_, err := ParseWithEnv("t.yaml", []byte(src), noEnv)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			checkErrs(t, err, tt.want)
+		})
 	}
 }

@@ -74,19 +74,6 @@ func splitSQL(q string) ([]sqlPart, error) {
 	return parts, nil
 }
 
-// countPlaceholders counts the `?` of q outside quoted strings, quoted
-// identifiers and comments.
-func countPlaceholders(q string) (int, error) {
-	parts, err := splitSQL(q)
-	n := 0
-	for _, p := range parts {
-		if p.code {
-			n += strings.Count(p.text, "?")
-		}
-	}
-	return n, err
-}
-
 // WithoutComments returns q with each comment replaced by a space; quoted
 // strings and identifiers are kept as written. It is for checks of what the
 // server reads, such as whether a query already ends in FOR UPDATE.
@@ -160,4 +147,261 @@ func BindNamed(stmt string, placeholder func(name string) string) (string, []str
 		}
 	}
 	return out.String(), names, nil
+}
+
+// sqlToken is one token of the code of an SQL snippet: a word (a keyword,
+// an identifier or a number), a quoted string or identifier (text without
+// its quotes), or one punctuation byte.
+type sqlToken struct {
+	text string
+	kind sqlTokenKind
+}
+
+type sqlTokenKind uint8
+
+const (
+	tokWord   sqlTokenKind = iota // [A-Za-z0-9_$] and non-ASCII bytes
+	tokString                     // '...' or "..."
+	tokIdent                      // `...`
+	tokPunct                      // any other byte but space
+)
+
+// is reports whether t is the word w, in any case.
+func (t sqlToken) is(w string) bool { return t.kind == tokWord && strings.EqualFold(t.text, w) }
+
+// sqlTokens cuts the parts of a snippet into tokens; comments are dropped.
+func sqlTokens(parts []sqlPart) []sqlToken {
+	var toks []sqlToken
+	for _, p := range parts {
+		if !p.code {
+			if isComment(p.text) {
+				continue
+			}
+			kind := tokString
+			if p.text[0] == '`' {
+				kind = tokIdent
+			}
+			toks = append(toks, sqlToken{text: unquoteSQL(p.text), kind: kind})
+			continue
+		}
+		s := p.text
+		for i := 0; i < len(s); {
+			c := s[i]
+			switch {
+			case c <= ' ':
+				i++
+			case isWordByte(c) || c >= 0x80:
+				j := i + 1
+				for j < len(s) && (isWordByte(s[j]) || s[j] >= 0x80) {
+					j++
+				}
+				toks = append(toks, sqlToken{text: s[i:j], kind: tokWord})
+				i = j
+			default:
+				toks = append(toks, sqlToken{text: s[i : i+1], kind: tokPunct})
+				i++
+			}
+		}
+	}
+	return toks
+}
+
+// unquoteSQL strips the quotes of a quoted part and undoes doubled quotes
+// (backslash escapes are kept as written: the text only names a column).
+func unquoteSQL(q string) string {
+	if len(q) < 2 {
+		return q
+	}
+	c := q[:1]
+	return strings.ReplaceAll(q[1:len(q)-1], c+c, c)
+}
+
+// executableComment reports whether a comment part is one MySQL and
+// MariaDB execute as SQL: /*! ... */ and /*M! ... */.
+func executableComment(part string) bool {
+	return strings.HasPrefix(part, "/*!") || strings.HasPrefix(part, "/*M!")
+}
+
+// statement lexes one SQL snippet of the configuration and checks what
+// every snippet must be: lexically complete, one statement without a
+// trailing ";", and free of executable comments, whose text the server
+// runs although every check here skips it. It returns the tokens of the
+// code, or a problem phrased to follow the snippet's name ("evidence has
+// ...").
+func statement(q string) ([]sqlToken, string) {
+	parts, err := splitSQL(q)
+	if err != nil {
+		return nil, err.Error()
+	}
+	for _, p := range parts {
+		if !p.code && executableComment(p.text) {
+			return nil, "has a /*! ... */ comment, which MySQL executes as SQL although opctl's checks skip it: write its text as plain SQL, or remove it"
+		}
+	}
+	toks := sqlTokens(parts)
+	if len(toks) == 0 {
+		return nil, "is empty"
+	}
+	for i, t := range toks {
+		if t.kind != tokPunct || t.text != ";" {
+			continue
+		}
+		rest := toks[i+1:]
+		for len(rest) > 0 && rest[0].kind == tokPunct && rest[0].text == ";" {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			return nil, `ends with ";": write the statement without it (opctl runs each snippet as one statement, and reconcile nests evidence and entity queries in larger ones)`
+		}
+		w := rest[0].text
+		if len(w) > 20 {
+			w = w[:20] + "..."
+		}
+		return nil, fmt.Sprintf("holds more than one statement (%q follows a \";\"): write one statement", w)
+	}
+	return toks, ""
+}
+
+// startsWith is the problem of a statement that does not start with one of
+// the keywords, or "".
+func startsWith(toks []sqlToken, what string, keywords ...string) string {
+	for _, k := range keywords {
+		if toks[0].is(k) {
+			return ""
+		}
+	}
+	w := toks[0].text
+	if len(w) > 20 {
+		w = w[:20] + "..."
+	}
+	return fmt.Sprintf("must be %s (it starts with %q)", what, w)
+}
+
+// checkQuery reports what is wrong with an evidence, intent or entity
+// query, or "": one SELECT statement with exactly one ? placeholder (the
+// biz_id), counted outside quoted strings, quoted identifiers and comments.
+func checkQuery(q string) string {
+	toks, problem := statement(q)
+	if problem != "" {
+		return problem
+	}
+	if p := startsWith(toks, "a SELECT", "SELECT"); p != "" {
+		return p + "; opctl only reads with it"
+	}
+	n := 0
+	for _, t := range toks {
+		if t.kind == tokPunct && t.text == "?" {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Sprintf("must contain exactly one ? placeholder (bound to the biz_id), found %d", n)
+	}
+	return ""
+}
+
+// checkReverse reports what is wrong with a reverse statement, or "", and
+// returns the :names it binds: one INSERT, UPDATE or DELETE statement,
+// without ? placeholders.
+func checkReverse(stmt string) ([]string, string) {
+	toks, problem := statement(stmt)
+	if problem != "" {
+		return nil, problem
+	}
+	if p := startsWith(toks, "one INSERT, UPDATE or DELETE", "INSERT", "UPDATE", "DELETE"); p != "" {
+		return nil, p + ": a reverse statement undoes one evidence row"
+	}
+	_, names, err := NamedParams(stmt)
+	if err != nil {
+		return nil, err.Error() + " (write :biz_id, or :column for a column of the evidence row)"
+	}
+	return names, ""
+}
+
+// selectColumns returns the names of the columns a SELECT returns, as the
+// server names them, when its select list can be read without the schema:
+// every item a column (id, j.id, `j`.`id`) or an expression with an alias
+// (... AS n, ... n). With a `*` or an expression without an alias
+// the columns are known only when the query runs, and ok is false.
+func selectColumns(q string) (cols []string, ok bool) {
+	toks, problem := statement(q)
+	if problem != "" || len(toks) == 0 || !toks[0].is("SELECT") {
+		return nil, false
+	}
+	var item []sqlToken
+	depth := 0
+	for _, t := range toks[1:] {
+		if t.kind == tokPunct {
+			switch t.text {
+			case "(":
+				depth++
+			case ")":
+				depth--
+			}
+		}
+		if depth == 0 && (t.kind == tokPunct && t.text == "," || endsSelectList(t)) {
+			name, ok := itemName(item)
+			if !ok {
+				return nil, false
+			}
+			cols = append(cols, name)
+			item = item[:0]
+			if t.kind == tokWord {
+				return cols, true
+			}
+			continue
+		}
+		item = append(item, t)
+	}
+	name, ok := itemName(item)
+	if !ok {
+		return nil, false
+	}
+	return append(cols, name), true
+}
+
+// endsSelectList reports whether a word outside parentheses ends the select
+// list of a SELECT.
+func endsSelectList(t sqlToken) bool {
+	for _, w := range []string{"FROM", "INTO", "WHERE", "GROUP", "HAVING", "WINDOW", "ORDER", "LIMIT",
+		"UNION", "EXCEPT", "INTERSECT", "FOR", "LOCK", "PROCEDURE"} {
+		if t.is(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// itemName is the name the server gives one item of a select list, when
+// it can be told without the schema: the item's alias, or the column of a
+// column reference.
+func itemName(item []sqlToken) (string, bool) {
+	n := len(item)
+	if n == 0 {
+		return "", false
+	}
+	last := item[n-1]
+	if last.kind == tokPunct {
+		return "", false // *, t.*, f(x): known only when the query runs
+	}
+	if n == 1 {
+		return last.text, true
+	}
+	prev := item[n-2]
+	switch {
+	case prev.kind == tokPunct && prev.text == ".":
+		// t.col or schema.t.col: a column reference when all of it is.
+		for i, t := range item {
+			if i%2 == 1 && (t.kind != tokPunct || t.text != ".") || i%2 == 0 && t.kind != tokWord && t.kind != tokIdent {
+				return "", false
+			}
+		}
+		return last.text, true
+	case prev.is("AS"):
+		return last.text, true
+	case prev.kind == tokPunct && prev.text != ")":
+		return "", false // an operator: x + y
+	}
+	// expr alias, without AS: MySQL names the column by the alias.
+	return last.text, true
 }

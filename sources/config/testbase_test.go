@@ -37,7 +37,7 @@ pipelines:
       - name: debit
         kind: local
         done_status: DEBIT_DONE
-        evidence: "SELECT id, delta FROM balance_journal WHERE biz_id = ?"
+        evidence: "SELECT id, account_id, delta FROM balance_journal WHERE biz_id = ?"
         scan: {table: balance_journal, key: biz_id, time: created_at}
         reverse:
           - "UPDATE account_balance SET balance = balance - :delta WHERE account_id = :account_id"

@@ -31,6 +31,9 @@ type MySQL struct {
 	DSN string `yaml:"dsn"`
 	// WriteDSN is used only by commands that write; it defaults to DSN.
 	WriteDSN string `yaml:"write_dsn"`
+	// TimeZone is the session time zone the consumers write DATETIMEs in
+	// (see ParseTimeZone); "" is the server's @@global.time_zone.
+	TimeZone string `yaml:"time_zone"`
 }
 
 // Kafka describes how to reach the cluster the pipelines consume from.
@@ -38,8 +41,27 @@ type Kafka struct {
 	Brokers  []string `yaml:"brokers"`
 	Version  string   `yaml:"version"`
 	ClientID string   `yaml:"client_id"`
-	TLS      *TLS     `yaml:"tls"`
-	SASL     *SASL    `yaml:"sasl"`
+	// IsolationLevel is what the consumers read: read_committed or
+	// read_uncommitted ("" is Kafka's consumer default, read_uncommitted).
+	// The message search sees what they see (docs/where.md).
+	IsolationLevel string `yaml:"isolation_level"`
+	TLS            *TLS   `yaml:"tls"`
+	SASL           *SASL  `yaml:"sasl"`
+}
+
+// Isolation levels of kafka.isolation_level.
+const (
+	ReadUncommitted = "read_uncommitted"
+	ReadCommitted   = "read_committed"
+)
+
+// EffectiveIsolationLevel is kafka.isolation_level, read_uncommitted (Kafka's
+// consumer default) when empty.
+func (k Kafka) EffectiveIsolationLevel() string {
+	if k.IsolationLevel == "" {
+		return ReadUncommitted
+	}
+	return k.IsolationLevel
 }
 
 // TLS enables TLS to the brokers.

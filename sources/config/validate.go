@@ -78,6 +78,7 @@ func (c *Config) Errorf(path, format string, args ...any) *Error {
 // The error is an ErrorList with every problem, sorted by line.
 func (c *Config) Validate() error {
 	v := &validator{c: c}
+	v.mysql()
 	v.kafka()
 	v.audit()
 	v.pipelines()
@@ -155,11 +156,13 @@ func (v *validator) required(path, label, field, val string) bool {
 	return true
 }
 
-// query checks a SELECT-with-one-? query.
-func (v *validator) query(path, label, field, q string) {
-	if p := checkSelect(q); p != "" {
+// query checks a SELECT-with-one-? query and reports whether it passed.
+func (v *validator) query(path, label, field, q string) bool {
+	if p := checkQuery(q); p != "" {
 		v.at(path, "%s%s %s", label, field, p)
+		return false
 	}
+	return true
 }
 
 func (v *validator) kafka() {
@@ -178,6 +181,9 @@ func (v *validator) kafka() {
 	}
 	if t := k.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		v.at("kafka.tls", "kafka.tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	}
+	if l, levels := k.IsolationLevel, []string{ReadCommitted, ReadUncommitted}; l != "" && !slices.Contains(levels, l) {
+		v.at("kafka.isolation_level", "kafka.isolation_level %q is not read_committed or read_uncommitted (set it to the consumers' isolation.level)%s", l, didYouMean(l, levels))
 	}
 }
 
@@ -353,8 +359,9 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 			v.at(sp+".kind", "%skind %q is not one of local, remote, outbox%s", sl, s.Kind, didYouMean(s.Kind, stepKinds))
 		}
 
+		evidenceOK := false
 		if s.Evidence != "" {
-			v.query(sp+".evidence", sl, "evidence", s.Evidence)
+			evidenceOK = v.query(sp+".evidence", sl, "evidence", s.Evidence)
 		}
 		if s.Intent != "" {
 			v.query(sp+".intent", sl, "intent", s.Intent)
@@ -362,12 +369,7 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 		if len(s.Reverse) > 0 && (s.Kind == KindRemote || s.Kind == KindOutbox) {
 			v.at(sp+".reverse", "%sreverse is only allowed on local steps (this step is %s)", sl, s.Kind)
 		}
-		for k, r := range s.Reverse {
-			if strings.TrimSpace(r) == "" {
-				path := indexPath(sp+".reverse", k)
-				v.at(path, "%sreverse[%d] is empty%s", sl, k, v.c.unsetHint(path))
-			}
-		}
+		v.reverse(s, sp, sl, evidenceOK)
 		v.probe(s, sp, sl)
 		if s.Scan != nil {
 			v.ident(sp+".scan.table", sl, "scan.table", s.Scan.Table, true, false)
@@ -399,6 +401,50 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 				}
 				firstDone[s.DoneStatus] = name
 			}
+		}
+	}
+}
+
+// reverse checks each reverse statement of a step: one INSERT, UPDATE or
+// DELETE binding only :biz_id and columns its evidence returns, when the
+// evidence (valid: evidenceOK) names them (docs/config.md "Identifiers and
+// SQL snippets"); with a * or an unnamed expression the plan checks the
+// names against the row it reads.
+func (v *validator) reverse(s *Step, sp, sl string, evidenceOK bool) {
+	var cols []string
+	known := false
+	if evidenceOK {
+		cols, known = selectColumns(s.Evidence)
+	}
+	for k, r := range s.Reverse {
+		path := indexPath(sp+".reverse", k)
+		if strings.TrimSpace(r) == "" {
+			v.at(path, "%sreverse[%d] is empty%s", sl, k, v.c.unsetHint(path))
+			continue
+		}
+		names, problem := checkReverse(r)
+		if problem != "" {
+			v.at(path, "%sreverse[%d] %s", sl, k, problem)
+			continue
+		}
+		if !known {
+			continue
+		}
+		var unknown, seen []string
+		for _, n := range names {
+			if n == "biz_id" || slices.Contains(cols, n) || slices.Contains(seen, n) {
+				continue
+			}
+			seen = append(seen, n)
+			hint := ""
+			if m := suggest(n, append([]string{"biz_id"}, cols...)); m != "" {
+				hint = " (did you mean :" + m + "?)"
+			}
+			unknown = append(unknown, ":"+n+hint)
+		}
+		if len(unknown) > 0 {
+			v.at(path, "%sreverse[%d] binds %s, which the evidence does not return: a reverse statement binds :biz_id and the columns of its evidence row (%s)",
+				sl, k, strings.Join(unknown, ", "), strings.Join(cols, ", "))
 		}
 	}
 }
@@ -567,8 +613,19 @@ func (c *Config) ValidateKafka() error {
 	return errs.asError()
 }
 
-// ValidateMySQL checks that mysql.dsn is set and that it and mysql.write_dsn
-// (when set) look like go-sql-driver/mysql DSNs. Load does not call it,
+// mysql checks mysql.time_zone; the DSNs wait for ValidateMySQL.
+func (v *validator) mysql() {
+	if tz := v.c.MySQL.TimeZone; tz != "" {
+		if _, problem := ParseTimeZone(tz); problem != "" {
+			v.at("mysql.time_zone", "mysql.time_zone %q %s", tz, problem)
+		}
+	}
+}
+
+// ValidateMySQL checks that mysql.dsn is set, that it and mysql.write_dsn
+// (when set) are DSNs opctl can use (see CheckDSN: an address in tcp(...)
+// with a valid port, a database name, only the accepted parameters), and
+// mysql.time_zone (checked at load too). Load does not call it,
 // because --mysql-dsn may supply the DSN: apply flags first, then call
 // ValidateMySQL before connecting. An empty DSN names the unset variable,
 // e.g. "mysql.dsn is empty: $OPCTL_MYSQL_DSN is not set". DSNs in messages
@@ -588,12 +645,17 @@ func (c *Config) ValidateMySQL() error {
 	}
 	if c.MySQL.DSN == "" {
 		at("mysql.dsn", loadedDSN, "", "mysql.dsn is empty%s (set it, or pass --mysql-dsn)", c.unsetHint("mysql.dsn"))
-	} else if p := checkDSN(c.MySQL.DSN); p != "" {
+	} else if p := CheckDSN(c.MySQL.DSN); p != "" {
 		at("mysql.dsn", loadedDSN, c.MySQL.DSN, "mysql.dsn %q %s", RedactDSN(c.MySQL.DSN), p)
 	}
 	if c.MySQL.WriteDSN != "" {
-		if p := checkDSN(c.MySQL.WriteDSN); p != "" {
+		if p := CheckDSN(c.MySQL.WriteDSN); p != "" {
 			at("mysql.write_dsn", loadedWrite, c.MySQL.WriteDSN, "mysql.write_dsn %q %s", RedactDSN(c.MySQL.WriteDSN), p)
+		}
+	}
+	if tz := c.MySQL.TimeZone; tz != "" {
+		if _, p := ParseTimeZone(tz); p != "" {
+			errs = append(errs, c.Errorf("mysql.time_zone", "mysql.time_zone %q %s", tz, p))
 		}
 	}
 	return errs.asError()

@@ -185,6 +185,10 @@ func TestValidationRules(t *testing.T) {
 			[]wantErr{{5, `kafka.sasl.mechanism "SCRAM-SHA256" is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (did you mean "SCRAM-SHA-256"?)`}}},
 		{"tls cert without key", map[int]string{5: `  tls: {enabled: true, cert_file: c.pem}`},
 			[]wantErr{{5, `kafka.tls: cert_file and key_file go together`}}},
+		{"isolation level unknown", map[int]string{5: `  isolation_level: READ_COMMITTED`},
+			[]wantErr{{5, `kafka.isolation_level "READ_COMMITTED" is not read_committed or read_uncommitted (set it to the consumers' isolation.level) (did you mean "read_committed"?)`}}},
+		{"isolation level typo", map[int]string{5: `  isolation_level: read_commited`},
+			[]wantErr{{5, `(did you mean "read_committed"?)`}}},
 
 		// every error, sorted by line
 		{"all errors are reported in line order", map[int]string{47: `      effect_step: nope`, 5: `  version: x`, 28: `        evidence: "SELECT 1"`},
@@ -218,8 +222,8 @@ func TestValidVariants(t *testing.T) {
 	}{
 		{"stored partitioner with both columns", map[int]string{12: `    partitioner: stored`}},
 		{"empty partitioner", map[int]string{12: ``}},
-		{"question mark in a string and a comment", map[int]string{28: `        evidence: "select id FROM j WHERE note <> 'a?b' /* ? */ AND biz_id = ? # ?"`}},
-		{"escaped quote in a string", map[int]string{28: `        evidence: "SELECT id FROM j WHERE note <> 'it\\'s?' AND biz_id = ?"`}},
+		{"question mark in a string and a comment", map[int]string{28: `        evidence: "select id, account_id, delta FROM j WHERE note <> 'a?b' /* ? */ AND biz_id = ? # ?"`}},
+		{"escaped quote in a string", map[int]string{28: `        evidence: "SELECT id, account_id, delta FROM j WHERE note <> 'it\\'s?' AND biz_id = ?"`}},
 		{"probe by biz_id without intent", map[int]string{35: ``, 36: `        probe: "https://h/status?biz_id={biz_id}"`, 37: ``}},
 		{"message_key with msg_id", map[int]string{13: `    message_key: "{biz_id}-{msg_id}"`}},
 		{"state without idempotency", map[int]string{38: ``, 39: ``, 40: ``, 41: ``, 42: ``}},
@@ -228,6 +232,8 @@ func TestValidVariants(t *testing.T) {
 		{"merge key", map[int]string{6: `x-audit: &a {table: opctl_audit}`, 7: `audit: {<<: *a, file: audit.jsonl}`}},
 		{"sasl ok", map[int]string{5: `  sasl: {mechanism: SCRAM-SHA-512, user: u, password: p}`}},
 		{"earliest", map[int]string{14: `    offset_reset: earliest`}},
+		{"read_committed", map[int]string{5: `  isolation_level: read_committed`}},
+		{"read_uncommitted", map[int]string{5: `  isolation_level: read_uncommitted`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

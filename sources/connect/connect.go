@@ -49,29 +49,43 @@ type Clients struct {
 
 // Open validates the MySQL and Kafka settings of cfg and opens the read
 // clients (a pool does not connect until it is used: an unreachable server
-// is reported by the first read). No broker is not an error: the verdicts
-// are then computed without Kafka and marked partial.
+// is reported by the first read). A DSN or a broker address opctl cannot
+// use is a config.ErrorList with every problem (docs/config.md). No broker
+// is not an error: the verdicts are then computed without Kafka and marked
+// partial.
 func Open(cfg *config.Config, o Options) (*Clients, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = sources.DefaultTimeout
 	}
-	if err := cfg.ValidateMySQL(); err != nil {
-		return nil, err
+	// Every check before anything is opened: a broken address, DSN or
+	// credential is a configuration error (exit 1) with its fix, never a
+	// partial verdict or a driver's message.
+	checks := []error{cfg.ValidateMySQL()}
+	kafkaOff := noBrokers(cfg.Kafka.Brokers)
+	if !kafkaOff {
+		checks = append(checks, cfg.ValidateKafka())
 	}
-	r, err := mysqlsrc.Open(cfg.MySQL.DSN, o.Timeout)
+	var problems config.ErrorList
+	for _, err := range checks {
+		var l config.ErrorList
+		if errors.As(err, &l) {
+			problems = append(problems, l...)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	r, err := mysqlsrc.OpenWith(cfg.MySQL.DSN, mysqlsrc.Options{Timeout: o.Timeout, TimeZone: cfg.MySQL.TimeZone})
 	if err != nil {
 		return nil, err
 	}
 	c := &Clients{Config: cfg, Reader: r, Prober: probe.New(o.Timeout), Timeout: o.Timeout}
-	switch {
-	case noBrokers(cfg.Kafka.Brokers):
+	if kafkaOff {
 		c.KafkaMissing = "not configured: kafka.brokers is empty (set it in opctl.yaml or pass --brokers)"
-	default:
-		if err := cfg.ValidateKafka(); err != nil {
-			c.KafkaMissing = err.Error()
-		} else {
-			c.Kafka = kafkasrc.New(cfg.Kafka, o.Timeout)
-		}
+	} else {
+		c.Kafka = kafkasrc.New(cfg.Kafka, o.Timeout)
 	}
 	c.Collector = &sources.Collector{DB: r, Prober: c.Prober, AuditTable: cfg.Audit.AuditTable(),
 		Timeout: o.Timeout, SearchWindow: o.SearchWindow, SearchLimit: o.SearchLimit, KafkaMissing: c.KafkaMissing}
@@ -109,7 +123,7 @@ func OpenWriter(cfg *config.Config, timeout time.Duration) (*mysqlsrc.Writer, er
 	if err := cfg.ValidateMySQL(); err != nil {
 		return nil, err
 	}
-	return mysqlsrc.OpenWriter(cfg.MySQL.EffectiveWriteDSN(), timeout)
+	return mysqlsrc.OpenWriterWith(cfg.MySQL.EffectiveWriteDSN(), mysqlsrc.Options{Timeout: timeout, TimeZone: cfg.MySQL.TimeZone})
 }
 
 // Close closes every client.

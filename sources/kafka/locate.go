@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,23 +20,32 @@ import (
 // search from.
 const noTimestampDetail = "no timestamp known for the operation; the search never starts at the partition head"
 
-// Locate implements sources.Kafka.
+// Locate implements sources.Kafka. It reads as the consumers do
+// (kafka.isolation_level): read_committed sees nothing of an aborted
+// transaction and nothing past the last stable offset; read_uncommitted
+// sees every record. Control records are never the message, and neither is
+// a record whose transaction aborted or is not known to have ended: Message
+// is never such a record, so a republish never copies one.
 //
 // With a stored position (req.Partition and req.Offset >= 0) it reads that
 // one record, in one concurrent round (the log bounds and the fetch), and
-// reports a record deleted by retention, an offset past the log end, or a
-// record whose key / msg_id header does not match, in Detail, always
-// keeping the stored position.
+// reports a record deleted by retention, an offset past the log end, a
+// record whose key / msg_id header does not match, or one of a transaction
+// that did not commit, in Detail, always keeping the stored position.
 //
 // Otherwise the partition is req.Partition, or the configured partitioner's
 // partition for req.Key. With no req.Around nothing is read. Else the offset
 // for the timestamp (Around − Window) and the log end are listed in one
 // concurrent round, then fetch round trips (about 2 MiB each) read forward
 // until a record matches (its msg_id header when req.MsgID is set and the
-// record has one, else the exact key bytes), a record's timestamp passes Around + Window, Limit
-// records were read or the log end is reached. A search cut short by the
-// reader's timeout is reported as not found, with what it scanned; a
-// cancelled ctx is an error.
+// record has one, else the exact key bytes), the window ends (windowEndRun
+// records in a row stamped after Around + Window: fewer, followed by one
+// inside the window, are a producer's clock running ahead), Limit records
+// were read or the log end is reached. A match whose transaction aborted or
+// has not ended is passed over for a later committed one; with
+// read_uncommitted, when none follows, its position is reported without
+// the record. A search cut short by the reader's timeout is reported as not
+// found, with what it scanned; a cancelled ctx is an error.
 func (r *Reader) Locate(ctx context.Context, req sources.LocateRequest) (sources.Location, error) {
 	opCtx, cancel := r.op(ctx)
 	defer cancel()
@@ -112,6 +123,15 @@ func matches(req sources.LocateRequest, m *sources.Message) bool {
 	return req.MsgID == ""
 }
 
+// windowEndRun is how many records in a row stamped after the search
+// window's end end the window: fewer, followed by a record stamped inside
+// it, are records whose producer's clock runs ahead, and the search goes on
+// past them (docs/where.md "Finding the message").
+const windowEndRun = 16
+
+// isolation is what the consumers read (kafka.isolation_level).
+func (r *Reader) isolation() sarama.IsolationLevel { return isolation(r.cfg) }
+
 func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.LocateRequest, parts []int32) (sources.Location, error) {
 	p, off := req.Partition, req.Offset
 	loc := sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}
@@ -119,21 +139,22 @@ func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.
 		loc.Detail = fmt.Sprintf("stored partition %d does not exist (topic %s has %d partitions)", p, req.Topic, len(parts))
 		return loc, nil
 	}
+	iso := r.isolation()
 	var (
 		starts, ends map[int32]int64
 		batch        fetched
 	)
 	err := parallel(ctx,
 		func() (err error) {
-			starts, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetOldest)
+			starts, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetOldest, sarama.ReadUncommitted)
 			return err
 		},
 		func() (err error) {
-			ends, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetNewest)
+			ends, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetNewest, sarama.ReadUncommitted)
 			return err
 		},
 		func() (err error) {
-			batch, err = r.fetch(ctx, c, req.Topic, p, off, 1<<20)
+			batch, err = r.fetch(ctx, c, req.Topic, p, off, 1<<20, iso)
 			return err
 		},
 	)
@@ -151,25 +172,50 @@ func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.
 	case batch.err != nil:
 		loc.Detail = fmt.Sprintf("could not read offset %d: %v", off, batch.err)
 		return loc, nil
+	case iso == sarama.ReadCommitted && batch.lso >= 0 && off >= batch.lso:
+		loc.Detail = fmt.Sprintf("offset %d is at or past the last stable offset %d: its transaction has not ended, and read_committed consumers do not see it yet; the stored position is kept", off, batch.lso)
+		return loc, nil
 	}
-	for _, m := range batch.msgs {
-		if m.Offset < off {
+	for _, rec := range batch.recs {
+		if rec.Offset < off {
 			continue
 		}
-		if m.Offset > off {
-			loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker); the next record is at %d", off, m.Offset)
+		if rec.Offset > off {
+			loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker); the next record is at %d", off, rec.Offset)
 			return loc, nil
 		}
-		if !matches(req, m) {
-			loc.Detail = fmt.Sprintf("the record at the stored position does not match the operation (%s); the stored position is kept", mismatch(req, m))
+		if !matches(req, rec.Message) {
+			loc.Detail = fmt.Sprintf("the record at the stored position does not match the operation (%s); the stored position is kept", mismatch(req, rec.Message))
 			return loc, nil
 		}
-		loc.Message = m
+		f := rec.fate
+		if f == fatePending {
+			if f, err = r.settle(ctx, c, req.Topic, p, off); err != nil {
+				return loc, err
+			}
+		}
+		if f != fateCommitted {
+			loc.Detail = "the record at the stored position " + notCopied(f, iso) + "; the stored position is kept"
+			return loc, nil
+		}
+		loc.Message = rec.Message
 		loc.Detail = fmt.Sprintf("read at the stored position (log %d..%d)", start, end)
 		return loc, nil
 	}
 	loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker)", off)
 	return loc, nil
+}
+
+// notCopied says why a record of a transaction that did not commit is not
+// the message read back.
+func notCopied(f fate, iso sarama.IsolationLevel) string {
+	if f == fateAborted {
+		if iso == sarama.ReadCommitted {
+			return "was written in a transaction its producer aborted: read_committed consumers never see it, and it is not the operation's message"
+		}
+		return "was written in a transaction its producer aborted: read_uncommitted consumers read it, but it is not copied by a republish"
+	}
+	return "is in a transaction not known to have ended (at or past the last stable offset): it is not copied by a republish"
 }
 
 func mismatch(req sources.LocateRequest, m *sources.Message) string {
@@ -201,15 +247,21 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		limit = sources.DefaultSearchLimit
 	}
 	from, until := req.Around.Add(-window), req.Around.Add(window)
+	iso := r.isolation()
+	committedOnly := iso == sarama.ReadCommitted
+	endName := "log end"
+	if committedOnly {
+		endName = "last stable offset"
+	}
 
 	var starts, ends map[int32]int64
 	err := parallel(ctx,
 		func() (err error) {
-			starts, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, from.UnixMilli())
+			starts, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, from.UnixMilli(), iso)
 			return err
 		},
 		func() (err error) {
-			ends, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetNewest)
+			ends, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetNewest, iso)
 			return err
 		},
 	)
@@ -219,82 +271,191 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 	start, end := starts[p], ends[p]
 	fromDesc := fmt.Sprintf("timestamp %s, %s before the operation", from.UTC().Format(time.RFC3339Nano), window)
 	if start < 0 || start >= end {
-		loc.Detail = fmt.Sprintf("not found: partition %d has no record at or after %s (log end %d); nothing to search",
-			p, from.UTC().Format(time.RFC3339Nano), end)
+		loc.Detail = fmt.Sprintf("not found: partition %d has no record at or after %s (%s %d); nothing to search",
+			p, from.UTC().Format(time.RFC3339Nano), endName, end)
 		return loc, nil
 	}
 
-	scanned := 0
-	next := start
-	last := int64(-1)
-	notFound := func(why string) (sources.Location, error) {
+	var (
+		scanned   int   // records read (control records aside)
+		invisible int   // of them, records of aborted transactions (read_committed)
+		last      int64 = -1
+		// run counts the records in a row stamped after until, from
+		// offset runAt; held are the matches among them, inside the window
+		// only if a record stamped inside it follows.
+		run   int
+		runAt int64 = -1
+		held  []record
+		// fallback is the first match whose transaction aborted or has not
+		// ended (read_uncommitted consumers read it): the position when no
+		// committed record of the operation follows.
+		fallback *record
+	)
+	scannedDesc := func() string {
+		s := fmt.Sprintf("%d records from offset %d (%s)", scanned, start, fromDesc)
+		if invisible > 0 {
+			s += fmt.Sprintf(", %d of them in aborted transactions (invisible to read_committed consumers)", invisible)
+		}
+		return s
+	}
+	stopped := func(why string) (sources.Location, error) {
+		if fallback != nil {
+			loc.Offset, loc.Located = fallback.Offset, sources.LocatedSearched
+			loc.Detail = fmt.Sprintf("found after scanning %s; the record %s (no committed record of the operation followed; stopped: %s)",
+				scannedDesc(), notCopied(fallback.fate, iso), why)
+			return loc, nil
+		}
 		to := "nothing"
 		if last >= 0 {
 			to = fmt.Sprint(last)
 		}
-		loc.Detail = fmt.Sprintf("not found: scanned %d records from offset %d (%s) to %s; stopped: %s",
-			scanned, start, fromDesc, to, why)
+		loc.Detail = fmt.Sprintf("not found: scanned %s to %s; stopped: %s", scannedDesc(), to, why)
 		return loc, nil
 	}
+	// failed ends the search on a read error: one cut short by the
+	// reader's timeout is a search that did not find the message.
+	failed := func(err error) (sources.Location, error) {
+		if parent.Err() == nil && ctx.Err() != nil {
+			return stopped(fmt.Sprintf("the %s timeout ended the search (%v)", r.timeout, err))
+		}
+		return loc, err
+	}
+	// take decides a match inside the window: true when it is the
+	// operation's message (a record that is not in a transaction, or whose
+	// transaction committed).
+	take := func(rec record) (bool, error) {
+		f := rec.fate
+		if f == fatePending {
+			var err error
+			if f, err = r.settle(ctx, c, req.Topic, p, rec.Offset); err != nil {
+				return false, err
+			}
+		}
+		if f != fateCommitted {
+			if fallback == nil && !committedOnly {
+				rec.fate = f
+				fallback = &rec
+			}
+			return false, nil
+		}
+		loc.Offset, loc.Located, loc.Message = rec.Offset, sources.LocatedSearched, rec.Message
+		loc.Detail = "found after scanning " + scannedDesc()
+		if fallback != nil {
+			loc.Detail += fmt.Sprintf("; the record at offset %d matched first, but %s", fallback.Offset, notCopied(fallback.fate, iso))
+		}
+		return true, nil
+	}
+
+	next := start
 	for {
 		if next >= end {
-			return notFound(fmt.Sprintf("reached the log end %d", end))
+			return stopped(fmt.Sprintf("reached the %s %d", endName, end))
 		}
-		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes)
+		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes, iso)
 		if err != nil {
-			if parent.Err() == nil && ctx.Err() != nil {
-				return notFound(fmt.Sprintf("the %s timeout ended the search (%v)", r.timeout, err))
-			}
-			return loc, err
+			return failed(err)
 		}
 		if batch.err != nil {
 			if errors.Is(batch.err, sarama.ErrOffsetOutOfRange) {
-				return notFound(fmt.Sprintf("offset %d is no longer in the log (retention?)", next))
+				return stopped(fmt.Sprintf("offset %d is no longer in the log (retention?)", next))
 			}
-			return notFound(fmt.Sprintf("fetch at offset %d: %v", next, batch.err))
+			return stopped(fmt.Sprintf("fetch at offset %d: %v", next, batch.err))
 		}
-		if batch.hwm > end {
-			end = batch.hwm
+		if committedOnly {
+			end = max(end, batch.lso)
+		} else {
+			end = max(end, batch.hwm)
 		}
-		for _, m := range batch.msgs {
-			if m.Offset < next {
+		for _, rec := range batch.recs {
+			if rec.Offset < next {
 				continue
 			}
-			if m.Timestamp.After(until) {
-				return notFound(fmt.Sprintf("record timestamps passed %s (%s after the operation) at offset %d",
-					until.UTC().Format(time.RFC3339Nano), window, m.Offset))
-			}
 			scanned++
-			last = m.Offset
-			if matches(req, m) {
-				loc.Offset = m.Offset
-				loc.Located = sources.LocatedSearched
-				loc.Message = m
-				loc.Detail = fmt.Sprintf("found after scanning %d records from offset %d (%s)", scanned, start, fromDesc)
-				return loc, nil
+			last = rec.Offset
+			switch {
+			case committedOnly && rec.fate == fateAborted:
+				invisible++
+			case committedOnly && rec.fate != fateCommitted:
+				// Past the last stable offset: not visible yet.
+			case rec.Timestamp.After(until):
+				if run == 0 {
+					runAt = rec.Offset
+				}
+				run++
+				if matches(req, rec.Message) {
+					held = append(held, rec)
+				}
+				if run >= windowEndRun {
+					return stopped(fmt.Sprintf("record timestamps passed %s (%s after the operation) from offset %d on",
+						until.UTC().Format(time.RFC3339Nano), window, runAt))
+				}
+			default:
+				// A record stamped inside the window: the run before it,
+				// if any, was inside the window too.
+				run = 0
+				if matches(req, rec.Message) {
+					held = append(held, rec)
+				}
+				for _, h := range held {
+					ok, err := take(h)
+					if err != nil {
+						return failed(err)
+					}
+					if ok {
+						return loc, nil
+					}
+				}
+				held = held[:0]
 			}
 			if scanned >= limit {
-				return notFound(fmt.Sprintf("limit of %d records reached", limit))
+				return stopped(fmt.Sprintf("limit of %d records reached", limit))
 			}
 		}
 		if batch.next <= next {
-			return notFound(fmt.Sprintf("the broker returned no data at offset %d", next))
+			return stopped(fmt.Sprintf("the broker returned no data at offset %d", next))
 		}
 		next = batch.next
 	}
+}
+
+// fate is what became of a record's transaction.
+type fate uint8
+
+const (
+	// fateCommitted: the record is not in a transaction, or its
+	// transaction committed.
+	fateCommitted fate = iota
+	// fateAborted: its producer aborted its transaction.
+	fateAborted
+	// fatePending: in a transaction, and the fetch that read it does not
+	// show how the transaction ended (settle asks).
+	fatePending
+	// fateOpen: in a transaction not known to have ended: at or past the
+	// last stable offset.
+	fateOpen
+)
+
+// record is one data record of a fetch and what became of its transaction.
+type record struct {
+	*sources.Message
+	fate fate
 }
 
 // fetched is one partition's answer to a fetch.
 type fetched struct {
 	// err is the partition-level error (offset out of range, ...).
 	err error
-	// msgs are the records in offset order; records before the requested
-	// offset may be included (a batch starts where it starts).
-	msgs []*sources.Message
+	// recs are the data records in offset order, control records left out;
+	// records before the requested offset may be included (a batch starts
+	// where it starts).
+	recs []record
 	// next is the offset after the last batch returned (control batches
 	// and compacted gaps included).
 	next int64
 	hwm  int64
+	// lso is the last stable offset, -1 when the broker does not say
+	// (Fetch before v4).
+	lso int64
 }
 
 func fetchVersion(v sarama.KafkaVersion) int16 {
@@ -323,12 +484,36 @@ func fetchVersion(v sarama.KafkaVersion) int16 {
 	return 0
 }
 
+// settle finds out how the transaction of the record at off ended, with
+// one read_committed fetch from off: the broker returns nothing at or past
+// the last stable offset (fateOpen) and lists the aborted transactions that
+// overlap what it returns.
+func (r *Reader) settle(ctx context.Context, c sarama.Client, topic string, p int32, off int64) (fate, error) {
+	f, err := r.fetch(ctx, c, topic, p, off, 1<<16, sarama.ReadCommitted)
+	if err != nil {
+		return fatePending, fmt.Errorf("how the transaction of offset %d ended: %w", off, err)
+	}
+	if f.err != nil {
+		return fatePending, fmt.Errorf("how the transaction of offset %d ended: %w", off, f.err)
+	}
+	if f.lso >= 0 && off >= f.lso {
+		return fateOpen, nil
+	}
+	for _, rec := range f.recs {
+		if rec.Offset == off && rec.fate != fatePending {
+			return rec.fate, nil
+		}
+	}
+	return fateOpen, nil
+}
+
 // fetch reads from offset in one partition with one Fetch request to its
-// leader (read_uncommitted: every record the log holds below the high
-// watermark). A moved leader is looked up again once.
-func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int32, offset int64, maxBytes int32) (fetched, error) {
+// leader, as a consumer with isolation level iso reads: read_uncommitted,
+// every record below the high watermark; read_committed, those below the
+// last stable offset. A moved leader is looked up again once.
+func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel) (fetched, error) {
 	for attempt := 0; ; attempt++ {
-		f, err := call(ctx, func() (fetched, error) { return r.fetchOnce(c, topic, p, offset, maxBytes) })
+		f, err := call(ctx, func() (fetched, error) { return r.fetchOnce(c, topic, p, offset, maxBytes, iso) })
 		if err == nil && (f.err == nil || attempt > 0 || !isLeaderErr(f.err)) {
 			// Success, or a partition-level answer the caller reports.
 			return f, nil
@@ -345,7 +530,22 @@ func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int
 	}
 }
 
-func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64, maxBytes int32) (fetched, error) {
+// controlType is the marker a control batch carries (its record's key is
+// a version and a type), ControlRecordUnknown for anything else.
+func controlType(rb *sarama.RecordBatch) sarama.ControlRecordType {
+	if len(rb.Records) == 0 || rb.Records[0] == nil || len(rb.Records[0].Key) < 4 {
+		return sarama.ControlRecordUnknown
+	}
+	switch binary.BigEndian.Uint16(rb.Records[0].Key[2:4]) {
+	case 0:
+		return sarama.ControlRecordAbort
+	case 1:
+		return sarama.ControlRecordCommit
+	}
+	return sarama.ControlRecordUnknown
+}
+
+func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel) (fetched, error) {
 	b, err := c.Leader(topic, p)
 	if err != nil {
 		return fetched{}, fmt.Errorf("leader of partition %d: %w", p, err)
@@ -354,10 +554,13 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 		Version:     fetchVersion(c.Config().Version),
 		MinBytes:    1,
 		MaxWaitTime: fetchMaxWaitMs,
-		Isolation:   sarama.ReadUncommitted,
+		Isolation:   iso,
 	}
 	if req.Version >= 3 {
-		req.MaxBytes = maxBytes
+		// The one partition's budget bounds the answer; a response budget
+		// as large as the Java consumer's (fetch.max.bytes) never cuts it
+		// first (kfake then leaves out the aborted transactions).
+		req.MaxBytes = max(maxBytes, fetchResponseBytes)
 	}
 	if req.Version >= 7 {
 		req.SessionID = 0
@@ -372,17 +575,81 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 	if blk == nil {
 		return fetched{}, fmt.Errorf("fetch: no answer for partition %d", p)
 	}
-	out := fetched{next: offset, hwm: blk.HighWaterMarkOffset}
+	out := fetched{next: offset, hwm: blk.HighWaterMarkOffset, lso: -1}
+	if req.Version >= 4 {
+		out.lso = blk.LastStableOffset
+	}
 	if !errors.Is(blk.Err, sarama.ErrNoError) {
 		out.err = blk.Err
 		return out, nil
 	}
-	for _, rs := range blk.RecordsSet {
+
+	// What became of each transactional batch. read_committed: the broker
+	// lists the aborted transactions overlapping what it returns; a
+	// producer's batches are aborted from its transaction's first offset to
+	// its abort marker (the consumer's rule, Java's and sarama's alike).
+	// read_uncommitted: there is no such list; the producer's next marker
+	// in this response says, else settle asks.
+	var abortedTxns []*sarama.AbortedTransaction
+	abortedPIDs := map[int64]bool{}
+	var markers map[int]sarama.ControlRecordType // batch index → its producer's next marker
+	if iso == sarama.ReadCommitted {
+		for _, t := range blk.AbortedTransactions {
+			if t != nil {
+				abortedTxns = append(abortedTxns, t)
+			}
+		}
+		slices.SortFunc(abortedTxns, func(a, b *sarama.AbortedTransaction) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	} else {
+		markers = map[int]sarama.ControlRecordType{}
+		seen := map[int64]sarama.ControlRecordType{}
+		for i := len(blk.RecordsSet) - 1; i >= 0; i-- {
+			rb := blk.RecordsSet[i].RecordBatch
+			switch {
+			case rb == nil:
+			case rb.Control:
+				seen[rb.ProducerID] = controlType(rb)
+			case rb.IsTransactional:
+				if t, ok := seen[rb.ProducerID]; ok {
+					markers[i] = t
+				}
+			}
+		}
+	}
+
+	for i, rs := range blk.RecordsSet {
 		switch {
 		case rs.RecordBatch != nil:
 			rb := rs.RecordBatch
-			if !rb.Control {
+			for len(abortedTxns) > 0 && abortedTxns[0].FirstOffset <= rb.LastOffset() {
+				abortedPIDs[abortedTxns[0].ProducerID] = true
+				abortedTxns = abortedTxns[1:]
+			}
+			if rb.Control {
+				if controlType(rb) == sarama.ControlRecordAbort {
+					delete(abortedPIDs, rb.ProducerID)
+				}
+			} else {
+				f := fateCommitted
+				if rb.IsTransactional {
+					marker, marked := markers[i]
+					switch {
+					case iso == sarama.ReadCommitted && abortedPIDs[rb.ProducerID]:
+						f = fateAborted
+					case iso == sarama.ReadCommitted && out.lso >= 0 && rb.FirstOffset >= out.lso:
+						f = fateOpen
+					case iso == sarama.ReadCommitted:
+					case marked && marker == sarama.ControlRecordCommit:
+					case marked && marker == sarama.ControlRecordAbort:
+						f = fateAborted
+					default:
+						f = fatePending
+					}
+				}
 				for _, rec := range rb.Records {
+					if rec == nil {
+						continue
+					}
 					ts := rb.FirstTimestamp.Add(rec.TimestampDelta)
 					if rb.LogAppendTime {
 						ts = rb.MaxTimestamp
@@ -400,12 +667,12 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 							m.Headers[string(h.Key)] = string(h.Value)
 						}
 					}
-					out.msgs = append(out.msgs, m)
+					out.recs = append(out.recs, record{Message: m, fate: f})
 				}
 			}
 			if !rb.PartialTrailingRecord {
 				out.next = max(out.next, rb.LastOffset()+1)
-			} else if n := len(rb.Records); n > 0 {
+			} else if n := len(rb.Records); n > 0 && rb.Records[n-1] != nil {
 				out.next = max(out.next, rb.FirstOffset+rb.Records[n-1].OffsetDelta+1)
 			}
 		case rs.MsgSet != nil:
@@ -420,10 +687,10 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 							ts = blk.Msg.Timestamp
 						}
 					}
-					out.msgs = append(out.msgs, &sources.Message{
+					out.recs = append(out.recs, record{Message: &sources.Message{
 						Partition: p, Offset: off, Timestamp: ts,
 						Key: mb.Msg.Key, Value: mb.Msg.Value, Headers: map[string]string{},
-					})
+					}})
 					out.next = max(out.next, off+1)
 				}
 			}

@@ -25,6 +25,9 @@ const (
 	// round trip in a search; the broker returns at least one whole batch
 	// even when it is larger (KIP-74).
 	fetchPartitionBytes = 2 << 20
+	// fetchResponseBytes is the response budget of a fetch (the Java
+	// consumer's fetch.max.bytes); the partition's budget is the smaller.
+	fetchResponseBytes = 50 << 20
 	// fetchMaxWaitMs bounds how long a broker may hold a fetch with no data.
 	fetchMaxWaitMs = 100
 )
@@ -300,11 +303,11 @@ func (r *Reader) group(ctx context.Context, topic, group string) (sources.GroupV
 			return err
 		},
 		func() (err error) {
-			starts, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetOldest)
+			starts, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetOldest, sarama.ReadUncommitted)
 			return err
 		},
 		func() (err error) {
-			ends, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetNewest)
+			ends, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetNewest, sarama.ReadUncommitted)
 			return err
 		},
 	)
@@ -515,9 +518,11 @@ func isLeaderErr(err error) bool {
 // listOffsets asks every leader, in one request per leader, for the offset
 // of ts (sarama.OffsetOldest, sarama.OffsetNewest or a timestamp in
 // milliseconds) in each partition; -1 where the broker has no answer (a
-// timestamp after the last record). Partitions whose leader moved are
-// retried once after a metadata refresh.
-func (r *Reader) listOffsets(ctx context.Context, c sarama.Client, topic string, parts []int32, ts int64) (map[int32]int64, error) {
+// timestamp after the last record). With sarama.ReadCommitted the log ends
+// at the last stable offset (the first offset of a transaction that has not
+// ended), as a read_committed consumer sees it. Partitions whose leader
+// moved are retried once after a metadata refresh.
+func (r *Reader) listOffsets(ctx context.Context, c sarama.Client, topic string, parts []int32, ts int64, iso sarama.IsolationLevel) (map[int32]int64, error) {
 	out := make(map[int32]int64, len(parts))
 	var mu sync.Mutex
 	todo := parts
@@ -540,6 +545,7 @@ func (r *Reader) listOffsets(ctx context.Context, c sarama.Client, topic string,
 			b := brokers[id]
 			fns = append(fns, func() error {
 				req := sarama.NewOffsetRequest(c.Config().Version)
+				req.IsolationLevel = iso
 				for _, p := range ps {
 					req.AddBlock(topic, p, ts, 1)
 				}

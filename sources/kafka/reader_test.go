@@ -530,7 +530,7 @@ func TestLocateNotFoundInWindow(t *testing.T) {
 	k, r := setup(t)
 	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 	// The only record with the key is 10 minutes after the operation.
-	seedWindow(t, k, 1, at, "PAY-5", 10*time.Minute, nil)
+	_, windowStart := seedWindow(t, k, 1, at, "PAY-5", 10*time.Minute, nil)
 
 	loc, err := r.Locate(context.Background(), sources.LocateRequest{
 		Topic: topic, Partitioner: "murmur2", Key: []byte("PAY-5"), Partition: 1, Offset: -1, Around: at,
@@ -541,9 +541,13 @@ func TestLocateNotFoundInWindow(t *testing.T) {
 	if loc.Located != sources.LocatedUnknown || loc.Partition != 1 || loc.Offset != -1 || loc.Message != nil {
 		t.Fatalf("location = %+v", loc)
 	}
-	// 10 minutes of noise at one record per 30s, from at−5m to at+5m.
-	if !strings.HasPrefix(loc.Detail, "not found: scanned 21 records from offset ") || !strings.Contains(loc.Detail, "record timestamps passed 2025-03-01T10:05:00Z") {
-		t.Errorf("detail = %q", loc.Detail)
+	// 10 minutes of noise at one record per 30s, from at−5m to at+5m, then
+	// the 16 records stamped after the window's end that end it (the key's
+	// record at at+10m among them does not count: it is past the window).
+	end := windowStart + 21
+	want := fmt.Sprintf("not found: scanned 37 records from offset %d (timestamp 2025-03-01T09:55:00Z, 5m0s before the operation) to %d; stopped: record timestamps passed 2025-03-01T10:05:00Z (5m0s after the operation) from offset %d on", windowStart, end+15, end)
+	if loc.Detail != want {
+		t.Errorf("detail = %q\nwant     %q", loc.Detail, want)
 	}
 }
 

@@ -56,6 +56,15 @@ func kafkaVersion(s string) sarama.KafkaVersion {
 	return best
 }
 
+// isolation is cfg's kafka.isolation_level as sarama's: read_uncommitted
+// (Kafka's consumer default) unless read_committed.
+func isolation(cfg config.Kafka) sarama.IsolationLevel {
+	if cfg.EffectiveIsolationLevel() == config.ReadCommitted {
+		return sarama.ReadCommitted
+	}
+	return sarama.ReadUncommitted
+}
+
 // saramaConfig builds the one sarama configuration every connection of a
 // Reader shares. Reading TLS files can fail, hence the error.
 func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, error) {
@@ -77,6 +86,12 @@ func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, erro
 	c.Metadata.Retry.Max = 1
 	c.Metadata.Retry.Backoff = 50 * time.Millisecond
 	c.Metadata.Timeout = timeout
+
+	// What the consumers read; Locate fetches with it (docs/where.md).
+	c.Consumer.IsolationLevel = isolation(cfg)
+	if c.Consumer.IsolationLevel == sarama.ReadCommitted && !c.Version.IsAtLeast(sarama.V0_11_0_0) {
+		return nil, fmt.Errorf("kafka: isolation_level read_committed needs kafka.version 0.11.0 or newer (transactions), not %s: raise kafka.version or set isolation_level: read_uncommitted", c.Version)
+	}
 
 	// Publish (republish actions) sends to an exact partition and waits for
 	// every in-sync replica. Idempotence stays off: a replay is deduplicated

@@ -18,6 +18,17 @@ import (
 // With rtt > 0 the Reader reaches the server through a proxy that delays
 // every client packet by rtt, as a server across a network would.
 func benchReader(b *testing.B, rtt time.Duration) *Reader {
+	r, err := Open(benchDSN(b, rtt), 10*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	return r
+}
+
+// benchDSN is a database with seed 000, reached through a proxy adding rtt
+// when rtt > 0.
+func benchDSN(b *testing.B, rtt time.Duration) string {
 	db := testenv.MySQL(b)
 	db.ExecFile(b, "../../testdata/schema/settlement.sql")
 	db.ExecFile(b, "../../testdata/incidents/settlement.sql")
@@ -31,12 +42,7 @@ func benchReader(b *testing.B, rtt time.Duration) *Reader {
 		cfg.Addr = delayProxy(b, cfg.Addr, rtt)
 		dsn = cfg.FormatDSN()
 	}
-	r, err := Open(dsn, 10*time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { r.Close() })
-	return r
+	return dsn
 }
 
 func BenchmarkReadOperation(b *testing.B) {

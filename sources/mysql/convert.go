@@ -14,8 +14,8 @@ import (
 // database type: integer types (BOOL and TINYINT(1) included) → int64,
 // BIT → int64, DECIMAL → string exactly as the server prints it ("-30.00"),
 // FLOAT/DOUBLE → float64, DATE/DATETIME/TIMESTAMP → time.Time (parseTime,
-// in the DSN's loc), NULL → nil, everything else → string. An unsigned
-// BIGINT above math.MaxInt64 stays a decimal string.
+// in the session's time zone: zone.go), NULL → nil, everything else →
+// string. An unsigned BIGINT above math.MaxInt64 stays a decimal string.
 func convertValue(dbType string, v any) sources.Value {
 	switch v := v.(type) {
 	case nil:

@@ -98,11 +98,14 @@ func describe(err error) (string, bool) {
 	var me *gomysql.MySQLError
 	var dnsErr *net.DNSError
 	var netErr net.Error
+	var ze *zoneError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer before the deadline (--timeout)", false
 	case errors.Is(err, context.Canceled):
 		return "interrupted", false
+	case errors.As(err, &ze):
+		return ze.msg, false
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused", true
 	case errors.As(err, &dnsErr):

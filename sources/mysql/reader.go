@@ -20,6 +20,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // MaxRows bounds the rows read from any one query of an operation. A query
@@ -73,13 +74,38 @@ type ReadStats struct {
 	Elapsed time.Duration
 }
 
-// Open prepares a connection pool for dsn, a go-sql-driver/mysql DSN. It does
-// not connect: an unreachable server is reported by the first read. The DSN
-// is used with parseTime forced on (DATETIME values are read in the DSN's
-// loc, UTC by default) and InterpolateParams forced off, so values are always
-// bound server-side. timeout (when > 0) sets the dial, read and write
-// timeouts that the DSN does not set itself.
+// Options are how Open connects.
+type Options struct {
+	// Timeout (when > 0) sets the dial, read and write timeouts that the DSN
+	// does not set itself.
+	Timeout time.Duration
+	// TimeZone is mysql.time_zone (config.ParseTimeZone): the session time
+	// zone of every connection and the zone DATETIMEs are read in; "" is the
+	// server's @@global.time_zone.
+	TimeZone string
+}
+
+// Open is OpenWith with only a timeout: the server's default time zone.
 func Open(dsn string, timeout time.Duration) (*Reader, error) {
+	return OpenWith(dsn, Options{Timeout: timeout})
+}
+
+// OpenWith prepares a connection pool for dsn, a go-sql-driver/mysql DSN
+// that config.CheckDSN accepts. It does not connect: an unreachable server
+// is reported by the first read. opctl sets, whatever the DSN says:
+// parseTime on, InterpolateParams off (values are always bound
+// server-side), the session's time_zone (o.TimeZone, or none: the server's
+// default) and the zone DATETIMEs are read in (the same zone; the DSN's loc
+// is ignored), so that NOW(6) and the consumers' DATETIMEs compare as they
+// were written and stand for the right instants (zone.go).
+func OpenWith(dsn string, o Options) (*Reader, error) {
+	if p := config.CheckDSN(dsn); p != "" {
+		return nil, fmt.Errorf("mysql: invalid DSN %q: it %s (check mysql.dsn / --mysql-dsn)", config.RedactDSN(dsn), p)
+	}
+	tz, problem := config.ParseTimeZone(o.TimeZone)
+	if problem != "" {
+		return nil, fmt.Errorf("mysql: mysql.time_zone %q %s", o.TimeZone, problem)
+	}
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		// ParseDSN errors name the faulty part, never the password.
@@ -87,10 +113,19 @@ func Open(dsn string, timeout time.Duration) (*Reader, error) {
 	}
 	cfg.ParseTime = true
 	cfg.InterpolateParams = false
-	if cfg.Loc == nil {
-		cfg.Loc = time.UTC
+	delete(cfg.Params, "time_zone")
+	if tz.Set != "" {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["time_zone"] = tz.Set
 	}
-	if timeout > 0 {
+	// Until the server says which zone it is in (zone.go), UTC.
+	cfg.Loc = time.UTC
+	if tz.Loc != nil {
+		cfg.Loc = tz.Loc
+	}
+	if timeout := o.Timeout; timeout > 0 {
 		if cfg.Timeout == 0 {
 			cfg.Timeout = timeout
 		}
@@ -104,7 +139,7 @@ func Open(dsn string, timeout time.Duration) (*Reader, error) {
 	// The driver's own log lines ("[mysql] packets.go:58 read tcp ...: i/o
 	// timeout") repeat on stderr what the error returned says.
 	cfg.Logger = quietLogger{}
-	conn, err := gomysql.NewConnector(cfg)
+	conn, err := newZoneConnector(cfg, tz.Loc, o.TimeZone)
 	if err != nil {
 		return nil, fmt.Errorf("mysql %s: %s (check mysql.dsn / --mysql-dsn)", cfg.Addr, scrub(err.Error(), cfg.Passwd))
 	}
@@ -276,6 +311,10 @@ func scan(rows *sql.Rows, limit int) result {
 // (unreachable, authentication refused, deadline, broken connection), as
 // opposed to a statement the server rejected.
 func isConnError(err error) bool {
+	var ze *zoneError
+	if errors.As(err, &ze) {
+		return true
+	}
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +17,13 @@ import (
 // introspection. Every identifier goes through config.QuoteIdent after a
 // config.ValidIdent check; every value is bound.
 
-// Walk describes one keyset-paginated walk over an index range, in (Pos, Key)
-// order. The index that serves it must start with (EqCol, PosCol, KeyCol) (the
-// columns that are set); InnoDB appends the primary key to every secondary
-// index, so a KeyCol that is the primary key need not be declared.
+// Walk describes one keyset-paginated walk over an index range, in the
+// index's order: EqCol (when set) is fixed, then the rows come in (PosCol,
+// Order...) order. The index that serves it starts with EqCol and PosCol
+// (the columns that are set) and carries Order after them
+// (TableInfo.WalkIndex: its further columns, then the primary key's, which
+// InnoDB appends to every secondary index). KeyCol, the value the walk
+// yields, is read from the row: it need not be in the index.
 type Walk struct {
 	// Table is the table walked (a validated identifier, optionally schema.table).
 	Table string
@@ -31,11 +35,15 @@ type Walk struct {
 	EqCol string
 	EqVal any
 	// PosCol, when set, is the ordered column (a time or an offset), bounded
-	// by From (inclusive) and To (exclusive); a nil bound is open. Without
-	// PosCol the walk is in KeyCol order only.
+	// by From (inclusive) and To (exclusive); a nil bound is open.
 	PosCol   string
 	From, To any
-	// KeyCol is the tie-breaker and the value the walk yields.
+	// Order are the columns the keyset continues on after PosCol, in the
+	// index's order; rows equal on (PosCol, Order...) are told apart by
+	// nothing, so Order ends with the primary key (or holds KeyCol). Empty:
+	// KeyCol alone.
+	Order []string
+	// KeyCol is the value the walk yields.
 	KeyCol string
 	// ExtraCol, when set, is one more column returned with each row.
 	ExtraCol string
@@ -43,12 +51,26 @@ type Walk struct {
 	Shard, Shards int
 }
 
+// keyset returns the columns a walk orders and resumes on: PosCol, then
+// Order (KeyCol when Order is empty).
+func (w Walk) keyset() []string {
+	var cols []string
+	if w.PosCol != "" {
+		cols = append(cols, w.PosCol)
+	}
+	if len(w.Order) == 0 {
+		return append(cols, w.KeyCol)
+	}
+	return append(cols, w.Order...)
+}
+
 // Cursor is the position after the last row of a page; the zero Cursor
 // starts the walk.
 type Cursor struct {
 	Set bool
-	Pos any
-	Key string
+	// Values are the last row's values of the walk's keyset columns
+	// (PosCol, then Order), as read: nil for NULL.
+	Values []any
 }
 
 // WalkRow is one row of a walk.
@@ -58,10 +80,12 @@ type WalkRow struct {
 	Key string
 	// Extra is the ExtraCol value as text ("" for NULL).
 	Extra string
+	// keyset holds the row's keyset values, for After.
+	keyset []any
 }
 
 // After returns the cursor positioned after row.
-func (row WalkRow) After() Cursor { return Cursor{Set: true, Pos: row.Pos, Key: row.Key} }
+func (row WalkRow) After() Cursor { return Cursor{Set: true, Values: row.keyset} }
 
 // qident checks and quotes an identifier.
 func qident(id string) (string, error) {
@@ -71,7 +95,13 @@ func qident(id string) (string, error) {
 	return config.QuoteIdent(id), nil
 }
 
-// walkSQL builds the statement of one page and its arguments.
+// walkSQL builds the statement of one page and its arguments. The select
+// list is the keyset columns, then KeyCol and ExtraCol (a column named
+// twice is selected twice). After a cursor, the rows past it in keyset
+// order are written as a disjunction, (k1 > v1) OR (k1 = v1 AND k2 > v2)
+// OR ..., so that the range optimizer builds exact intervals on the index;
+// a NULL value compares as the index orders it (first): k = NULL is
+// k IS NULL, k > NULL is k IS NOT NULL.
 func walkSQL(w Walk, after Cursor, limit int) (string, []any, error) {
 	var bad error
 	q := func(id string) string {
@@ -87,12 +117,15 @@ func walkSQL(w Walk, after Cursor, limit int) (string, []any, error) {
 	if limit <= 0 {
 		return "", nil, errors.New("mysql: walk with a non-positive limit")
 	}
-	key := q(w.KeyCol)
-	cols := []string{}
-	if w.PosCol != "" {
-		cols = append(cols, q(w.PosCol))
+	ks := w.keyset()
+	if after.Set && len(after.Values) != len(ks) {
+		return "", nil, fmt.Errorf("mysql: walk of %s: cursor has %d values for %d keyset columns", w.Table, len(after.Values), len(ks))
 	}
-	cols = append(cols, key)
+	qks := make([]string, len(ks))
+	for i, c := range ks {
+		qks[i] = q(c)
+	}
+	cols := append(slices.Clone(qks), q(w.KeyCol))
 	if w.ExtraCol != "" {
 		cols = append(cols, q(w.ExtraCol))
 	}
@@ -117,29 +150,37 @@ func walkSQL(w Walk, after Cursor, limit int) (string, []any, error) {
 			conds = append(conds, pos+" < ?")
 			args = append(args, w.To)
 		}
-		if after.Set {
-			// Written as a disjunction so that the range optimizer builds two
-			// exact intervals: (pos > c) and (pos = c AND key > k).
-			conds = append(conds, fmt.Sprintf("(%s > ? OR (%s = ? AND %s > ?))", pos, pos, key))
-			args = append(args, after.Pos, after.Pos, after.Key)
+	}
+	if after.Set {
+		var terms []string
+		for k := range qks {
+			var parts []string
+			for j := range k {
+				if after.Values[j] == nil {
+					parts = append(parts, qks[j]+" IS NULL")
+				} else {
+					parts = append(parts, qks[j]+" = ?")
+					args = append(args, after.Values[j])
+				}
+			}
+			if after.Values[k] == nil {
+				parts = append(parts, qks[k]+" IS NOT NULL")
+			} else {
+				parts = append(parts, qks[k]+" > ?")
+				args = append(args, after.Values[k])
+			}
+			terms = append(terms, "("+strings.Join(parts, " AND ")+")")
 		}
-	} else if after.Set {
-		conds = append(conds, key+" > ?")
-		args = append(args, after.Key)
+		conds = append(conds, "("+strings.Join(terms, " OR ")+")")
 	}
 	if w.Shards > 1 {
-		conds = append(conds, "MOD(CRC32("+key+"), ?) = ?")
+		conds = append(conds, "MOD(CRC32("+q(w.KeyCol)+"), ?) = ?")
 		args = append(args, w.Shards, w.Shard)
 	}
 	if len(conds) > 0 {
 		sb.WriteString(" WHERE " + strings.Join(conds, " AND "))
 	}
-	if w.PosCol != "" {
-		fmt.Fprintf(&sb, " ORDER BY %s, %s", q(w.PosCol), key)
-	} else {
-		fmt.Fprintf(&sb, " ORDER BY %s", key)
-	}
-	fmt.Fprintf(&sb, " LIMIT %d", limit)
+	fmt.Fprintf(&sb, " ORDER BY %s LIMIT %d", strings.Join(qks, ", "), limit)
 	if bad != nil {
 		return "", nil, bad
 	}
@@ -164,6 +205,7 @@ func (r *Reader) WalkPage(ctx context.Context, w Walk, after Cursor, limit int) 
 		return nil, r.queryError("walk "+w.Table, err)
 	}
 	n := len(types)
+	nk := len(w.keyset())
 	raw := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range raw {
@@ -174,15 +216,16 @@ func (r *Reader) WalkPage(ctx context.Context, w Walk, after Cursor, limit int) 
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, r.queryError("walk "+w.Table, err)
 		}
-		i := 0
-		var row WalkRow
+		row := WalkRow{keyset: make([]any, nk)}
+		for i := range nk {
+			row.keyset[i] = keysetValue(types[i].DatabaseTypeName(), raw[i])
+		}
 		if w.PosCol != "" {
 			row.Pos = convertValue(types[0].DatabaseTypeName(), raw[0])
-			i++
 		}
-		row.Key = asString(convertValue(types[i].DatabaseTypeName(), raw[i]))
+		row.Key = asString(convertValue(types[nk].DatabaseTypeName(), raw[nk]))
 		if w.ExtraCol != "" {
-			row.Extra = asString(convertValue(types[i+1].DatabaseTypeName(), raw[i+1]))
+			row.Extra = asString(convertValue(types[nk+1].DatabaseTypeName(), raw[nk+1]))
 		}
 		out = append(out, row)
 	}
@@ -190,6 +233,22 @@ func (r *Reader) WalkPage(ctx context.Context, w Walk, after Cursor, limit int) 
 		return nil, r.queryError("walk "+w.Table, err)
 	}
 	return out, nil
+}
+
+// keysetValue is a keyset column's value as the next page binds it: text
+// as a string (compared in the column's collation, as the index orders
+// it), binary strings as bytes, integers, times and decimals as
+// convertValue reads them, an unsigned BIGINT as it came.
+func keysetValue(dbType string, v any) any {
+	switch v := v.(type) {
+	case uint64:
+		return v
+	case []byte:
+		if strings.Contains(dbType, "BINARY") || strings.Contains(dbType, "BLOB") {
+			return slices.Clone(v)
+		}
+	}
+	return convertValue(dbType, v)
 }
 
 // queryError wraps a statement error with what was read, scrubbing the
@@ -345,7 +404,8 @@ func (r *Reader) NextValue(ctx context.Context, table, col string, after *string
 	return string(v), true, nil
 }
 
-// Now reads the database clock (SELECT NOW(6)), in the DSN's loc.
+// Now reads the database clock (SELECT NOW(6)), in the session's time zone
+// (docs/config.md#time-zones).
 func (r *Reader) Now(ctx context.Context) (time.Time, error) {
 	var v any
 	if err := r.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&v); err != nil {
@@ -360,14 +420,66 @@ func (r *Reader) Now(ctx context.Context) (time.Time, error) {
 
 // Index is one index of a table as information_schema describes it.
 type Index struct {
-	Name    string
+	Name string
+	// Columns are the indexed columns in index order; a functional part
+	// (MySQL 8: an expression, no column) reads "(expression)".
 	Columns []string
 	Unique  bool
 	Primary bool
 	// Prefix marks the columns indexed on a prefix only (by position);
 	// such a column cannot serve an ORDER BY or a covering read.
 	Prefix []bool
+	// Expr marks the functional parts (by position): no column can be
+	// looked up or ordered by through them.
+	Expr []bool
+	// Desc marks the descending parts (by position): an ascending walk
+	// cannot continue on them.
+	Desc []bool
+	// Disabled says why the server will not use the index, "" when it
+	// will: DisabledIgnored (MariaDB IGNORED) or DisabledInvisible (MySQL
+	// 8 IS_VISIBLE = NO). FORCE INDEX on such an index is an error.
+	Disabled string
 }
+
+// Why an index is not used (Index.Disabled).
+const (
+	DisabledIgnored   = "ignored"
+	DisabledInvisible = "invisible"
+)
+
+// EnableDDL is the statement that makes a disabled index usable again.
+func (ix Index) EnableDDL(table string) string {
+	state := "NOT IGNORED"
+	if ix.Disabled == DisabledInvisible {
+		state = "VISIBLE"
+	}
+	return fmt.Sprintf("ALTER TABLE %s ALTER INDEX %s %s;", config.QuoteIdent(table), config.QuoteIdent(ix.Name), state)
+}
+
+// lookupColumns are the leading columns an equality lookup can use: up to
+// the first part indexed on a prefix or on an expression.
+func (ix Index) lookupColumns() []string {
+	for i := range ix.Columns {
+		if at(ix.Prefix, i) || at(ix.Expr, i) {
+			return ix.Columns[:i]
+		}
+	}
+	return ix.Columns
+}
+
+// orderedColumns are the leading columns an ascending walk can order by:
+// the lookup columns up to the first descending part.
+func (ix Index) orderedColumns() []string {
+	cols := ix.lookupColumns()
+	for i := range cols {
+		if at(ix.Desc, i) {
+			return cols[:i]
+		}
+	}
+	return cols
+}
+
+func at(flags []bool, i int) bool { return i < len(flags) && flags[i] }
 
 // TableInfo is what `schema check` and reconcile need to know about a table.
 type TableInfo struct {
@@ -376,7 +488,8 @@ type TableInfo struct {
 	Exists bool
 	// Columns in ordinal order.
 	Columns []string
-	// Indexes in name order; the primary key is named PRIMARY.
+	// Indexes in name order; the primary key is named PRIMARY. Disabled
+	// indexes are listed (Index.Disabled says so) but serve nothing.
 	Indexes []Index
 	// RowsEstimate is information_schema.TABLES.TABLE_ROWS (an estimate).
 	RowsEstimate int64
@@ -416,7 +529,9 @@ func splitTable(table string) (string, string) {
 // (three statements: columns, row estimate, indexes). A missing table is
 // not an error: Exists is false. The primary key is the index PRIMARY of
 // information_schema.STATISTICS, as MySQL, MariaDB and the demo's
-// go-mysql-server list it (docs/lab.md).
+// go-mysql-server list it (docs/lab.md). STATISTICS is read whole (SELECT
+// *), so that the columns only some servers have are seen where they exist:
+// IGNORED (MariaDB), IS_VISIBLE and EXPRESSION (MySQL 8).
 func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error) {
 	info := TableInfo{Table: table}
 	if !config.ValidIdent(table) {
@@ -454,34 +569,95 @@ func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error)
 		info.RowsEstimate = est.Int64
 	}
 	rows, err = r.db.QueryContext(ctx,
-		"SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS WHERE "+where+
-			" ORDER BY INDEX_NAME, SEQ_IN_INDEX", schemaArg, name)
+		"SELECT * FROM information_schema.STATISTICS WHERE "+where+" ORDER BY INDEX_NAME, SEQ_IN_INDEX", schemaArg, name)
 	if err != nil {
 		return info, r.queryError("indexes of "+table, err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			ixName, col string
-			nonUnique   int64
-			sub         sql.NullInt64
-		)
-		if err := rows.Scan(&ixName, &nonUnique, &col, &sub); err != nil {
-			return info, r.queryError("indexes of "+table, err)
-		}
-		n := len(info.Indexes)
-		if n == 0 || info.Indexes[n-1].Name != ixName {
-			info.Indexes = append(info.Indexes, Index{Name: ixName, Unique: nonUnique == 0, Primary: ixName == "PRIMARY"})
-			n++
-		}
-		ix := &info.Indexes[n-1]
-		ix.Columns = append(ix.Columns, col)
-		ix.Prefix = append(ix.Prefix, sub.Valid)
-	}
-	if err := rows.Err(); err != nil {
+	info.Indexes, err = readIndexes(rows)
+	if err != nil {
 		return info, r.queryError("indexes of "+table, err)
 	}
 	return info, nil
+}
+
+// StatisticsRows is what readIndexes reads: rows of
+// information_schema.STATISTICS in (INDEX_NAME, SEQ_IN_INDEX) order, with
+// whatever columns the server has. *sql.Rows implements it.
+type StatisticsRows interface {
+	Columns() ([]string, error)
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// readIndexes groups STATISTICS rows into indexes. The columns are found
+// by name: INDEX_NAME, NON_UNIQUE, COLUMN_NAME (NULL for a functional
+// part, whose EXPRESSION is then shown), SUB_PART (a prefix), COLLATION
+// ("D": descending), IGNORED = 'YES' (MariaDB) and IS_VISIBLE = 'NO' (MySQL
+// 8); a server without one of the last four simply has no such index.
+func readIndexes(rows StatisticsRows) ([]Index, error) {
+	names, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	pos := map[string]int{}
+	for i, n := range names {
+		pos[strings.ToUpper(n)] = i
+	}
+	for _, need := range []string{"INDEX_NAME", "NON_UNIQUE", "COLUMN_NAME"} {
+		if _, ok := pos[need]; !ok {
+			return nil, fmt.Errorf("information_schema.STATISTICS has no column %s (columns: %s)", need, strings.Join(names, ", "))
+		}
+	}
+	raw := make([]any, len(names))
+	ptrs := make([]any, len(names))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	get := func(col string) (string, bool) {
+		i, ok := pos[col]
+		if !ok || raw[i] == nil {
+			return "", false
+		}
+		return asString(convertValue("", raw[i])), true
+	}
+	var out []Index
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		name, _ := get("INDEX_NAME")
+		n := len(out)
+		if n == 0 || out[n-1].Name != name {
+			nonUnique, _ := get("NON_UNIQUE")
+			out = append(out, Index{Name: name, Unique: nonUnique == "0", Primary: name == "PRIMARY"})
+			n++
+		}
+		ix := &out[n-1]
+		col, hasCol := get("COLUMN_NAME")
+		expr := !hasCol
+		if expr {
+			e, ok := get("EXPRESSION")
+			if !ok {
+				e = "expression"
+			}
+			col = "(" + e + ")"
+		}
+		_, prefix := get("SUB_PART")
+		coll, _ := get("COLLATION")
+		ix.Columns = append(ix.Columns, col)
+		ix.Prefix = append(ix.Prefix, prefix)
+		ix.Expr = append(ix.Expr, expr)
+		ix.Desc = append(ix.Desc, strings.EqualFold(coll, "D"))
+		if v, _ := get("IGNORED"); strings.EqualFold(v, "YES") {
+			ix.Disabled = DisabledIgnored
+		}
+		if v, _ := get("IS_VISIBLE"); strings.EqualFold(v, "NO") {
+			ix.Disabled = DisabledInvisible
+		}
+	}
+	return out, rows.Err()
 }
 
 // Exec runs statements one by one (DDL of `opctl schema apply`), stopping
@@ -495,45 +671,161 @@ func (r *Reader) Exec(ctx context.Context, stmts []string) error {
 	return nil
 }
 
-// IndexFor returns the smallest index whose effective columns start with
-// cols (compared case-insensitively), and whether there is one. The
-// effective columns of a secondary index are its declared columns followed
-// by the primary key's (InnoDB appends them); a column indexed on a prefix
-// ends the usable part of an index.
+// withPrimary returns cols followed by the primary key's columns it does
+// not hold (what InnoDB stores in a secondary index after its own).
+func withPrimary(cols, pk []string) []string {
+	out := slices.Clone(cols)
+	for _, k := range pk {
+		if !containsFold(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// hasPrefixFold reports whether list starts with prefix (case-insensitive).
+func hasPrefixFold(list, prefix []string) bool {
+	if len(list) < len(prefix) {
+		return false
+	}
+	for i, c := range prefix {
+		if !strings.EqualFold(list[i], c) {
+			return false
+		}
+	}
+	return true
+}
+
+// IndexFor returns the smallest usable index whose leading columns are
+// cols (compared case-insensitively), for a lookup, and whether there is
+// one. A secondary index's columns are followed by the primary key's
+// (InnoDB appends them); a part indexed on a prefix or on an expression
+// ends the usable columns of an index; a disabled index (ignored,
+// invisible) serves nothing.
 func (t TableInfo) IndexFor(cols ...string) (Index, bool) {
 	pk := t.PrimaryKey()
 	var best Index
 	found := false
 	for _, ix := range t.Indexes {
-		var eff []string
-		for i, c := range ix.Columns {
-			if i < len(ix.Prefix) && ix.Prefix[i] {
-				break
-			}
-			eff = append(eff, c)
-		}
-		if len(eff) == len(ix.Columns) && !ix.Primary {
-			for _, k := range pk {
-				if !containsFold(eff, k) {
-					eff = append(eff, k)
-				}
-			}
-		}
-		if len(eff) < len(cols) {
+		if ix.Disabled != "" {
 			continue
 		}
-		ok := true
-		for i, c := range cols {
-			if !strings.EqualFold(eff[i], c) {
-				ok = false
-				break
-			}
+		eff := ix.lookupColumns()
+		if len(eff) == len(ix.Columns) && !ix.Primary {
+			eff = withPrimary(eff, pk)
 		}
-		if ok && (!found || len(ix.Columns) < len(best.Columns)) {
+		if hasPrefixFold(eff, cols) && (!found || len(ix.Columns) < len(best.Columns)) {
 			best, found = ix, true
 		}
 	}
 	return best, found
+}
+
+// IndexUse is how an index serves a keyset walk (TableInfo.WalkIndex).
+type IndexUse struct {
+	Index Index
+	// Tail are the columns the index orders its entries by after the
+	// walk's leading columns: its own further columns, then the primary
+	// key's. The walk's keyset continues on them (Walk.Order).
+	Tail []string
+	// Covering is true when the index holds the key and the columns read:
+	// the walk reads no row besides the index entry.
+	Covering bool
+	// Stored are the columns an entry of the index holds (all of them for
+	// the primary key, which holds the row).
+	Stored []string
+}
+
+// Holds reports whether an entry of the index holds col.
+func (u IndexUse) Holds(col string) bool { return u.Index.Primary || containsFold(u.Stored, col) }
+
+// WalkIndex returns the index a keyset walk over cols uses, reading key
+// (and reads) from each row, and whether there is one. An index serves
+// when it is usable (not disabled) and its leading columns, in ascending
+// order and not on a prefix or an expression, are cols: the keyset then
+// continues on the columns it carries after them (IndexUse.Tail), which
+// must tell every two rows of different keys apart: the tail reaches the
+// primary key (InnoDB appends it to every secondary index), or holds key
+// itself (a table without a primary key). A covering index is preferred,
+// then the one with the fewest columns.
+func (t TableInfo) WalkIndex(cols []string, key string, reads ...string) (IndexUse, bool) {
+	pk := t.PrimaryKey()
+	var best IndexUse
+	found := false
+	for _, ix := range t.Indexes {
+		if ix.Disabled != "" {
+			continue
+		}
+		ord := ix.orderedColumns()
+		if !hasPrefixFold(ord, cols) {
+			continue
+		}
+		all := ord
+		if len(ord) == len(ix.Columns) && !ix.Primary {
+			all = withPrimary(ord, pk)
+		}
+		exact := containsFold(all, key)
+		if len(pk) > 0 {
+			exact = exact || !slices.ContainsFunc(pk, func(k string) bool { return !containsFold(all, k) })
+		}
+		if !exact {
+			continue
+		}
+		stored := withPrimary(ix.lookupColumns(), pk)
+		covering := ix.Primary || !slices.ContainsFunc(append([]string{key}, reads...), func(c string) bool {
+			return c != "" && !containsFold(stored, c)
+		})
+		use := IndexUse{Index: ix, Tail: slices.Clone(all[len(cols):]), Covering: covering, Stored: stored}
+		if !found || (use.Covering && !best.Covering) ||
+			(use.Covering == best.Covering && len(ix.Columns) < len(best.Index.Columns)) {
+			best, found = use, true
+		}
+	}
+	return best, found
+}
+
+// ScanOrder is the keyset a walk over cols continues on without an index
+// (a full scan, --allow-full-scan): the primary key's columns not in cols,
+// or key when the table has no primary key.
+func (t TableInfo) ScanOrder(cols []string, key string) []string {
+	pk := t.PrimaryKey()
+	if len(pk) == 0 {
+		if containsFold(cols, key) {
+			return nil
+		}
+		return []string{key}
+	}
+	return slices.DeleteFunc(slices.Clone(pk), func(k string) bool { return containsFold(cols, k) })
+}
+
+// DisabledFor returns the disabled indexes (ignored, invisible) that would
+// serve a lookup or a walk on cols if they were usable.
+func (t TableInfo) DisabledFor(cols ...string) []Index {
+	var out []Index
+	for _, ix := range t.Indexes {
+		if ix.Disabled != "" && hasPrefixFold(ix.orderedColumns(), cols) {
+			out = append(out, ix)
+		}
+	}
+	return out
+}
+
+// WhyNoIndex explains, when no index serves cols (WalkIndex for a walk
+// yielding key, else IndexFor), what comes close: a disabled index that
+// would serve (and the statement that enables it), or, for a walk on a
+// table without a primary key, an index that starts with cols but does not
+// hold key. "" when nothing does.
+func (t TableInfo) WhyNoIndex(cols []string, walk bool, key string) string {
+	var why []string
+	for _, ix := range t.DisabledFor(cols...) {
+		why = append(why, fmt.Sprintf("index %s would serve but is %s (%s)", ix.Name, ix.Disabled, ix.EnableDDL(t.Table)))
+	}
+	if walk && len(t.PrimaryKey()) == 0 && slices.ContainsFunc(t.Indexes, func(ix Index) bool {
+		return ix.Disabled == "" && hasPrefixFold(ix.orderedColumns(), cols)
+	}) {
+		why = append(why, fmt.Sprintf("%s has no primary key for a walk to continue on: the index must also hold %s", t.Table, key))
+	}
+	return strings.Join(why, "; ")
 }
 
 func containsFold(list []string, s string) bool {

@@ -26,11 +26,18 @@ type Writer struct {
 
 var _ sources.Store = (*Writer)(nil)
 
-// OpenWriter prepares a connection pool for the write DSN, with the same
-// DSN rules as Open (parseTime, values bound server-side, timeout for dial,
-// read and write when the DSN sets none).
+// OpenWriter is OpenWriterWith with only a timeout: the server's default
+// time zone.
 func OpenWriter(dsn string, timeout time.Duration) (*Writer, error) {
-	r, err := Open(dsn, timeout)
+	return OpenWriterWith(dsn, Options{Timeout: timeout})
+}
+
+// OpenWriterWith prepares a connection pool for the write DSN, with the
+// same DSN rules as OpenWith (parseTime, values bound server-side, the
+// session time zone, timeout for dial, read and write when the DSN sets
+// none).
+func OpenWriterWith(dsn string, o Options) (*Writer, error) {
+	r, err := OpenWith(dsn, o)
 	if err != nil {
 		return nil, err
 	}

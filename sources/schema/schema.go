@@ -203,17 +203,25 @@ func (r *Report) DDL() []string {
 
 // Need is one index a reconcile check needs: an index of Table whose
 // leading columns are Columns (reconcile.IndexNeeds lists them, merged
-// across checks).
+// across checks). A walk's index must also let the keyset continue after
+// them (mysql.TableInfo.WalkIndex): any usable index starting with Columns
+// does when the table has a primary key.
 type Need struct {
 	Pipeline string
 	Table    string
 	Columns  []string
+	// Walk is true for an index a check walks; Key is the column the walk
+	// yields and Reads the others it reads from each row.
+	Walk  bool
+	Key   string
+	Reads []string
 	// Checks are the reconcile checks that need the index.
 	Checks []string
 	// Purpose says what the checks do with the index.
 	Purpose string
-	// DDL is the statement that adds the index.
-	DDL string
+	// DDL is the statement that adds the index, named IndexName.
+	DDL       string
+	IndexName string
 }
 
 // Check compares the database with the pipelines: every configured table
@@ -277,12 +285,28 @@ func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, need
 			}
 			item := Item{Pipeline: p.Name, Kind: KindIndex, Table: q.Table,
 				What: "(" + strings.Join(q.Columns, ", ") + ")", Checks: q.Checks, Why: q.Purpose}
-			if ix, ok := ti.IndexFor(q.Columns...); ok {
-				item.Status, item.Index = StatusOK, ix.Name
+			if name, holdsKey, ok := serving(ti, q); ok {
+				item.Status, item.Index = StatusOK, name
+				if !holdsKey {
+					// Served, so not missing; but each entry costs a row read
+					// (docs/performance.md#walking-an-index-that-does-not-hold-the-key).
+					item.Why += fmt.Sprintf("; %s does not hold %s: the walk reads it from the row (an index on (%s) would not)",
+						name, q.Key, strings.Join(append(slices.Clone(q.Columns), q.Key), ", "))
+				}
 			} else {
 				item.Status, item.DDL = StatusMissing, q.DDL
-				for _, c := range q.Columns {
-					if !ti.HasColumn(c) {
+				if why := ti.WhyNoIndex(q.Columns, q.Walk, q.Key); why != "" {
+					item.Why += "; " + why
+				}
+				for _, ix := range ti.DisabledFor(q.Columns...) {
+					if strings.EqualFold(ix.Name, q.IndexName) {
+						// opctl's own index, disabled: enable it (adding it
+						// again would collide with its name).
+						item.DDL = ix.EnableDDL(q.Table)
+					}
+				}
+				for _, c := range append(slices.Clone(q.Columns), q.Key) {
+					if c != "" && !ti.HasColumn(c) {
 						item.DDL = "" // the column is reported missing first
 					}
 				}
@@ -304,6 +328,19 @@ func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, need
 		}
 	}
 	return rep, nil
+}
+
+// serving returns the name of the usable index that serves q: for a walk,
+// one whose leading columns are q.Columns and after which the keyset can
+// continue (the primary key, or q.Key), and whether it holds the key the
+// walk reads; for a lookup, one whose leading columns are q.Columns.
+func serving(ti mysqlsrc.TableInfo, q Need) (string, bool, bool) {
+	if q.Walk {
+		use, ok := ti.WalkIndex(q.Columns, q.Key, q.Reads...)
+		return use.Index.Name, use.Holds(q.Key), ok
+	}
+	ix, ok := ti.IndexFor(q.Columns...)
+	return ix.Name, true, ok
 }
 
 type tableCols struct {
