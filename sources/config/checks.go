@@ -59,7 +59,26 @@ func checkURLTemplate(s string) ([]string, string) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return names, "must be an http:// or https:// URL with a host"
 	}
+	// An id from the database must never choose the server opctl calls:
+	// placeholders go in the path or the query only (docs/config.md).
+	if h := hostPart(s); strings.Contains(h, "{") {
+		return names, "has a placeholder before its path (in the scheme, user or host): an id must never choose the server opctl calls; put placeholders in the path or the query"
+	}
 	return names, ""
+}
+
+// hostPart is what a URL template holds before its path, query or
+// fragment: the scheme, userinfo and host.
+func hostPart(s string) string {
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(s)
+	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	return s[:end]
 }
 
 // checkHostPort reports what is wrong with a host:port broker address, or "".
