@@ -227,11 +227,14 @@ func newCmdRepairApply(f *Factory, runF func(context.Context, *RepairApplyOption
 	opts := &RepairApplyOptions{IO: f.IOStreams}
 	opts.Repairer = func() (Repairer, error) { return f.Service(connect.Options{}) }
 	c := &cobra.Command{
-		Use:   "apply <plan.json> [--dry-run] [--yes]",
+		Use:   "apply <plan.json|PLAN_ID> [--dry-run] [--yes]",
 		Short: "Apply a reviewed plan: re-check every guard, then act",
 		Long: `Apply a plan made by 'opctl repair plan':
 
-  1. the plan's id must be the sha256 of its body (a changed file is refused);
+  1. the plan's id must be the sha256 of its body, and the plan must be exactly
+     what the configuration makes from what the plan observed: a plan whose
+     statements, guards, actions or message were edited is refused as
+     tampered, recomputed id or not (a truncated file too);
   2. its pipeline must still be configured as when the plan was made;
   3. when the audit shows some of its actions took effect (a crash, a second
      apply), apply resumes at the first that did not; a plan all of whose
@@ -243,7 +246,10 @@ func newCmdRepairApply(f *Factory, runF func(context.Context, *RepairApplyOption
      recorded 'publishing' before the send and 'published' after it.
 
 A JSON lines file of plans (repair plan --from-file --out) applies each plan
-in turn; a refused plan does not stop the others.
+in turn; a refused plan does not stop the others. A plan id (64 hex digits,
+or at least 12 of them) instead of a file reads the plan from the audit: how
+'opctl where' tells you to finish a plan that stopped part-way
+(REPAIR_INCOMPLETE).
 
 Nothing after a refused action is changed. On a terminal, apply asks for
 confirmation; --yes skips it (scripts). --dry-run runs every SQL action in a
@@ -251,8 +257,9 @@ transaction that is rolled back, sends no record and no HTTP call, and prints
 what would happen with the row counts each statement affected.`,
 		Example: `  opctl repair apply plan.json --dry-run
   opctl repair apply plan.json
-  opctl repair apply plan.json --yes --operator alice -o json`,
-		Args: exactArgs(1, "one <plan.json>"),
+  opctl repair apply plan.json --yes --operator alice -o json
+  opctl repair apply 3f1c9a0b7e21 --dry-run   # a plan that stopped part-way, read from the audit`,
+		Args: exactArgs(1, "one <plan.json> or a plan id"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.File, opts.Format = args[0], f.Globals.Output
 			if opts.Operator == "" {
