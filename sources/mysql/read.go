@@ -284,7 +284,12 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		// partial) and, on a table with a primary-key index, rejects the
 		// bare-NULL form ("result max1Row iterator returned more than one
 		// row": every batch fell back to one statement per operation).
-		clock := fmt.Sprintf("SELECT -1, %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON 1 = 0", sel, q(st.Table))
+		//
+		// The join condition is the key compared with NULL, which no row
+		// meets: MariaDB answers it with one index lookup, where ON 1 = 0
+		// (or FALSE) made it read the whole table through an index in every
+		// batch — a full pass over the state table per 256 candidates.
+		clock := fmt.Sprintf("SELECT -1, %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = NULL", sel, q(st.Table), q(st.Key))
 		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock})
 	} else {
 		qs = append(qs, query{kind: kindState, text: "SELECT NOW(6)"})
