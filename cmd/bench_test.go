@@ -69,7 +69,7 @@ func BenchmarkWhere(b *testing.B) {
 		svc := repair.NewService(c)
 		var stats mysqlsrc.ReadStats
 		for b.Loop() {
-			t, err := svc.Triage(context.Background(), "F-1", "fulfilment")
+			t, err := svc.Where(context.Background(), "F-1", "fulfilment")
 			if err != nil || t.Ops[0].Report.Verdict.Code != "DUPLICATE_EFFECT" {
 				b.Fatalf("%v %+v", err, t)
 			}

@@ -32,7 +32,7 @@ type fakeTriager struct {
 	asked []string
 }
 
-func (f *fakeTriager) Triage(_ context.Context, bizID, pipeline string) (*repair.Triage, error) {
+func (f *fakeTriager) Where(_ context.Context, bizID, pipeline string) (*repair.Triage, error) {
 	f.asked = append(f.asked, bizID+"@"+pipeline)
 	return f.t, f.err
 }

@@ -15,7 +15,7 @@ import (
 
 // Triager triages one id (*repair.Service).
 type Triager interface {
-	Triage(ctx context.Context, bizID, pipeline string) (*repair.Triage, error)
+	Where(ctx context.Context, bizID, pipeline string) (*repair.Triage, error)
 }
 
 // WhereOptions are the parsed flags of `opctl where` and its dependencies.
@@ -88,7 +88,7 @@ func runWhere(ctx context.Context, opts *WhereOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := svc.Triage(ctx, opts.BizID, opts.Pipeline)
+	t, err := svc.Where(ctx, opts.BizID, opts.Pipeline)
 	if err != nil {
 		return err
 	}

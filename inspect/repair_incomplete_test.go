@@ -60,8 +60,8 @@ func TestRepairIncomplete(t *testing.T) {
 				t.Fatalf("no repair view, want plan %s", c.plan)
 			}
 			if c.want == RepairIncomplete {
-				if SeverityOf(c.want) != SeverityAction || ExitCode([]Report{r}) != 3 {
-					t.Fatalf("severity %s exit %d", SeverityOf(c.want), ExitCode([]Report{r}))
+				if r.Verdict.Severity != SeverityAction || ExitCode([]Report{r}) != 3 {
+					t.Fatalf("severity %s exit %d", r.Verdict.Severity, ExitCode([]Report{r}))
 				}
 				if !slices.ContainsFunc(r.Verdict.Next, func(s string) bool { return strings.Contains(s, "opctl repair apply "+c.plan) }) {
 					t.Fatalf("next %q: want the apply that finishes plan %s", r.Verdict.Next, c.plan)

@@ -71,10 +71,9 @@ var table = [...]rule{
 func judge(rules []rule, f *facts) (verdict Finding, findings []Finding) {
 	findings = []Finding{}
 	decided := false
-	// tentative is the verdict of an unlessOK rule, findings[tFrom:tTo] its
-	// findings, until a later rule decides.
+	// tentative is the verdict of an unlessOK rule until a later rule
+	// decides.
 	var tentative *Finding
-	tFrom, tTo := 0, 0
 	for _, ru := range rules {
 		if ru.fallback && decided {
 			continue
@@ -91,7 +90,7 @@ func judge(rules []rule, f *facts) (verdict Finding, findings []Finding) {
 		case !ru.isVerdict() || decided:
 		case ru.unlessOK && tentative == nil:
 			v := findings[first]
-			tentative, tFrom, tTo = &v, first, len(findings)
+			tentative = &v
 		default:
 			verdict, decided = findings[first], true
 		}
@@ -101,7 +100,7 @@ func judge(rules []rule, f *facts) (verdict Finding, findings []Finding) {
 	}
 	if tentative != nil {
 		if decided && SeverityOf(verdict.Code) == SeverityOK {
-			findings = append(findings[:tFrom:tFrom], findings[tTo:]...)
+			findings = slices.DeleteFunc(findings, func(x Finding) bool { return x.Code == tentative.Code })
 		} else {
 			verdict, decided = *tentative, true
 		}

@@ -268,27 +268,46 @@ func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) err
 // effect before its republish failed leaves no SKIPPED record for the
 // skipped check), so every check meets them (docs/reconcile.md).
 func (r *run) stoppedRepairs(cs *checkState) error {
-	if r.col.AuditTable == "" {
-		return nil
-	}
-	byOp, err := r.d.DB.AuditByOperation(r.qctx, r.col.AuditTable, cs.p.Name)
+	keys, err := r.stoppedKeys(cs.p.Name)
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(byOp))
-	for k := range byOp {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	for _, k := range keys {
-		if inspect.IncompleteRepair(byOp[k]) == nil || !r.inShard(k) {
-			continue
-		}
 		if err := r.candidate(cs, k); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stoppedKeys are the operations of a pipeline (in this run's shard) whose
+// newest plan stopped part-way, read from the audit once per pipeline and
+// run: every check of the pipeline gets the same answer.
+func (r *run) stoppedKeys(pipeline string) ([]string, error) {
+	if r.col.AuditTable == "" {
+		return nil, nil
+	}
+	r.stoppedMu.Lock()
+	defer r.stoppedMu.Unlock()
+	if keys, ok := r.stoppedOps[pipeline]; ok {
+		return keys, nil
+	}
+	byOp, err := r.d.DB.AuditByOperation(r.qctx, r.col.AuditTable, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{}
+	for k, rows := range byOp {
+		if inspect.IncompleteRepair(rows) != nil && r.inShard(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if r.stoppedOps == nil {
+		r.stoppedOps = map[string][]string{}
+	}
+	r.stoppedOps[pipeline] = keys
+	return keys, nil
 }
 
 func (r *run) shard(w *mysqlsrc.Walk) {

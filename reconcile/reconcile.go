@@ -278,6 +278,11 @@ type run struct {
 	col   *sources.Collector
 	kafka *cachedKafka
 
+	// stopped caches, per pipeline, the operations whose newest plan
+	// stopped part-way (stoppedKeys).
+	stoppedMu  sync.Mutex
+	stoppedOps map[string][]string
+
 	totalRows atomic.Int64
 	found     atomic.Int64
 	states    []*checkState

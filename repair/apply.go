@@ -290,10 +290,7 @@ func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
 		_, err := x.fail(err)
 		return true, err
 	}
-	var parts int32
-	if x.a.Partitions != nil {
-		parts = redrivePartitions(ctx, x.a.Partitions, x.p, ev)
-	}
+	parts := redrivePartitions(ctx, x.a.Partitions, x.p, ev)
 	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev), &ev, parts))
 	if len(diff) == 0 {
 		return false, nil

@@ -134,9 +134,7 @@ func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, 
 				errs[i] = err
 				return
 			}
-			op := Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
-			s.next(ctx, &op)
-			t.Ops[i] = op
+			t.Ops[i] = Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
 		})
 	}
 	wg.Wait()
@@ -151,6 +149,22 @@ func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, 
 	return t, nil
 }
 
+// Where triages bizID as `opctl where` shows it: Triage, then each
+// verdict that calls for a plan gets the NEXT the planner makes of it
+// (next). Repairs call Triage: they make the plan itself, not its NEXT.
+func (s *Service) Where(ctx context.Context, bizID, pipeline string) (*Triage, error) {
+	t, err := s.Triage(ctx, bizID, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	for i := range t.Ops {
+		wg.Go(func() { s.next(ctx, &t.Ops[i]) })
+	}
+	wg.Wait()
+	return t, nil
+}
+
 // next replaces the NEXT of a verdict that calls for a plan with what the
 // planner makes of the operation (plans.Next): a line that would need
 // --attest says so, one the planner would refuse becomes `where` again
@@ -160,10 +174,7 @@ func (s *Service) next(ctx context.Context, op *Operation) {
 	if len(plans.CalledFor(op.Report.Verdict.Code)) == 0 || op.Report.Verdict.Code == inspect.InFlight {
 		return
 	}
-	var parts int32
-	if s.Kafka != nil {
-		parts = redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
-	}
+	parts := redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
 	op.Report.Verdict.Next = plans.Next(plans.Input{Config: s.Config, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: parts})
 }
 
@@ -244,10 +255,7 @@ func (t *Triage) One() (*Operation, error) {
 // or diagnose it again), reading the redrive topic's partition count when
 // Kafka answered. Errors: those of plans.Build.
 func (s *Service) Plan(ctx context.Context, op *Operation, o plans.Options) (*plans.Plan, error) {
-	var parts int32
-	if s.Kafka != nil {
-		parts = redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
-	}
+	parts := redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
 	if o.Now.IsZero() && s.Now != nil {
 		o.Now = s.Now()
 	}

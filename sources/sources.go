@@ -226,22 +226,6 @@ func (f FailedQuery) String() string {
 	return f.Query + " query: " + f.Err
 }
 
-// ReadErrors describes every query of the read that failed: the
-// operation-level ones first, then each step's, in pipeline order; nil
-// when every query answered.
-func (db DBEvidence) ReadErrors() []string {
-	var out []string
-	for _, f := range db.Failed {
-		out = append(out, f.String())
-	}
-	for _, s := range db.Steps {
-		if s.Err != "" {
-			out = append(out, s.Err)
-		}
-	}
-	return out
-}
-
 // Message is a Kafka record as read back.
 type Message struct {
 	Partition int32

@@ -94,7 +94,7 @@ func Safe(s string) string { return plans.Shown(s) }
 func SafeLines(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		rest := strings.TrimLeft(l, "\t")
+		rest := strings.TrimLeft(l, " \t")
 		lines[i] = l[:len(l)-len(rest)] + Safe(rest)
 	}
 	return strings.Join(lines, "\n")

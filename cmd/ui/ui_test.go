@@ -27,7 +27,9 @@ func TestSafe(t *testing.T) {
 // stay.
 func TestSafeLines(t *testing.T) {
 	in := "stale plan: what it observed changed\n  state.status: A → B\x1b[2J\nmake a new plan"
-	want := "stale plan: what it observed changed\n\"  state.status: A → B\\x1b[2J\"\nmake a new plan"
+	// The indentation stays outside the quotes: the line keeps its place
+	// under the ones around it.
+	want := "stale plan: what it observed changed\n  \"state.status: A → B\\x1b[2J\"\nmake a new plan"
 	if got := SafeLines(in); got != want {
 		t.Errorf("SafeLines:\n%s\nwant:\n%s", got, want)
 	}

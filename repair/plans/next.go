@@ -101,13 +101,6 @@ func why(err error) string {
 	return shellComment(err.Error())
 }
 
-// shellComment keeps a text on one line of a shell comment: control
-// characters (from the database: ids, statuses) become '?'.
-func shellComment(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// shellComment is a text on one line of a shell comment: Printable, so
+// that a control character or a newline from the database is an escape.
+func shellComment(s string) string { return Printable(s) }

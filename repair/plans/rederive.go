@@ -29,8 +29,8 @@ func Rederive(cfg *config.Config, p *Plan) (err error) {
 	if cfg == nil || p == nil {
 		return &RefusedError{Code: CodeTampered, Detail: "no plan or no configuration to rebuild it from"}
 	}
-	if h, herr := p.Hash(); herr != nil || h != p.ID {
-		return &RefusedError{Code: CodeTampered, Detail: "the plan's id does not match its body"}
+	if err := p.Verify(); err != nil {
+		return err
 	}
 	// The planner is written for observations the configuration could
 	// have produced; one it was not would be a bug to fix, never a plan.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/opctl-dev/opctl/sources"
@@ -289,21 +288,12 @@ func BytesText(b []byte) string {
 	if b == nil {
 		return "(null)"
 	}
-	if utf8.Valid(b) {
-		printable := true
-		for _, r := range string(b) {
-			if !unicode.IsPrint(r) && r != ' ' {
-				printable = false
-				break
-			}
+	if printable(string(b)) {
+		s := string(b)
+		if len(s) > 300 {
+			s = s[:300] + fmt.Sprintf("…(%d bytes)", len(b))
 		}
-		if printable {
-			s := string(b)
-			if len(s) > 300 {
-				s = s[:300] + fmt.Sprintf("…(%d bytes)", len(b))
-			}
-			return s
-		}
+		return s
 	}
 	return "base64:" + base64.StdEncoding.EncodeToString(b)
 }

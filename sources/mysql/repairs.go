@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,7 +16,7 @@ import (
 const MaxAuditScan = 100000
 
 // AuditByOperation reads the audit rows of one pipeline, grouped by
-// biz_id, oldest first, with what tells a plan that stopped part-way
+// biz_id, oldest first (the newest MaxAuditScan rows), with what tells a plan that stopped part-way
 // (plan_id, action_index, action, outcome, plan_actions) and without the
 // rest of their after_image: reconcile looks for the operations whose
 // newest plan stopped (docs/reconcile.md). A missing audit table reads as
@@ -25,7 +26,9 @@ func (r *Reader) AuditByOperation(ctx context.Context, auditTable, pipeline stri
 	if err != nil {
 		return nil, err
 	}
-	text := fmt.Sprintf("SELECT biz_id, plan_id, action_index, action, outcome, JSON_EXTRACT(after_image, '$.plan_actions') FROM %s WHERE pipeline = ? ORDER BY id LIMIT %d", t, MaxAuditScan)
+	// The newest rows first, so that a cap never cuts off the newest plans
+	// (the ones that matter); put back in id order below.
+	text := fmt.Sprintf("SELECT biz_id, plan_id, action_index, action, outcome, JSON_EXTRACT(after_image, '$.plan_actions') FROM %s WHERE pipeline = ? ORDER BY id DESC LIMIT %d", t, MaxAuditScan)
 	rows, done, err := r.query(ctx, text, pipeline)
 	if err != nil {
 		if isNoTable(err) {
@@ -50,6 +53,9 @@ func (r *Reader) AuditByOperation(ctx context.Context, auditTable, pipeline stri
 	}
 	if err := rows.Err(); err != nil {
 		return nil, r.queryError("read the audit of pipeline "+pipeline, err)
+	}
+	for _, rows := range out {
+		slices.Reverse(rows)
 	}
 	return out, nil
 }
