@@ -249,7 +249,7 @@ func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) err
 	case CheckSkipped:
 		err = r.skipped(cs, reqs, acc)
 	case CheckDuplicates, CheckOrphans:
-		err = r.scanTables(cs, reqs, acc)
+		err = r.scanTables(cs, reqs, acc, tables)
 	case CheckUncommitted:
 		err = r.uncommitted(cs, reqs[0], acc[0])
 	}
@@ -619,12 +619,14 @@ func cancelling(statuses, cancels []string) bool {
 	return true
 }
 
-// scanTables walks the time range [now - since, ...) of every scan table's
-// index (acc, by requirement); per chunk of distinct keys, duplicates keeps the keys with more
-// than one row in that table (one GROUP BY on the key index), orphans the
-// keys with neither a state row nor an idempotency record (one lookup in
-// each).
-func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access) error {
+// scanTables reads every scan table by the access path its window calls
+// for (accessPath): a sweep of its key index (sweep), or a walk of the
+// time range [now - since, ...) of its time index (acc, by requirement),
+// where per chunk of distinct keys duplicates keeps the keys with more
+// than one row in that table (one GROUP BY on the key index) and orphans
+// the keys with neither a state row nor an idempotency record (one lookup
+// in each).
+func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]mysqlsrc.TableInfo) error {
 	p := cs.p
 	for _, s := range p.Steps {
 		if s.Scan == nil {
@@ -643,6 +645,14 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access) error
 			continue
 		}
 		sc := p.Steps[p.StepIndex(q.Step)].Scan
+		if ix, err := r.accessPath(cs, sc, acc[i], tables, from); err != nil {
+			return err
+		} else if ix != "" {
+			if err := r.sweep(cs, sc, ix, lookups, tables, from); err != nil {
+				return err
+			}
+			continue
+		}
 		w := mysqlsrc.Walk{Table: sc.Table, Index: acc[i].index, KeyCol: sc.Key}
 		var frac func(mysqlsrc.WalkRow) float64
 		if sc.Time != "" {
@@ -784,4 +794,222 @@ func dedupe(keys []string) []string {
 // of its UTF-8 bytes, mod n.
 func ShardOf(key string, n int) int {
 	return int(crc32.ChecksumIEEE([]byte(key)) % uint32(n))
+}
+
+// Access paths (Options.Access; docs/reconcile.md#access-path).
+const (
+	AccessAuto  = "auto"
+	AccessSweep = "sweep"
+	AccessWalk  = "walk"
+)
+
+// SweepShare is the share of a scan table's rows inside the window from
+// which duplicates and orphans sweep the table's key index instead of
+// walking its time index: a walk pays a lookup per key on top of each
+// row, a sweep reads every index entry once, in order
+// (docs/reconcile.md#access-path).
+const SweepShare = 0.15
+
+// sweepPage is the keys of one sweep statement: ten times --chunk, at
+// most 10,000. A sweep returns one row per key and keeps only what it
+// finds (orphans: the page's keys for its merge), so its pages can be
+// longer than a walk's and still be short statements.
+func (r *run) sweepPage() int { return min(10*r.o.Chunk, 10000) }
+
+// accessPath decides how duplicates or orphans read scan table sc: it
+// returns the key index to sweep, or "" to walk the time index of a. A
+// sweep needs an index whose leading column is the key; without a time
+// column (or without a time index, on --allow-full-scan) the whole table
+// is read either way, so it sweeps; otherwise it sweeps when the
+// optimizer's estimate of the rows in the window is at least SweepShare
+// of the table's (--access sweep|walk decides instead).
+func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]mysqlsrc.TableInfo, from time.Time) (string, error) {
+	if r.o.Access == AccessWalk {
+		return "", nil
+	}
+	info := tables[sc.Table]
+	use, ok := info.WalkIndex([]string{sc.Key}, sc.Key)
+	if !ok {
+		if r.o.Access == AccessSweep {
+			cs.notes = append(cs.notes, fmt.Sprintf("%s: no index starting with %s to sweep: walked by time", sc.Table, sc.Key))
+		}
+		return "", nil
+	}
+	if r.o.Access == AccessSweep || sc.Time == "" || a.index == "" {
+		cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order", sc.Table, use.Index.Name))
+		return use.Index.Name, nil
+	}
+	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+	n, known, err := r.d.DB.RangeRows(ctx, sc.Table, a.index, sc.Time, from)
+	cancel()
+	if err != nil {
+		return "", err
+	}
+	total := info.RowsEstimate
+	if !known || total <= 0 {
+		return "", nil
+	}
+	share := float64(n) / float64(total)
+	if share < SweepShare {
+		return "", nil
+	}
+	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window holds about %.0f%% of its %d rows: swept %s in key order",
+		sc.Table, 100*min(share, 1), total, use.Index.Name))
+	return use.Index.Name, nil
+}
+
+// sweepLookup is one table an orphans sweep looks keys up in: its key
+// column and, when the table can be swept alongside (an index starting
+// with the column, and the scan key's collation, so that both orders
+// agree), the index.
+type sweepLookup struct {
+	table, col, index string
+}
+
+// sweep reads the distinct keys of scan table sc in key order through
+// index ix, a page of sweepPage keys per statement (docs/reconcile.md#access-path).
+// Duplicates keeps the keys with more than one row; orphans the keys that
+// neither lookup table holds, read as a merge: for each page (after, last],
+// the same range of each lookup table's key index, paged alike (a lookup
+// table that cannot be swept alongside is asked by the page's keys). The
+// keys found are kept when a row of theirs lies in the window (one lookup
+// per page of keys found), and queued for the triage, which decides.
+func (r *run) sweep(cs *checkState, sc *config.Scan, ix string, lookups []Requirement, tables map[string]mysqlsrc.TableInfo, from time.Time) error {
+	s := mysqlsrc.Sweep{Table: sc.Table, Index: ix, KeyCol: sc.Key}
+	if r.o.Shards > 1 {
+		s.Shard, s.Shards = r.o.Shard, r.o.Shards
+	}
+	var ls []sweepLookup
+	coll := tables[sc.Table].Collation(sc.Key)
+	for _, l := range lookups {
+		sl := sweepLookup{table: l.Table, col: l.Columns[0]}
+		info := tables[l.Table]
+		if use, ok := info.WalkIndex([]string{sl.col}, sl.col); ok && strings.EqualFold(info.Collation(sl.col), coll) {
+			sl.index = use.Index.Name
+		}
+		ls = append(ls, sl)
+	}
+	est := tables[sc.Table].RowsEstimate
+	var after mysqlsrc.Bound
+	var read int64
+	for {
+		if r.stopped() {
+			return errStop
+		}
+		// Duplicates keeps the keys of more than one row; orphans needs the
+		// page's keys (at most --chunk) for its merge.
+		var hits, keys []string
+		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+		end, err := r.d.DB.SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, n int64) {
+			switch {
+			case cs.seen[string(key)]:
+			case cs.check == CheckOrphans:
+				keys = append(keys, string(key))
+			case n > 1:
+				hits = append(hits, string(key))
+			}
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+		r.count(cs, end.Rows)
+		read += end.Rows
+		if len(keys) > 0 {
+			if hits, err = r.unknownKeys(cs, s, keys, after, end.Last, ls); err != nil {
+				return err
+			}
+		}
+		if len(hits) > 0 && sc.Time != "" {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			in, err := r.d.DB.KeysSince(ctx, sc.Table, sc.Key, sc.Time, from, hits)
+			cancel()
+			if err != nil {
+				return err
+			}
+			r.count(cs, int64(len(hits)))
+			hits = slices.DeleteFunc(hits, func(k string) bool { return !in[k] })
+		}
+		for _, k := range hits {
+			if err := r.candidate(cs, k); err != nil {
+				return err
+			}
+		}
+		f := -1.0
+		if end.Keys > 0 {
+			cs.lastKey.Store(end.Last.Key)
+			after = mysqlsrc.Bound{Set: true, Value: end.Last.Value}
+			if est > 0 {
+				f = min(1, float64(read)/float64(est))
+			}
+		}
+		r.progress(cs, f)
+		if end.Keys < r.sweepPage() {
+			return nil
+		}
+		if err := r.throttle(); err != nil {
+			return err
+		}
+	}
+}
+
+// unknownKeys returns, of keys (the unseen keys of a sweep page (after,
+// last]), those that no lookup table holds, as stored, byte for byte: a
+// key the collation makes equal to a stored one under another spelling is
+// returned too, and the triage, which looks it up as the server compares,
+// decides.
+func (r *run) unknownKeys(cs *checkState, s mysqlsrc.Sweep, keys []string, after mysqlsrc.Bound, last mysqlsrc.KeyCount, ls []sweepLookup) ([]string, error) {
+	want := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	known := make(map[string]bool, len(keys))
+	upTo := mysqlsrc.Bound{Set: true, Value: last.Value}
+	for _, l := range ls {
+		if len(known) == len(keys) {
+			break
+		}
+		if l.index == "" {
+			var ask []string
+			for _, k := range keys {
+				if !known[k] {
+					ask = append(ask, k)
+				}
+			}
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			has, err := r.d.DB.ExistingKeys(ctx, l.table, l.col, ask)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			r.count(cs, int64(len(ask)))
+			for k := range has {
+				known[k] = true
+			}
+			continue
+		}
+		ls := mysqlsrc.Sweep{Table: l.table, Index: l.index, KeyCol: l.col, Shard: s.Shard, Shards: s.Shards}
+		cur := after
+		for {
+			if r.stopped() {
+				return nil, errStop
+			}
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			got, err := r.d.DB.SweepPage(ctx, ls, cur, upTo, r.sweepPage(), func(key []byte, _ int64) {
+				if want[string(key)] {
+					known[string(key)] = true
+				}
+			})
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			r.count(cs, got.Rows)
+			if got.Keys < r.sweepPage() {
+				break
+			}
+			cur = mysqlsrc.Bound{Set: true, Value: got.Last.Value}
+		}
+	}
+	return slices.DeleteFunc(keys, func(k string) bool { return known[k] }), nil
 }

@@ -110,10 +110,15 @@ func TestProductionSchemas(t *testing.T) {
 			t.Fatalf("anomaly %s: not the key prefix asked for", a.BizID)
 		}
 	}
-	for _, chunk := range []int{1, 7, 1000} {
-		t.Run(fmt.Sprintf("chunk%d", chunk), func(t *testing.T) {
+	for _, tc := range []struct {
+		access string
+		chunk  int
+	}{{reconcile.AccessWalk, 1}, {reconcile.AccessWalk, 7}, {reconcile.AccessWalk, 1000},
+		{reconcile.AccessSweep, 1}, {reconcile.AccessSweep, 7}, {reconcile.AccessAuto, 1000}} {
+		t.Run(fmt.Sprintf("%s/chunk%d", tc.access, tc.chunk), func(t *testing.T) {
 			o := baseOptions(e)
-			o.Chunk = chunk
+			o.Chunk = tc.chunk
+			o.Access = tc.access
 			var c collected
 			sum, err := reconcile.Run(ctx, e.deps(nil), o, c.emit)
 			if err != nil {
@@ -123,9 +128,24 @@ func TestProductionSchemas(t *testing.T) {
 				if cs.Status == reconcile.StatusRefused || cs.Status == reconcile.StatusFailed {
 					t.Errorf("%s/%s %s: %s", cs.Pipeline, cs.Check, cs.Status, cs.Reason)
 				}
+				swept := 0
 				for _, n := range cs.Notes {
 					if strings.Contains(n, "full scan") {
 						t.Errorf("%s/%s: %s", cs.Pipeline, cs.Check, n)
+					}
+					if strings.Contains(n, "in key order") {
+						swept++
+					}
+				}
+				// Every scan table has an index that starts with its key; the
+				// window holds the whole table, so auto sweeps too.
+				if cs.Check == reconcile.CheckDuplicates || cs.Check == reconcile.CheckOrphans {
+					want := map[string]int{gen.Settlement: 2, gen.Orders: 1}[cs.Pipeline]
+					if tc.access == reconcile.AccessWalk {
+						want = 0
+					}
+					if swept != want {
+						t.Errorf("%s/%s: %d scan tables swept, want %d (notes %q)", cs.Pipeline, cs.Check, swept, want, cs.Notes)
 					}
 				}
 			}
@@ -294,15 +314,26 @@ func TestInterruptNamesEachPipeline(t *testing.T) {
 	defer cancel()
 	o := baseOptions(e)
 	o.Checks = []string{reconcile.CheckDuplicates}
-	o.Chunk = 10
+	o.Chunk = 1 // the window holds every row: a sweep, 10 keys a page
+	// Each pipeline, at its third page, waits for the other to reach its
+	// own: the cancel finds both mid-walk, however fast either is.
 	var mu sync.Mutex
 	pages := map[string]int{}
+	both := make(chan struct{})
 	o.Progress = func(p reconcile.Progress) {
 		mu.Lock()
-		defer mu.Unlock()
-		pages[p.Pipeline+"/"+p.Check]++
-		if pages[gen.Settlement+"/"+reconcile.CheckDuplicates] >= 3 && pages[gen.Orders+"/"+reconcile.CheckDuplicates] >= 3 {
+		pages[p.Pipeline]++
+		n := pages[p.Pipeline]
+		if pages[gen.Settlement] >= 3 && pages[gen.Orders] >= 3 && ctx.Err() == nil {
 			cancel()
+			close(both)
+		}
+		mu.Unlock()
+		if n == 3 {
+			select {
+			case <-both:
+			case <-time.After(10 * time.Second):
+			}
 		}
 	}
 	var c collected
@@ -357,5 +388,52 @@ func TestPartialReasonNeverEmpty(t *testing.T) {
 		if strings.HasPrefix(w, "kafka") {
 			t.Errorf("partial_why names Kafka, which answered: %q", w)
 		}
+	}
+}
+
+// TestAccessPathByShare: on a 40-day history whose anomalies lie in the
+// newest day, --access auto walks the time index for a one-day window
+// (about 2.5% of each table) and sweeps the key index for the whole
+// history; both find exactly the seeded duplicates and orphans, and the
+// notes say which path each table took.
+func TestAccessPathByShare(t *testing.T) {
+	e := setupAltered(t, gen.Options{Ops: 4000, AnomalyRate: 0.02, Seed: 23, Span: 40 * 24 * time.Hour, AnomalySpan: 20 * time.Hour}, true, productionAlters...)
+	ctx := context.Background()
+	for _, q := range []string{"balance_journal", "ledger_entry", "points_grant", "biz_operation", "consumer_idempotency"} {
+		e.db.Exec(t, "ANALYZE TABLE "+q)
+	}
+	for _, tc := range []struct {
+		since time.Duration
+		swept bool
+	}{{24 * time.Hour, false}, {41 * 24 * time.Hour, true}} {
+		t.Run(tc.since.String(), func(t *testing.T) {
+			o := baseOptions(e)
+			o.Since = tc.since
+			o.Checks = []string{reconcile.CheckDuplicates, reconcile.CheckOrphans}
+			var c collected
+			sum, err := reconcile.Run(ctx, e.deps(nil), o, c.emit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cs := range sum.Checks {
+				if cs.Status != reconcile.StatusOK {
+					t.Errorf("%s/%s %s: %s", cs.Pipeline, cs.Check, cs.Status, cs.Reason)
+				}
+				swept := slices.ContainsFunc(cs.Notes, func(n string) bool { return strings.Contains(n, "in key order") })
+				if swept != tc.swept {
+					t.Errorf("%s/%s since %s: swept %v, want %v (notes %q)", cs.Pipeline, cs.Check, tc.since, swept, tc.swept, cs.Notes)
+				}
+			}
+			var want []string
+			for _, k := range expected(e.m, "action", false) {
+				if strings.Contains(k, " | "+reconcile.CheckDuplicates+" | ") || strings.Contains(k, " | "+reconcile.CheckOrphans+" | ") {
+					want = append(want, k)
+				}
+			}
+			if len(want) < 5 {
+				t.Fatalf("only %d duplicates and orphans seeded", len(want))
+			}
+			diff(t, "targets", want, c.keys(t, "action"))
+		})
 	}
 }

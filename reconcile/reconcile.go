@@ -45,6 +45,9 @@ type DB interface {
 	NextValue(ctx context.Context, table, col string, after *string) (string, bool, error)
 	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
 	AuditByOperation(ctx context.Context, auditTable, pipeline string) (map[string][]sources.AuditAction, error)
+	SweepPage(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound, limit int, each func(key []byte, rows int64)) (mysqlsrc.SweepEnd, error)
+	KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error)
+	RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error)
 }
 
 var _ DB = (*mysqlsrc.Reader)(nil)
@@ -99,6 +102,10 @@ type Options struct {
 	Shard, Shards int
 	// AllowFullScan lets a check run without the index it needs.
 	AllowFullScan bool
+	// Access is how duplicates and orphans read a scan table: AccessAuto
+	// (the default: by the window's share of the table), AccessSweep or
+	// AccessWalk (docs/reconcile.md#access-path).
+	Access string
 	// Concurrency bounds the batches triaged at once (default 4).
 	Concurrency int
 	// Batch is the most candidates triaged together (default 256, at most
@@ -493,6 +500,13 @@ func (o *Options) normalize() error {
 	}
 	if o.Rate < 0 {
 		return errors.New("reconcile: negative rate")
+	}
+	switch o.Access {
+	case "":
+		o.Access = AccessAuto
+	case AccessAuto, AccessSweep, AccessWalk:
+	default:
+		return fmt.Errorf("reconcile: unknown access path %q (want %s, %s or %s)", o.Access, AccessAuto, AccessSweep, AccessWalk)
 	}
 	if o.Shards > 1 && (o.Shard < 0 || o.Shard >= o.Shards) {
 		return fmt.Errorf("reconcile: shard %d/%d: want 0 <= shard < %d", o.Shard, o.Shards, o.Shards)

@@ -290,16 +290,22 @@ func TestChunkBoundaries(t *testing.T) {
 }
 
 // TestShardsSplitTheWork: n workers with --shard i/n together find each
-// anomaly exactly once.
+// anomaly exactly once, on either access path of the scan tables.
 func TestShardsSplitTheWork(t *testing.T) {
 	e := setup(t, gen.Options{Ops: 3000, AnomalyRate: 0.02, Seed: 11}, false)
+	for _, access := range []string{reconcile.AccessWalk, reconcile.AccessSweep} {
+		t.Run(access, func(t *testing.T) { shardsSplitTheWork(t, e, access) })
+	}
+}
+
+func shardsSplitTheWork(t *testing.T, e *env, access string) {
 	const n = 3
 	var all collected
 	perShard := make([]int, n)
 	for i := range n {
 		var c collected
 		o := baseOptions(e)
-		o.Shard, o.Shards, o.Chunk = i, n, 50
+		o.Shard, o.Shards, o.Chunk, o.Access = i, n, 50, access
 		if _, err := reconcile.Run(context.Background(), e.deps(nil), o, c.emit); err != nil {
 			t.Fatal(err)
 		}

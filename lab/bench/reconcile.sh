@@ -3,24 +3,31 @@
 # would write for the same questions, on the same generated data (lab/gen),
 # at several sizes. Needs only MariaDB (its mariadb client) and go. Usage:
 #
-#   lab/bench/reconcile.sh                 # 100k and 1M operations
-#   lab/bench/reconcile.sh 100000 1000000 5000000
+#   lab/bench/reconcile.sh                 # 200k and 2M operations
+#   lab/bench/reconcile.sh 200000 2000000 5000000
+#   SCHEMA=production lab/bench/reconcile.sh 200000 2000000 5000000
 #
 # Environment:
 #
+#   SCHEMA      lab (default): testdata/schema with the indexes `opctl
+#               schema apply --indexes` adds (and, unless COVERING=0, the
+#               (created_at, key) indexes of the duplicates and orphans
+#               walks); production: the same tables keyed and indexed the
+#               way their owners index them and nothing added
+#               (lab/bench/production.sql: auto-increment ids, the business
+#               keys only unique, (created_at) alone on the scan tables)
+#   DAYS        the history, days (default 50): PER_DAY is N / DAYS
 #   BENCH_DSN   the server, as a go-sql-driver DSN (default
 #               root@tcp(127.0.0.1:3306)/: root, no password); opctl and
 #               lab/gen get it with the benchmark's database, the mariadb
 #               client -h/-P, -u and --password derived from it
 #               (lab/bench/dsn.sh; startup.sh reads the same variable)
-#   PER_DAY     operations a day (default 100000)
 #   WINDOW_H    the window of the every-few-minutes job, hours (default 24)
 #
 # The data is what a production table looks like to a job that runs every
-# few minutes: a steady PER_DAY operations a day (default 100000), so a
-# bigger table is a longer history (100k: 1 day, 1M: 10 days, 5M: 50 days),
-# and the 0.1% seeded anomalies all lie in the newest WINDOW_H - 1 hours
-# (the history before them is clean, as if reconciled by earlier runs).
+# few minutes: a steady N / DAYS operations a day over DAYS days, and the
+# 0.1% seeded anomalies all in the newest WINDOW_H - 1 hours (the history
+# before them is clean, as if reconciled by earlier runs).
 #
 # For each size it creates a database opctl_bench_<N> (dropped at the end),
 # loads testdata/schema/{settlement,skip}.sql, adds the indexes reconcile
@@ -30,10 +37,11 @@
 # with a row read per entry: docs/performance.md), loads N operations, and
 # measures, for
 #   reconcile, window         opctl reconcile --since ${WINDOW_H}h (all checks,
-#                             then --check skipped; median of 3 runs each):
+#                             then each --check; median of 3 runs each):
 #                             the every-few-minutes job
-#   reconcile, full history   opctl reconcile --since <history + 1 day>: a
-#                             sweep over every row
+#   reconcile, full history   opctl reconcile --since <history + 1 day> (all
+#                             checks, then each --check): a sweep over every
+#                             row
 #   naive skipped             SKIPPED JOIN orders ON status NOT cancelling AND
 #                             NOT EXISTS points_grant (seed 003's query: no
 #                             time bound), on seed 003's schema (IGNORE INDEX
@@ -52,11 +60,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZES=("$@")
-[ ${#SIZES[@]} -eq 0 ] && SIZES=(100000 1000000)
+[ ${#SIZES[@]} -eq 0 ] && SIZES=(200000 2000000)
+SCHEMA=${SCHEMA:-lab}
+case $SCHEMA in lab|production) ;; *) echo "$0: SCHEMA=$SCHEMA: want lab or production" >&2; exit 2;; esac
 source lab/bench/dsn.sh
 bench_dsn
 MYSQL=("${CLIENT[@]}")
-PER_DAY=${PER_DAY:-100000}
+DAYS=${DAYS:-50}
 WINDOW_H=${WINDOW_H:-24}
 TMP=$(mktemp -d)
 DBS=()
@@ -135,12 +145,16 @@ for n in "${SIZES[@]}"; do
   "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
   "${MYSQL[@]}" "$db" < testdata/schema/settlement.sql
   "${MYSQL[@]}" "$db" < testdata/schema/skip.sql
-  "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$(bench_db_dsn "$db")" >&2
-  if [ "${COVERING:-1}" != 0 ]; then
-    "${MYSQL[@]}" "$db" -e "ALTER TABLE balance_journal ADD INDEX ix_opctl_created_at_biz_id (created_at, biz_id);
-      ALTER TABLE points_grant ADD INDEX ix_opctl_created_at_order_id (created_at, order_id)"
+  if [ "$SCHEMA" = production ]; then
+    "${MYSQL[@]}" "$db" < lab/bench/production.sql
+  else
+    "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$(bench_db_dsn "$db")" >&2
+    if [ "${COVERING:-1}" != 0 ]; then
+      "${MYSQL[@]}" "$db" -e "ALTER TABLE balance_journal ADD INDEX ix_opctl_created_at_biz_id (created_at, biz_id);
+        ALTER TABLE points_grant ADD INDEX ix_opctl_created_at_order_id (created_at, order_id)"
+    fi
   fi
-  days=$(( (n + PER_DAY - 1) / PER_DAY ))
+  days=$DAYS
   span=$(( days * 24 ))h
   aspan=$(( WINDOW_H - 1 ))h
   full=$(( days + 1 ))d
@@ -150,13 +164,17 @@ for n in "${SIZES[@]}"; do
   echo "== $n: reconcile ($days days of history)" >&2
   r_all=$(recon3 "$db" "reconcile, all checks, --since ${WINDOW_H}h (median of 3)" --since "${WINDOW_H}h" --out "$TMP/targets-$n.jsonl")
   exact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/targets-$n.jsonl" || true)
-  declare -A r_check exact_check
+  declare -A r_check exact_check f_check exact_fcheck
   for c in stuck duplicates orphans skipped; do
     r_check[$c]=$(recon3 "$db" "reconcile --check $c --since ${WINDOW_H}h (median of 3)" --check "$c" --since "${WINDOW_H}h" --out "$TMP/$c-$n.jsonl")
     exact_check[$c]=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/$c-$n.jsonl" -check "$c" || true)
   done
   r_full=$(recon "$db" "reconcile, all checks, --since $full (whole history)" --since "$full" --out "$TMP/full-$n.jsonl")
   exact_full=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/full-$n.jsonl" || true)
+  for c in stuck duplicates orphans skipped; do
+    f_check[$c]=$(recon "$db" "reconcile --check $c --since $full" --check "$c" --since "$full" --out "$TMP/f$c-$n.jsonl")
+    exact_fcheck[$c]=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/f$c-$n.jsonl" -check "$c" || true)
+  done
 
   echo "== $n: naive SQL" >&2
   SKIP="SELECT i.msg_id, i.biz_id FROM consumer_idempotency i %s JOIN orders o ON o.order_id = i.biz_id
@@ -190,14 +208,15 @@ for n in "${SIZES[@]}"; do
   RESULTS+=("$n|$r_all|$exact" "$n|$r_full|$exact_full"
     "$n|$n_seed|" "$n|$n_skip|" "$n|$n_seed_w|" "$n|$n_skip_w|" "$n|$n_all|")
   for c in stuck duplicates orphans skipped; do
-    IFS='|' read -r _ t rows _ _ <<<"${r_check[$c]}"
-    PER_CHECK+=("$n|$c|$t|$rows|${n_t[$c]}|${n_rows[$c]}|${exact_check[$c]}")
+    IFS='|' read -r _ t rows rss _ <<<"${r_check[$c]}"
+    IFS='|' read -r _ ft frows frss _ <<<"${f_check[$c]}"
+    PER_CHECK+=("$n|$c|$t|$rows|$ft|$frows|${n_t[$c]}|${n_rows[$c]}|$(awk "BEGIN{print ($rss>$frss)?$rss:$frss}")|${exact_check[$c]%% seeded*}: ${exact_check[$c]#*found, }|${exact_fcheck[$c]%% seeded*}: ${exact_fcheck[$c]#*found, }")
   done
   "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`"
 done
 
 echo
-echo "$PER_DAY operations a day; the anomalies in the newest $((WINDOW_H - 1)) hours; MariaDB $("${MYSQL[@]}" -N -e 'SELECT VERSION()'), buffer pool $("${MYSQL[@]}" -N -e 'SELECT @@innodb_buffer_pool_size DIV 1048576') MiB"
+echo "SCHEMA=$SCHEMA; $DAYS days of history; the anomalies in the newest $((WINDOW_H - 1)) hours; MariaDB $("${MYSQL[@]}" -N -e 'SELECT VERSION()'), buffer pool $("${MYSQL[@]}" -N -e 'SELECT @@innodb_buffer_pool_size DIV 1048576') MiB; $(nproc) cores"
 echo "| operations | run | wall s | rows examined | peak RSS MiB | exit | exact? |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | --- |"
 for r in "${RESULTS[@]}"; do
@@ -210,10 +229,11 @@ for r in "${RESULTS[@]}"; do
 done
 
 echo
-echo "Per question: reconcile --check C --since ${WINDOW_H}h (median of 3) against the naive statements of the same question (no time bound, same indexes)"
-echo "| operations | check | reconcile s | reconcile rows examined | naive s | naive rows examined | naive / reconcile | exact? |"
-echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+echo "Per question: reconcile --check C, --since ${WINDOW_H}h (median of 3) and over the whole history, against the naive statements of the same question (no time bound, same indexes)"
+echo "| operations | check | ${WINDOW_H}h s | ${WINDOW_H}h rows | whole s | whole rows | naive s | naive rows | naive / ${WINDOW_H}h | naive / whole | RSS MiB | exact ${WINDOW_H}h | exact whole |"
+echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 for r in "${PER_CHECK[@]}"; do
-  IFS='|' read -r n c t rows nt nrows ex <<<"$r"
-  printf '| %s | %s | %s | %s | %s | %s | %s× | %s |\n' "$n" "$c" "$t" "$rows" "$nt" "$nrows" "$(awk "BEGIN{printf \"%.1f\", $nt/($t>0?$t:0.01)}")" "$ex"
+  IFS='|' read -r n c t rows ft frows nt nrows rss ex fex <<<"$r"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s× | %s× | %s | %s | %s |\n' "$n" "$c" "$t" "$rows" "$ft" "$frows" "$nt" "$nrows" \
+    "$(awk "BEGIN{printf \"%.1f\", $nt/($t>0?$t:0.01)}")" "$(awk "BEGIN{printf \"%.2f\", $nt/($ft>0?$ft:0.01)}")" "$rss" "$ex" "$fex"
 done

@@ -488,6 +488,9 @@ type TableInfo struct {
 	Exists bool
 	// Columns in ordinal order.
 	Columns []string
+	// Collations are the columns' collations, by position ("" for a
+	// column that is not text).
+	Collations []string
 	// Indexes in name order; the primary key is named PRIMARY. Disabled
 	// indexes are listed (Index.Disabled says so) but serve nothing.
 	Indexes []Index
@@ -504,6 +507,16 @@ func (t TableInfo) HasColumn(col string) bool {
 		}
 	}
 	return false
+}
+
+// Collation returns col's collation ("" when it is not text or unknown).
+func (t TableInfo) Collation(col string) string {
+	for i, c := range t.Columns {
+		if strings.EqualFold(c, col) && i < len(t.Collations) {
+			return t.Collations[i]
+		}
+	}
+	return ""
 }
 
 // PrimaryKey returns the primary key's columns, nil when there is none.
@@ -544,17 +557,19 @@ func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error)
 	}
 	const where = "TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?"
 	rows, err := r.db.QueryContext(ctx,
-		"SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "+where+" ORDER BY ORDINAL_POSITION", schemaArg, name)
+		"SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS WHERE "+where+" ORDER BY ORDINAL_POSITION", schemaArg, name)
 	if err != nil {
 		return info, r.queryError("columns of "+table, err)
 	}
 	for rows.Next() {
 		var c string
-		if err := rows.Scan(&c); err != nil {
+		var coll sql.NullString
+		if err := rows.Scan(&c, &coll); err != nil {
 			rows.Close()
 			return info, r.queryError("columns of "+table, err)
 		}
 		info.Columns = append(info.Columns, c)
+		info.Collations = append(info.Collations, coll.String)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -1,0 +1,262 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sweep is a pass over the distinct values of an index's leading column
+// (KeyCol), in the index's order: what the duplicates and orphans checks
+// read when their window covers a large share of the table
+// (docs/reconcile.md#access-path).
+type Sweep struct {
+	// Table is the table swept (a validated identifier).
+	Table string
+	// Index is forced (FORCE INDEX); its leading column is KeyCol.
+	Index  string
+	KeyCol string
+	// Shards > 1 keeps only keys with MOD(CRC32(key), Shards) = Shard,
+	// the key as the group reports it.
+	Shard, Shards int
+}
+
+// KeyCount is a key of a sweep page: as stored (one of the stored
+// spellings when the collation makes several equal), and its value as the
+// next page binds it.
+type KeyCount struct {
+	Key   string
+	Value any
+}
+
+// Bound is an optional value of a sweep range.
+type Bound struct {
+	Set   bool
+	Value any
+}
+
+// sweepSQL builds one page of s: the distinct keys in (after, upTo], at
+// most limit of them, with their row counts. GROUP BY over the index in
+// its order emits a group only once it is complete, so the last key of a
+// page holds all its rows, and the next page starts after it (after every
+// spelling the collation makes equal to it).
+func sweepSQL(s Sweep, after, upTo Bound, limit int) (string, []any, error) {
+	t, err := qident(s.Table)
+	if err != nil {
+		return "", nil, err
+	}
+	k, err := qident(s.KeyCol)
+	if err != nil {
+		return "", nil, err
+	}
+	if limit <= 0 {
+		return "", nil, errors.New("mysql: sweep with a non-positive limit")
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "SELECT %s, COUNT(*) FROM %s", k, t)
+	if s.Index != "" {
+		ix, err := qident(s.Index)
+		if err != nil {
+			return "", nil, err
+		}
+		fmt.Fprintf(&sb, " FORCE INDEX (%s)", ix)
+	}
+	var conds []string
+	var args []any
+	if after.Set {
+		conds = append(conds, k+" > ?")
+		args = append(args, after.Value)
+	}
+	if upTo.Set {
+		conds = append(conds, k+" <= ?")
+		args = append(args, upTo.Value)
+	}
+	if len(conds) > 0 {
+		sb.WriteString(" WHERE " + strings.Join(conds, " AND "))
+	}
+	fmt.Fprintf(&sb, " GROUP BY %s", k)
+	if s.Shards > 1 {
+		// On the group, not the row: spellings the collation makes equal
+		// hash apart, and a key's rows must all be counted in one shard.
+		sb.WriteString(" HAVING MOD(CRC32(" + k + "), ?) = ?")
+		args = append(args, s.Shards, s.Shard)
+	}
+	fmt.Fprintf(&sb, " ORDER BY %s LIMIT %d", k, limit)
+	return sb.String(), args, nil
+}
+
+// SweepEnd is what a sweep page read: its number of keys and of rows,
+// and its last key (where the next page starts).
+type SweepEnd struct {
+	Keys int
+	Rows int64
+	Last KeyCount
+}
+
+// SweepPage reads the next page of at most limit distinct keys of s in
+// (after, upTo] (an unset bound is open), in index order, calling each
+// with every key as stored and its row count (key is valid only during
+// the call: the page's keys are not kept). One autocommit statement that
+// reads the index entries of those keys and returns one row per key.
+func (r *Reader) SweepPage(ctx context.Context, s Sweep, after, upTo Bound, limit int, each func(key []byte, rows int64)) (SweepEnd, error) {
+	var end SweepEnd
+	text, args, err := sweepSQL(s, after, upTo, limit)
+	if err != nil {
+		return end, err
+	}
+	rows, done, err := r.query(ctx, text, args...)
+	if err != nil {
+		return end, r.queryError("sweep "+s.Table, err)
+	}
+	defer done()
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		return end, r.queryError("sweep "+s.Table, err)
+	}
+	dbType := types[0].DatabaseTypeName()
+	var raw sql.RawBytes
+	var last []byte
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&raw, &n); err != nil {
+			return end, r.queryError("sweep "+s.Table, err)
+		}
+		if each != nil {
+			each(raw, n)
+		}
+		end.Keys++
+		end.Rows += n
+		last = append(last[:0], raw...)
+	}
+	if err := rows.Err(); err != nil {
+		return end, r.queryError("sweep "+s.Table, err)
+	}
+	if end.Keys > 0 {
+		end.Last = KeyCount{Key: string(last), Value: sweepValue(dbType, last)}
+	}
+	return end, nil
+}
+
+// sweepValue is a key read as text (a RawBytes) as the next page binds
+// it: binary strings as bytes, integers as integers, text as a string.
+func sweepValue(dbType string, b []byte) any {
+	switch {
+	case strings.Contains(dbType, "BINARY") || strings.Contains(dbType, "BLOB"):
+		return slices.Clone(b)
+	case strings.Contains(dbType, "INT"):
+		if strings.HasPrefix(dbType, "UNSIGNED") {
+			if v, err := strconv.ParseUint(string(b), 10, 64); err == nil {
+				return v
+			}
+		}
+		if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+			return v
+		}
+	}
+	return string(b)
+}
+
+// KeysSince returns which of keys have a row in table whose timeCol is at
+// or after from. One statement, served by an index that starts with
+// keyCol.
+func (r *Reader) KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error) {
+	if len(keys) == 0 {
+		return map[string]bool{}, nil
+	}
+	t, err := qident(table)
+	if err != nil {
+		return nil, err
+	}
+	k, err := qident(keyCol)
+	if err != nil {
+		return nil, err
+	}
+	c, err := qident(timeCol)
+	if err != nil {
+		return nil, err
+	}
+	list, args := inList(keys)
+	text := fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE %s IN (%s) AND %s >= ?", k, t, k, list, c)
+	rows, done, err := r.query(ctx, text, append(args, from)...)
+	if err != nil {
+		return nil, r.queryError("keys of "+table+" since "+from.Format(time.DateTime), err)
+	}
+	defer done()
+	out := map[string]bool{}
+	for rows.Next() {
+		var key []byte
+		if err := rows.Scan(&key); err != nil {
+			return nil, r.queryError("keys of "+table, err)
+		}
+		out[string(key)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, r.queryError("keys of "+table, err)
+	}
+	return out, nil
+}
+
+// RangeRows estimates how many rows of table have col >= from, from the
+// optimizer's estimate for that range of index (EXPLAIN: index dives, no
+// row read). ok is false when the server gives no estimate it can read
+// (go-mysql-server cannot EXPLAIN a bound statement); err is set only when
+// ctx ended.
+func (r *Reader) RangeRows(ctx context.Context, table, index, col string, from time.Time) (n int64, ok bool, err error) {
+	t, err := qident(table)
+	if err != nil {
+		return 0, false, err
+	}
+	c, err := qident(col)
+	if err != nil {
+		return 0, false, err
+	}
+	ix, err := qident(index)
+	if err != nil {
+		return 0, false, err
+	}
+	rows, err := r.db.QueryContext(ctx, fmt.Sprintf("EXPLAIN SELECT %s FROM %s FORCE INDEX (%s) WHERE %s >= ?", c, t, ix, c), from)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, false, r.queryError("estimate rows of "+table, err)
+		}
+		// An estimate only chooses the faster path: a server that cannot
+		// EXPLAIN a bound statement (go-mysql-server) gives none, and a
+		// broken connection is met by the walk that follows.
+		return 0, false, nil
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return 0, false, r.queryError("estimate rows of "+table, err)
+	}
+	at := -1
+	for i, name := range cols {
+		if strings.EqualFold(name, "rows") {
+			at = i
+		}
+	}
+	if at < 0 {
+		return 0, false, nil
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if !rows.Next() {
+		return 0, false, rows.Err()
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return 0, false, r.queryError("estimate rows of "+table, err)
+	}
+	v, perr := strconv.ParseInt(string(vals[at]), 10, 64)
+	if perr != nil {
+		return 0, false, nil
+	}
+	return v, true, nil
+}
