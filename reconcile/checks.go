@@ -896,19 +896,23 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, ix string, lookups []Requir
 		if r.stopped() {
 			return errStop
 		}
-		// Duplicates keeps the keys of more than one row; orphans needs the
-		// page's keys (at most --chunk) for its merge.
+		// Duplicates asks the server for the keys of more than one row of a
+		// page of index entries; orphans reads the page's keys (at most
+		// sweepPage) for its merge.
 		var hits, keys []string
+		var end mysqlsrc.SweepEnd
+		var err error
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-		end, err := r.d.DB.SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, n int64) {
-			switch {
-			case cs.seen[string(key)]:
-			case cs.check == CheckOrphans:
-				keys = append(keys, string(key))
-			case n > 1:
-				hits = append(hits, string(key))
-			}
-		})
+		if cs.check == CheckDuplicates {
+			hits, end, err = r.d.DB.SweepMulti(ctx, s, after, r.sweepPage())
+			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
+		} else {
+			end, err = r.d.DB.SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
+				if !cs.seen[string(key)] {
+					keys = append(keys, string(key))
+				}
+			})
+		}
 		cancel()
 		if err != nil {
 			return err
@@ -916,7 +920,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, ix string, lookups []Requir
 		r.count(cs, end.Rows)
 		read += end.Rows
 		if len(keys) > 0 {
-			if hits, err = r.unknownKeys(cs, s, keys, after, end.Last, ls); err != nil {
+			if hits, err = r.unknownKeys(cs, keys, after, end.Last, ls); err != nil {
 				return err
 			}
 		}
@@ -958,7 +962,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, ix string, lookups []Requir
 // key the collation makes equal to a stored one under another spelling is
 // returned too, and the triage, which looks it up as the server compares,
 // decides.
-func (r *run) unknownKeys(cs *checkState, s mysqlsrc.Sweep, keys []string, after mysqlsrc.Bound, last mysqlsrc.KeyCount, ls []sweepLookup) ([]string, error) {
+func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, last mysqlsrc.KeyCount, ls []sweepLookup) ([]string, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[k] = true
@@ -988,7 +992,8 @@ func (r *run) unknownKeys(cs *checkState, s mysqlsrc.Sweep, keys []string, after
 			}
 			continue
 		}
-		ls := mysqlsrc.Sweep{Table: l.table, Index: l.index, KeyCol: l.col, Shard: s.Shard, Shards: s.Shards}
+		// Every key of the range, whatever the shard: the page's keys decide.
+		ls := mysqlsrc.Sweep{Table: l.table, Index: l.index, KeyCol: l.col}
 		cur := after
 		for {
 			if r.stopped() {

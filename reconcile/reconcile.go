@@ -46,6 +46,7 @@ type DB interface {
 	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
 	AuditByOperation(ctx context.Context, auditTable, pipeline string) (map[string][]sources.AuditAction, error)
 	SweepPage(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound, limit int, each func(key []byte, rows int64)) (mysqlsrc.SweepEnd, error)
+	SweepMulti(ctx context.Context, s mysqlsrc.Sweep, after mysqlsrc.Bound, n int) ([]string, mysqlsrc.SweepEnd, error)
 	KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error)
 	RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error)
 }

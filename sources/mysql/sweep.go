@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +22,18 @@ type Sweep struct {
 	// Index is forced (FORCE INDEX); its leading column is KeyCol.
 	Index  string
 	KeyCol string
-	// Shards > 1 keeps only keys with MOD(CRC32(key), Shards) = Shard,
-	// the key as the group reports it.
+	// Shards > 1 keeps only keys whose CRC32 (IEEE, of the key's bytes as
+	// the group reports it) mod Shards is Shard. It is applied to the
+	// groups the server returns, not in SQL: spellings the collation makes
+	// equal hash apart, a key's rows must all be counted in one shard, and
+	// MariaDB pushes a HAVING condition on the grouped column down to the
+	// rows.
 	Shard, Shards int
+}
+
+// keeps reports whether key belongs to the sweep's shard.
+func (s Sweep) keeps(key []byte) bool {
+	return s.Shards <= 1 || int(crc32.ChecksumIEEE(key)%uint32(s.Shards)) == s.Shard
 }
 
 // KeyCount is a key of a sweep page: as stored (one of the stored
@@ -79,14 +89,7 @@ func sweepSQL(s Sweep, after, upTo Bound, limit int) (string, []any, error) {
 	if len(conds) > 0 {
 		sb.WriteString(" WHERE " + strings.Join(conds, " AND "))
 	}
-	fmt.Fprintf(&sb, " GROUP BY %s", k)
-	if s.Shards > 1 {
-		// On the group, not the row: spellings the collation makes equal
-		// hash apart, and a key's rows must all be counted in one shard.
-		sb.WriteString(" HAVING MOD(CRC32(" + k + "), ?) = ?")
-		args = append(args, s.Shards, s.Shard)
-	}
-	fmt.Fprintf(&sb, " ORDER BY %s LIMIT %d", k, limit)
+	fmt.Fprintf(&sb, " GROUP BY %s ORDER BY %s LIMIT %d", k, k, limit)
 	return sb.String(), args, nil
 }
 
@@ -100,7 +103,7 @@ type SweepEnd struct {
 
 // SweepPage reads the next page of at most limit distinct keys of s in
 // (after, upTo] (an unset bound is open), in index order, calling each
-// with every key as stored and its row count (key is valid only during
+// with every key of the shard as stored and its row count (key is valid only during
 // the call: the page's keys are not kept). One autocommit statement that
 // reads the index entries of those keys and returns one row per key.
 func (r *Reader) SweepPage(ctx context.Context, s Sweep, after, upTo Bound, limit int, each func(key []byte, rows int64)) (SweepEnd, error) {
@@ -126,7 +129,7 @@ func (r *Reader) SweepPage(ctx context.Context, s Sweep, after, upTo Bound, limi
 		if err := rows.Scan(&raw, &n); err != nil {
 			return end, r.queryError("sweep "+s.Table, err)
 		}
-		if each != nil {
+		if each != nil && s.keeps(raw) {
 			each(raw, n)
 		}
 		end.Keys++
@@ -259,4 +262,102 @@ func (r *Reader) RangeRows(ctx context.Context, table, index, col string, from t
 		return 0, false, nil
 	}
 	return v, true, nil
+}
+
+// SweepMulti reads the next page of a duplicates sweep of s after after:
+// the index entries up to the n-th one past after (one statement that
+// returns that entry's key: the page's last, hi), then the keys of (after,
+// hi] that hold more than one row (one GROUP BY ... HAVING COUNT(*) > 1
+// over that range, which returns only those). Every row of hi's key lies in
+// the range, so the next page starts after it. The last page (fewer than n
+// entries left) runs to the end of the index. end.Rows counts the entries
+// read by the first statement (the second reads the same range; on the
+// last page, one COUNT(*) over what is left); end.Keys is n for a full
+// page, 0 for the last.
+func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([]string, SweepEnd, error) {
+	var end SweepEnd
+	t, err := qident(s.Table)
+	if err != nil {
+		return nil, end, err
+	}
+	k, err := qident(s.KeyCol)
+	if err != nil {
+		return nil, end, err
+	}
+	if n <= 0 {
+		return nil, end, errors.New("mysql: sweep with a non-positive page")
+	}
+	from := t
+	if s.Index != "" {
+		ix, err := qident(s.Index)
+		if err != nil {
+			return nil, end, err
+		}
+		from += " FORCE INDEX (" + ix + ")"
+	}
+	cond := k + " IS NOT NULL"
+	var args []any
+	if after.Set {
+		cond += " AND " + k + " > ?"
+		args = append(args, after.Value)
+	}
+	what := "sweep " + s.Table
+	// The page's last key: the n-th entry, or none on the last page.
+	rows, done, err := r.query(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT 1 OFFSET %d", k, from, cond, k, n-1), args...)
+	if err != nil {
+		return nil, end, r.queryError(what, err)
+	}
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		done()
+		return nil, end, r.queryError(what, err)
+	}
+	var hi sql.RawBytes
+	full := rows.Next()
+	if full {
+		if err := rows.Scan(&hi); err != nil {
+			done()
+			return nil, end, r.queryError(what, err)
+		}
+		end.Keys, end.Rows = n, int64(n)
+		end.Last = KeyCount{Key: string(hi), Value: sweepValue(types[0].DatabaseTypeName(), hi)}
+	}
+	err = rows.Err()
+	done()
+	if err != nil {
+		return nil, end, r.queryError(what, err)
+	}
+	if !full {
+		// The entries left, fewer than n.
+		if err := r.db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s", from, cond), args...).Scan(&end.Rows); err != nil {
+			return nil, end, r.queryError(what, err)
+		}
+	}
+	q := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s", k, from, cond)
+	gargs := append([]any(nil), args...)
+	if full {
+		q += " AND " + k + " <= ?"
+		gargs = append(gargs, end.Last.Value)
+	}
+	q += " GROUP BY " + k + " HAVING COUNT(*) > 1"
+	rows, done, err = r.query(ctx, q, gargs...)
+	if err != nil {
+		return nil, end, r.queryError(what, err)
+	}
+	defer done()
+	var hits []string
+	var key sql.RawBytes
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&key, &c); err != nil {
+			return nil, end, r.queryError(what, err)
+		}
+		if s.keeps(key) {
+			hits = append(hits, string(key))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, end, r.queryError(what, err)
+	}
+	return hits, end, nil
 }
