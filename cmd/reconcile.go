@@ -93,6 +93,10 @@ without a time column) is refused unless --allow-full-scan is given; run
 SIGHUP) stops the scan cleanly and says how far it got. --out is replaced
 only when a run ends: an interrupted or failed run leaves it as it was.
 
+duplicates and orphans walk a scan table's time index for a narrow window and
+sweep its key index in key order when the window holds a large share of it
+(--access auto); --access sweep|walk decides instead.
+
 Exit: 6 when a source could not be read (verdicts partial; before 3), 3 when
 a target was found (even when another check was refused: the refusal is
 still reported, on stderr too when stdout is not a terminal), 5 when a check
@@ -102,7 +106,8 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
   opctl reconcile --pipeline settlement --check stuck,duplicates --rate 20000
   opctl reconcile --shard 0/4 -o jsonl > part0.jsonl
   opctl reconcile -o prometheus > /var/lib/node_exporter/opctl.prom
-  opctl reconcile --since 1h -o prometheus   # every few minutes: reads one hour of rows`,
+  opctl reconcile --since 1h -o prometheus   # every few minutes: reads one hour of rows
+  opctl reconcile --since 400d --check duplicates,orphans   # a sweep of the whole history`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Since, opts.OlderThan = since.d, older.d
