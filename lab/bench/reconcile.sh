@@ -40,8 +40,8 @@
 #                             then each --check; median of 3 runs each):
 #                             the every-few-minutes job
 #   reconcile, full history   opctl reconcile --since <history + 1 day> (all
-#                             checks, then each --check): a sweep over every
-#                             row
+#                             checks, then each --check; median of 3 runs
+#                             each): a sweep over every row
 #   naive skipped             SKIPPED JOIN orders ON status NOT cancelling AND
 #                             NOT EXISTS points_grant (seed 003's query: no
 #                             time bound), on seed 003's schema (IGNORE INDEX
@@ -169,10 +169,10 @@ for n in "${SIZES[@]}"; do
     r_check[$c]=$(recon3 "$db" "reconcile --check $c --since ${WINDOW_H}h (median of 3)" --check "$c" --since "${WINDOW_H}h" --out "$TMP/$c-$n.jsonl")
     exact_check[$c]=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/$c-$n.jsonl" -check "$c" || true)
   done
-  r_full=$(recon "$db" "reconcile, all checks, --since $full (whole history)" --since "$full" --out "$TMP/full-$n.jsonl")
+  r_full=$(recon3 "$db" "reconcile, all checks, --since $full (whole history, median of 3)" --since "$full" --out "$TMP/full-$n.jsonl")
   exact_full=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/full-$n.jsonl" || true)
   for c in stuck duplicates orphans skipped; do
-    f_check[$c]=$(recon "$db" "reconcile --check $c --since $full" --check "$c" --since "$full" --out "$TMP/f$c-$n.jsonl")
+    f_check[$c]=$(recon3 "$db" "reconcile --check $c --since $full (median of 3)" --check "$c" --since "$full" --out "$TMP/f$c-$n.jsonl")
     exact_fcheck[$c]=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/f$c-$n.jsonl" -check "$c" || true)
   done
 
@@ -229,7 +229,7 @@ for r in "${RESULTS[@]}"; do
 done
 
 echo
-echo "Per question: reconcile --check C, --since ${WINDOW_H}h (median of 3) and over the whole history, against the naive statements of the same question (no time bound, same indexes)"
+echo "Per question: reconcile --check C, --since ${WINDOW_H}h and over the whole history (median of 3 each), against the naive statements of the same question (no time bound, same indexes)"
 echo "| operations | check | ${WINDOW_H}h s | ${WINDOW_H}h rows | whole s | whole rows | naive s | naive rows | naive / ${WINDOW_H}h | naive / whole | RSS MiB | exact ${WINDOW_H}h | exact whole |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 for r in "${PER_CHECK[@]}"; do
