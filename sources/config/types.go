@@ -18,6 +18,7 @@ type Config struct {
 	MySQL     MySQL      `yaml:"mysql"`
 	Kafka     Kafka      `yaml:"kafka"`
 	Audit     Audit      `yaml:"audit"`
+	Sop       Sop        `yaml:"sop"`
 	Pipelines []Pipeline `yaml:"pipelines"`
 
 	// meta records where each value came from (lines, unset ${VAR}s); nil
@@ -87,6 +88,17 @@ type Audit struct {
 	Table string `yaml:"table"`
 	// File is an optional JSONL mirror of the audit rows.
 	File string `yaml:"file"`
+}
+
+// Sop says where the team's runbooks and the records of runbook runs are
+// (docs/runbooks.md).
+type Sop struct {
+	// Dir holds runbooks (*.yaml) added to, and overriding by name, the
+	// built-in ones; relative to the config file's directory.
+	Dir string `yaml:"dir"`
+	// RunsDir is where runbook runs are recorded (default:
+	// $XDG_STATE_HOME/opctl/runs); relative to the config file's directory.
+	RunsDir string `yaml:"runs_dir"`
 }
 
 // Pipeline is one consumer's processing of one topic.
