@@ -247,10 +247,9 @@ func line(n ast.Node) int {
 
 // field is one key: value of a mapping, with the key's node for its line.
 type field struct {
-	key  string
-	kn   ast.Node
-	val  ast.Node
-	seen bool
+	key string
+	kn  ast.Node
+	val ast.Node
 }
 
 // mapping reads a mapping's keys, reporting unknown ones (with a
@@ -313,19 +312,24 @@ func (p *parse) runbook(n ast.Node) *Runbook {
 	}
 	if f := req("name"); f != nil {
 		rb.Name = p.str(f)
-		if rb.Name != "" && !nameRE.MatchString(rb.Name) {
+		if strings.TrimSpace(rb.Name) == "" {
+			p.errorf(f.kn, "name is empty: a runbook is run by its name")
+		} else if !nameRE.MatchString(rb.Name) {
 			p.errorf(f.val, "name %q: want lower case letters, digits and dashes (like %q), at most 64", rb.Name, "duplicate-effect")
 		}
 	}
 	if f := req("title"); f != nil {
 		rb.Title = p.str(f)
+		if strings.TrimSpace(rb.Title) == "" {
+			p.errorf(f.kn, "title is empty: say in a line what the runbook is for")
+		}
 	}
 	if f := fs["description"]; f != nil {
 		rb.Description = p.str(f)
 	}
 	if f := req("verdicts"); f != nil {
 		rb.Verdicts = p.verdicts(f)
-		if len(rb.Verdicts) == 0 && f.val != nil {
+		if seq, ok := f.val.(*ast.SequenceNode); f.val == nil || (ok && len(seq.Values) == 0) {
 			p.errorf(f.val, "verdicts: list at least one verdict the runbook is for")
 		}
 	}
