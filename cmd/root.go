@@ -135,6 +135,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdRepair(f, nil),
 		NewCmdAudit(f, nil),
 		NewCmdSop(f, nil),
+		NewCmdDoctor(f, nil),
 		newCmdDemo(),
 	)
 	// Added here rather than by Execute, so that it is a group like the others.
