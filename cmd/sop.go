@@ -499,10 +499,14 @@ func newSopView(opts *SopOptions) *sopView {
 	return v
 }
 
-// outcomeMark is how a step's outcome reads in a transcript.
-var outcomeMark = map[string]string{
-	sop.OutcomeOK: "ok", sop.OutcomeNothing: "nothing", sop.OutcomeSkipped: "skipped", sop.OutcomeUnexpected: "UNEXPECTED",
-	sop.OutcomeRefused: "REFUSED", sop.OutcomeFailed: "FAILED", sop.OutcomeInterrupted: "interrupted",
+// outcomeMark is how a step's outcome reads in a transcript: the ones
+// that stop a run in capitals.
+func outcomeMark(o string) string {
+	switch o {
+	case sop.OutcomeUnexpected, sop.OutcomeRefused, sop.OutcomeFailed:
+		return strings.ToUpper(o)
+	}
+	return o
 }
 
 func (v *sopView) Event(ev sop.Event) error {
@@ -510,7 +514,7 @@ func (v *sopView) Event(ev sop.Event) error {
 		return v.enc.Encode(ev)
 	}
 	w := v.opts.IO.Out
-	fmt.Fprintf(w, "step %d %s (%s): %s", ev.Index, ui.Safe(ev.Step), ev.Type, outcomeMark[ev.Outcome])
+	fmt.Fprintf(w, "step %d %s (%s): %s", ev.Index, ui.Safe(ev.Step), ev.Type, outcomeMark(ev.Outcome))
 	if ev.Detail != "" {
 		fmt.Fprintf(w, ": %s", ui.Safe(firstLine(ev.Detail)))
 	}

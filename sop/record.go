@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -66,8 +65,6 @@ type recLine struct {
 // Records is the runs directory.
 type Records struct{ Dir string }
 
-var runIDRE = regexp.MustCompile(`^r[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$`)
-
 // NewRunID is a run id: the UTC start time and 6 random hex digits.
 func NewRunID(now time.Time) string {
 	b := make([]byte, 3)
@@ -75,8 +72,24 @@ func NewRunID(now time.Time) string {
 	return "r" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
 }
 
-// ValidRunID reports whether id has the form of a run id (it names a file).
-func ValidRunID(id string) bool { return runIDRE.MatchString(id) }
+// ValidRunID reports whether id has the form of a run id (it names a
+// file): r, 8 digits, T, 6 digits, a dash and 6 lower case hex digits.
+func ValidRunID(id string) bool {
+	if len(id) != len("r20060102T150405-abcdef") || id[0] != 'r' || id[9] != 'T' || id[16] != '-' {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case i == 9 || i == 16:
+		case i < 16 && c >= '0' && c <= '9':
+		case i > 16 && (c >= '0' && c <= '9' || c >= 'a' && c <= 'f'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // DefaultRunsDir is $XDG_STATE_HOME/opctl/runs, else
 // ~/.local/state/opctl/runs.

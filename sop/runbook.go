@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,18 +150,44 @@ const MaxFileSize = 256 << 10
 // maxSteps bounds a runbook's steps.
 const maxSteps = 200
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
 // keys of a runbook and of each step type.
 var (
 	runbookKeys = []string{"name", "title", "description", "verdicts", "steps"}
 	commonKeys  = []string{"type", "name", "text"}
-	typeKeys    = map[StepType][]string{
-		StepWhere: {"expect"}, StepProbe: {"expect"}, StepVerify: {"expect"},
-		StepWait: {"for", "until", "timeout"}, StepApply: {"count"},
-		StepReconcile: {"checks", "since", "older_than"},
-	}
 )
+
+// typeKeys are the keys a step of type t has besides the common ones.
+func typeKeys(t StepType) []string {
+	switch t {
+	case StepWhere, StepProbe, StepVerify:
+		return []string{"expect"}
+	case StepWait:
+		return []string{"for", "until", "timeout"}
+	case StepApply:
+		return []string{"count"}
+	case StepReconcile:
+		return []string{"checks", "since", "older_than"}
+	}
+	return nil
+}
+
+// validName reports whether s is a runbook name: a lower case letter or
+// digit, then at most 63 lower case letters, digits, dashes or
+// underscores.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '-' || r == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Parse parses and checks one runbook file; name is the file's name in
 // messages. Every problem is reported, each with its line, as an
@@ -314,7 +339,7 @@ func (p *parse) runbook(n ast.Node) *Runbook {
 		rb.Name = p.str(f)
 		if strings.TrimSpace(rb.Name) == "" {
 			p.errorf(f.kn, "name is empty: a runbook is run by its name")
-		} else if !nameRE.MatchString(rb.Name) {
+		} else if !validName(rb.Name) {
 			p.errorf(f.val, "name %q: want lower case letters, digits and dashes (like %q), at most 64", rb.Name, "duplicate-effect")
 		}
 	}
@@ -410,7 +435,7 @@ func (p *parse) step(index int, n ast.Node) Step {
 				return true, ""
 			}
 		}
-		for _, x := range typeKeys[typ] {
+		for _, x := range typeKeys(typ) {
 			if x == k {
 				return true, ""
 			}

@@ -133,7 +133,7 @@ func TestJudge(t *testing.T) {
 		}, check: CheckGroup, status: Warn, detail: "Empty with no member"},
 		{name: "stable group", check: CheckGroup, status: Pass, detail: "Stable with 3 member(s)"},
 		{name: "wrong partitioner names the right one",
-			yaml: func(s string) string { return strings.Replace(s, "partitioner: murmur2", "partitioner: crc32", 1) },
+			yaml:  func(s string) string { return strings.Replace(s, "partitioner: murmur2", "partitioner: crc32", 1) },
 			check: CheckPartitioner, status: Fail, detail: "murmur2 matches all of them"},
 		{name: "no partitioner matches", edit: func(f *sources.DoctorFacts) {
 			pf := f.Pipelines["settlement"]
