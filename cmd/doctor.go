@@ -71,6 +71,10 @@ Kafka metadata, DescribeConfigs and DescribeGroups. Exit 3 when a check fails.`,
 // snippets, grants, server, samples), the schema check's items, the write
 // DSN's grants when it is another DSN, and the cluster's.
 func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config, ps []*config.Pipeline) (sources.DoctorFacts, error) {
+	// A MySQL that cannot be reached at all: doctor cannot run (exit 1).
+	if _, err := c.Reader.Now(ctx); err != nil {
+		return sources.DoctorFacts{}, err
+	}
 	f := c.Reader.DoctorFacts(ctx, cfg, ps)
 	if f.MySQLErr == "" {
 		var needs []schema.Need

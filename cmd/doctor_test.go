@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -151,4 +152,19 @@ func TestDoctorLab(t *testing.T) {
 			t.Errorf("a password in the output:\n%s\n%s", out, errOut)
 		}
 	})
+}
+
+// A MySQL that cannot be reached: doctor cannot run (exit 1), and says so
+// without the password.
+func TestDoctorNoMySQL(t *testing.T) {
+	dir := t.TempDir()
+	cfg := dir + "/opctl.yaml"
+	text := "mysql:\n  dsn: \"u:secret-pw@tcp(127.0.0.1:1)/pay\"\npipelines:\n  - name: p\n    topic: t\n    group: g\n    steps:\n      - name: s\n        kind: local\n        evidence: \"SELECT id FROM e WHERE biz_id = ?\"\n    idempotency: {table: ci, key: msg_id, biz_id: biz_id, action: action}\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runOpctl(t, "--config", cfg, "--timeout", "2s", "doctor")
+	if code != ExitError || !strings.Contains(errOut, "127.0.0.1:1") || strings.Contains(out+errOut, "secret-pw") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
 }
