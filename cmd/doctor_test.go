@@ -35,7 +35,7 @@ func newDoctorLab(t *testing.T, bad bool) *doctorLab {
 	if bad {
 		readGrant = "SELECT, INSERT" // a write grant on the read DSN
 	}
-	for _, u := range []struct{ name, grant string }{{l.reader, readGrant}, {l.wrtr, "SELECT, INSERT, UPDATE"}} {
+	for _, u := range []struct{ name, grant string }{{l.reader, readGrant}, {l.wrtr, "SELECT, INSERT, UPDATE, DELETE"}} {
 		db.Exec(t, fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw-%s'", u.name, u.name))
 		t.Cleanup(func() { _, _ = db.SQL.Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", u.name)) })
 		db.Exec(t, fmt.Sprintf("GRANT %s ON `%s`.* TO '%s'@'%%'", u.grant, db.Name, u.name))

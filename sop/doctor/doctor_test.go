@@ -111,7 +111,7 @@ func TestJudge(t *testing.T) {
 		{name: "table-level select is enough", edit: func(f *sources.DoctorFacts) {
 			f.ReadGrants.Lines = []string{"GRANT SELECT ON `pay`.`biz_operation` TO `ro`@`%`", "GRANT SELECT ON `pay`.`opctl_audit` TO `ro`@`%`"}
 		}, check: CheckGrants, status: Pass, detail: "can SELECT every configured table"},
-		{name: "write user lacks DELETE a reverse needs", edit: func(f *sources.DoctorFacts) {
+		{name: "write user lacks DELETE", edit: func(f *sources.DoctorFacts) {
 			f.WriteGrants.Lines = []string{"GRANT SELECT, INSERT, UPDATE ON `pay`.* TO `rw`@`%`"}
 		}, check: CheckGrants, status: Fail, detail: "lacks DELETE on pay"},
 		{name: "write user with DROP", edit: func(f *sources.DoctorFacts) {
