@@ -204,13 +204,13 @@ func (r *Runner) Resume(ctx context.Context, lib *Library, id string, o Options)
 	if h.BizID != "" {
 		st.targets = []Target{{BizID: h.BizID, Pipeline: h.Pipeline}}
 	}
+	// The lines are in the order the steps ended; a step that did not
+	// finish and was resumed appears again later. The run continues after
+	// the last step of the unbroken chain of finished steps.
 	from := 0
 	for _, l := range rec.lines {
-		if l.Event == nil || l.Event.Index != from+1 {
+		if l.Event == nil || l.Event.Index != from+1 || !finished(l.Event.Outcome) {
 			continue
-		}
-		if l.Event.Outcome != OutcomeOK && l.Event.Outcome != OutcomeNothing && l.Event.Outcome != OutcomeSkipped {
-			break
 		}
 		if l.Targets != nil {
 			st.targets = l.Targets
@@ -314,7 +314,7 @@ func (r *Runner) run(ctx context.Context, rb *Runbook, h Header, o Options, st *
 			x.ev.Outcome = OutcomeOK
 		}
 		ln := recLine{Event: &x.ev}
-		if x.ev.Outcome == OutcomeOK || x.ev.Outcome == OutcomeNothing || x.ev.Outcome == OutcomeSkipped {
+		if finished(x.ev.Outcome) {
 			ln.Targets, ln.Plans, ln.Applied = x.targets, x.plans, x.applied
 		}
 		if werr := rec.write(ln); werr != nil {
@@ -323,10 +323,11 @@ func (r *Runner) run(ctx context.Context, rb *Runbook, h Header, o Options, st *
 		if eerr := emit(x.ev); eerr != nil {
 			return stop(s, OutcomeFailed, eerr.Error(), eerr)
 		}
-		switch x.ev.Outcome {
-		case OutcomeOK, OutcomeNothing, OutcomeSkipped:
+		if finished(x.ev.Outcome) {
 			sum.Done++
 			continue
+		}
+		switch x.ev.Outcome {
 		case OutcomeUnexpected, OutcomeRefused:
 			if err == nil {
 				err = &StopError{Step: s.Name, Detail: x.ev.Detail}
@@ -336,6 +337,12 @@ func (r *Runner) run(ctx context.Context, rb *Runbook, h Header, o Options, st *
 	}
 	sum.Outcome = "done"
 	return sum, nil
+}
+
+// finished reports whether a step with outcome ended as the runbook wants:
+// the run goes on to the next step (and a resume starts after it).
+func finished(outcome string) bool {
+	return outcome == OutcomeOK || outcome == OutcomeNothing || outcome == OutcomeSkipped
 }
 
 // exec runs one step.

@@ -108,3 +108,33 @@ func TestWaitInterrupted(t *testing.T) {
 		t.Fatalf("record %+v", evs)
 	}
 }
+
+// A step that stopped the run and then finished on a resume counts as
+// finished: a second resume has nothing left to do.
+func TestResumeAfterAStop(t *testing.T) {
+	rb, err := Parse("r.yaml", []byte("name: r\ntitle: t\nverdicts: [STRANDED]\nsteps:\n  - type: where\n  - type: verify\n    expect: [COMPLETE]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := &Library{Runbooks: []*Runbook{rb}}
+	svc := &scripted{verdicts: []inspect.Code{inspect.Stranded, inspect.Stranded, inspect.Complete}}
+	r := &Runner{Service: svc, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
+	sum, err := r.Start(context.Background(), rb, Options{BizID: "o-1"})
+	var stop *StopError
+	if !errors.As(err, &stop) || sum.StoppedAt != "2-verify" || sum.Done != 1 {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	sum2, _, err := r.Resume(context.Background(), lib, sum.RunID, Options{})
+	if err != nil || sum2.Outcome != "done" || svc.n != 3 {
+		t.Fatalf("resume: %v %+v (triaged %d)", err, sum2, svc.n)
+	}
+	sum3, _, err := r.Resume(context.Background(), lib, sum.RunID, Options{})
+	if err != nil || !strings.Contains(sum3.Detail, "nothing to resume") || svc.n != 3 {
+		t.Fatalf("second resume: %v %+v (triaged %d)", err, sum3, svc.n)
+	}
+	// A run of a runbook whose steps changed does not resume.
+	rb2, _ := Parse("r.yaml", []byte("name: r\ntitle: t\nverdicts: [STRANDED]\nsteps:\n  - type: where\n  - type: verify\n    expect: [COMPLETE, WILL_REDELIVER]\n"))
+	if _, _, err := r.Resume(context.Background(), &Library{Runbooks: []*Runbook{rb2}}, sum.RunID, Options{}); err == nil || !strings.Contains(err.Error(), "changed since the run started") {
+		t.Fatalf("resume with a changed runbook: %v", err)
+	}
+}
