@@ -19,8 +19,9 @@ const DoctorSamples = 100
 // (information_schema), each configured SQL snippet prepared on the server
 // (never executed), the read user's SHOW GRANTS, the server's time zone and
 // binlog variables with SHOW BINARY LOGS, and a sample of state rows with a
-// stored partition: the DoctorSamples rows with the greatest keys (a
-// bounded walk of the key's index). Every statement is read-only; each
+// stored partition: the DoctorSamples most recent rows when an index leads
+// with updated_at or created_at, else those with the greatest keys (a
+// bounded walk of an index either way). Every statement is read-only; each
 // fact that could not be read holds why. The schema check's items and the
 // Kafka facts are filled by their own readers.
 func (r *Reader) DoctorFacts(ctx context.Context, cfg *config.Config, pipelines []*config.Pipeline) sources.DoctorFacts {
@@ -185,8 +186,8 @@ func (r *Reader) serverFacts(ctx context.Context) sources.ServerFacts {
 	return s
 }
 
-// partitionSamples reads the state rows with a stored partition that have
-// the greatest keys (at most DoctorSamples).
+// partitionSamples reads at most DoctorSamples state rows with a stored
+// partition (see DoctorFacts for which).
 func (r *Reader) partitionSamples(ctx context.Context, p *config.Pipeline) ([]sources.PartitionSample, string) {
 	st := p.State
 	if st == nil || st.Partition == "" {
@@ -197,8 +198,19 @@ func (r *Reader) partitionSamples(ctx context.Context, p *config.Pipeline) ([]so
 		msg = config.QuoteIdent(st.MsgID)
 	}
 	key, part := config.QuoteIdent(st.Key), config.QuoteIdent(st.Partition)
+	// The most recent rows when an index leads with a time column (a
+	// bounded backward walk of it), else those with the greatest keys.
+	order := key
+	if ti, err := r.TableInfo(ctx, st.Table); err == nil {
+		for _, col := range []string{st.UpdatedAt, st.CreatedAt} {
+			if _, ok := ti.IndexFor(col); col != "" && ok {
+				order = config.QuoteIdent(col)
+				break
+			}
+		}
+	}
 	q := fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s IS NOT NULL ORDER BY %s DESC LIMIT %d",
-		key, msg, part, config.QuoteIdent(st.Table), part, key, DoctorSamples)
+		key, msg, part, config.QuoteIdent(st.Table), part, order, DoctorSamples)
 	rows, err := r.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, r.queryError("sample "+st.Table, err).Error()
