@@ -311,7 +311,7 @@ func (j judge) partitioner() Result {
 func (j judge) retention() Result {
 	if j.p.Retention == "" {
 		return res(CheckRetention, Warn, "retention is not stated: doctor cannot tell whether a redelivered message can find its state and idempotency rows gone",
-			fmt.Sprintf("state retention: <how long the consumers keep state and idempotency rows> for pipeline %s (docs/design.md#retention)", j.p.Name))
+			fmt.Sprintf("add retention: <how long the consumers keep state and idempotency rows, e.g. 30d> to pipeline %s (docs/design.md#retention)", j.p.Name))
 	}
 	keep, err := sources.ParseDuration(j.p.Retention)
 	if err != nil || keep <= 0 {
