@@ -376,3 +376,56 @@ func TestSopListShow(t *testing.T) {
 		}
 	}
 }
+
+// The team's runbooks with mistakes stop every sop command with all the
+// errors, each with file:line; a good one overrides the built-in.
+func TestSopDirErrors(t *testing.T) {
+	dir := t.TempDir()
+	books := filepath.Join(dir, "runbooks")
+	if err := os.Mkdir(books, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "opctl.yaml")
+	text := "mysql:\n  dsn: \"u@tcp(127.0.0.1:1)/pay\"\nsop:\n  dir: runbooks\npipelines:\n  - name: p\n    topic: t\n    group: g\n    steps:\n      - name: s\n        kind: local\n        evidence: \"SELECT id FROM e WHERE biz_id = ?\"\n    idempotency: {table: ci, key: msg_id, biz_id: biz_id, action: action}\n"
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(books, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write("stranded.yaml", "name: stranded\ntitle: ours\nverdicts: [STRANDED]\nsteps:\n  - type: note\n    text: page payments\n")
+	code, out, errOut := runOpctl(t, "--config", cfg, "sop", "list")
+	if code != 0 || !strings.Contains(out, filepath.Join(books, "stranded.yaml")) || !strings.Contains(out, "ours") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	write("bad.yaml", "name: bad\ntitle: t\nverdicts: [NOPE]\nsteps:\n  - type: jump\n")
+	for _, args := range [][]string{{"sop", "list"}, {"sop", "run", "stranded", "--biz-id", "X", "--yes", "--reason", "r"}} {
+		code, out, errOut = runOpctl(t, append([]string{"--config", cfg}, args...)...)
+		for _, w := range []string{filepath.Join(books, "bad.yaml") + `:3: verdicts: unknown verdict "NOPE"`, filepath.Join(books, "bad.yaml") + `:5: step 1: unknown step type "jump"`} {
+			if code != ExitUsage || !strings.Contains(errOut, w) {
+				t.Errorf("%v: exit %d, stderr lacks %q:\n%s%s", args, code, w, out, errOut)
+			}
+		}
+	}
+}
+
+func TestExplainNamesTheRunbook(t *testing.T) {
+	code, out, _ := runOpctl(t, "explain", "STATE_BEHIND")
+	if code != 0 || !strings.Contains(out, "RUNBOOK\n  opctl sop run state-behind --biz-id ID") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out, _ = runOpctl(t, "explain", "STRANDED", "-o", "json")
+	var e struct {
+		Code    string `json:"code"`
+		Runbook string `json:"runbook"`
+	}
+	if err := json.Unmarshal([]byte(out), &e); code != 0 || err != nil || e.Runbook != "stranded" {
+		t.Fatalf("exit %d %v: %s", code, err, out)
+	}
+	_, out, _ = runOpctl(t, "explain", "COMPLETE", "-o", "json")
+	if strings.Contains(out, `"runbook"`) {
+		t.Fatalf("a runbook for COMPLETE: %s", out)
+	}
+}
