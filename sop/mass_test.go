@@ -125,3 +125,26 @@ func TestMassRedeliveryStages(t *testing.T) {
 		})
 	}
 }
+
+// The same through the command: opctl sop run mass-redelivery --yes on 12
+// stranded operations applies all of them in the three stages.
+func TestMassRedeliveryCommand(t *testing.T) {
+	e := strandedEnv(t, 12)
+	code, out, errOut := e.opctl("sop", "run", "mass-redelivery", "--pipeline", "settlement", "--reason", "INC-9", "--yes", "-o", "json")
+	evs, sum := events(t, out)
+	if code != 0 || sum.Outcome != "done" || len(evs) != 9 {
+		t.Fatalf("exit %d %+v\n%s\n%s", code, sum, out, errOut)
+	}
+	applied := 0
+	for _, ev := range evs {
+		if ev.Type == sop.StepApply {
+			applied += max(len(ev.PlanIDs), 1)
+		}
+	}
+	if applied != 12 || evs[8].Verdicts[inspect.WillRedeliver] != 12 {
+		t.Fatalf("applied %d; last %+v", applied, evs[8])
+	}
+	if n := e.count("SELECT COUNT(DISTINCT plan_id) FROM opctl_audit WHERE JSON_VALUE(after_image, '$.run_id') = ?", sum.RunID); n != 12 {
+		t.Fatalf("%d plans of run %s in the audit, want 12", n, sum.RunID)
+	}
+}
