@@ -463,18 +463,11 @@ func hasReview(rb *sop.Runbook) bool {
 // runbookFor is the runbook of the operation's current verdict; nil (and
 // the error to end with, nil for exit 0) when there is none.
 func runbookFor(ctx context.Context, r *sop.Runner, lib *sop.Library, opts *SopOptions) (*sop.Runbook, error) {
-	t, err := r.Service.Triage(ctx, opts.BizID, opts.Pipeline)
-	if err != nil {
-		return nil, err
-	}
-	op, err := t.One()
-	if err != nil {
-		return nil, err
+	rb, op, err := r.RunbookFor(ctx, lib, opts.BizID, opts.Pipeline)
+	if rb != nil || err != nil {
+		return rb, err
 	}
 	code := op.Report.Verdict.Code
-	if rb, ok := lib.For(code); ok {
-		return rb, nil
-	}
 	sev := inspect.SeverityOf(code)
 	fmt.Fprintf(opts.IO.ErrOut, "opctl: %s (%s) is %s (%s): no runbook is for that verdict (opctl sop list)\n", ui.Safe(opts.BizID), ui.Safe(op.Pipeline.Name), code, sev)
 	if sev == inspect.SeverityAction {

@@ -238,6 +238,22 @@ func (r *Runner) Resume(ctx context.Context, lib *Library, id string, o Options)
 	return sum, rb, err
 }
 
+// RunbookFor triages bizID and returns the runbook for its current
+// verdict (Library.For), or nil with the operation when no runbook is for
+// it (`opctl sop run` without a name).
+func (r *Runner) RunbookFor(ctx context.Context, lib *Library, bizID, pipeline string) (*Runbook, *repair.Operation, error) {
+	t, err := r.Service.Triage(ctx, bizID, pipeline)
+	if err != nil {
+		return nil, nil, err
+	}
+	op, err := t.One()
+	if err != nil {
+		return nil, nil, err
+	}
+	rb, _ := lib.For(op.Report.Verdict.Code)
+	return rb, op, nil
+}
+
 // InputError is a run that cannot start as asked (exit 2).
 type InputError struct{ Msg string }
 
