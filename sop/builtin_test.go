@@ -159,6 +159,10 @@ func TestBuiltinsRunScripted(t *testing.T) {
 			if n == 0 {
 				t.Fatalf("no audit row for plan %s", planID)
 			}
+			// opctl audit shows which run did it.
+			if _, out, _ := e.opctl("audit", "--biz-id", c.biz); !strings.Contains(out, "runbook="+c.want+" run_id="+sum.RunID) {
+				t.Fatalf("opctl audit does not name the run:\n%s", out)
+			}
 		})
 	}
 }
