@@ -81,7 +81,7 @@ func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config
 		for _, p := range ps {
 			needs = append(needs, reconcile.IndexNeeds(p)...)
 		}
-		rep, err := schema.Check(ctx, c.Reader, ps, needs, "")
+		rep, err := schema.Check(ctx, c.Reader, ps, needs, cfg.Audit.AuditTable())
 		if err != nil {
 			f.MySQLErr = err.Error()
 		} else {

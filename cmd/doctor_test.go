@@ -11,6 +11,7 @@ import (
 
 	"github.com/opctl-dev/opctl/sop/doctor"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // doctorLab is seed 000's settlement fixture on MariaDB and kfake, with a
@@ -39,6 +40,9 @@ func newDoctorLab(t *testing.T, bad bool) *doctorLab {
 		db.Exec(t, fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'pw-%s'", u.name, u.name))
 		t.Cleanup(func() { _, _ = db.SQL.Exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", u.name)) })
 		db.Exec(t, fmt.Sprintf("GRANT %s ON `%s`.* TO '%s'@'%%'", u.grant, db.Name, u.name))
+	}
+	for _, q := range schema.AuditDDL("") {
+		db.Exec(t, q)
 	}
 	db.Exec(t, "CREATE INDEX ix_ledger_created ON ledger_entry (created_at)")
 	db.Exec(t, "CREATE INDEX ix_src ON biz_operation (src_partition, src_offset)")

@@ -170,7 +170,20 @@ func (j judge) tables() Result {
 			n++
 		}
 	}
-	return res(CheckTables, Pass, fmt.Sprintf("%s exist; %d SQL snippet(s) prepare", strings.Join(found, ", "), n), "")
+	detail := fmt.Sprintf("%s exist; %d SQL snippet(s) prepare", strings.Join(found, ", "), n)
+	// The audit tables are the configuration's, not a pipeline's (the
+	// schema check reports them without one).
+	var noAudit []string
+	for _, s := range j.f.Schema {
+		if s.Pipeline == "" && s.Kind == "table" && !s.OK {
+			noAudit = append(noAudit, s.Table)
+		}
+	}
+	if len(noAudit) > 0 {
+		return res(CheckTables, Warn, detail+"; the audit tables "+strings.Join(noAudit, ", ")+" do not exist: repair apply refuses to run without them",
+			"create them once: opctl schema apply --audit")
+	}
+	return res(CheckTables, Pass, detail, "")
 }
 
 // columns: every configured column exists; a missing one is listed with

@@ -90,6 +90,9 @@ func TestJudge(t *testing.T) {
 		{name: "missing table", edit: func(f *sources.DoctorFacts) {
 			f.Schema[0].OK, f.Schema[0].Why = false, "state table"
 		}, check: CheckTables, status: Fail, detail: "missing: biz_operation (state table)"},
+		{name: "no audit tables", edit: func(f *sources.DoctorFacts) {
+			f.Schema = append(f.Schema, sources.SchemaFact{Kind: "table", Table: "opctl_audit"}, sources.SchemaFact{Kind: "table", Table: "opctl_audit_attempt"})
+		}, check: CheckTables, status: Warn, detail: "the audit tables opctl_audit, opctl_audit_attempt do not exist"},
 		{name: "snippet does not prepare", edit: func(f *sources.DoctorFacts) {
 			f.Snippets[0].Err = "Error 1146: Table 'pay.balance_journal' doesn't exist"
 		}, check: CheckTables, status: Fail, detail: "step debit evidence: Error 1146"},
