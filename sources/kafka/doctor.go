@@ -42,7 +42,7 @@ func (r *Reader) DoctorFacts(ctx context.Context, pipelines []*config.Pipeline, 
 		f.OffsetsRetentionErr = r.fail(ctx, opCtx, "find the controller", err).Error()
 	} else {
 		v, err := call(opCtx, func() (string, error) {
-			return describeConfig(b, sarama.BrokerResource, strconv.Itoa(int(b.ID())), "offsets.retention.minutes")
+			return describeConfig(b, c.Config().Version, sarama.BrokerResource, strconv.Itoa(int(b.ID())), "offsets.retention.minutes")
 		})
 		switch {
 		case err != nil:
@@ -66,7 +66,7 @@ func (r *Reader) DoctorFacts(ctx context.Context, pipelines []*config.Pipeline, 
 				pf.Partitions = n
 			}
 			if b != nil {
-				v, err := call(opCtx, func() (string, error) { return describeConfig(b, sarama.TopicResource, p.Topic, "retention.ms") })
+				v, err := call(opCtx, func() (string, error) { return describeConfig(b, c.Config().Version, sarama.TopicResource, p.Topic, "retention.ms") })
 				if err != nil {
 					pf.RetentionErr = r.fail(ctx, opCtx, "describe topic "+p.Topic+"'s retention.ms", err).Error()
 				} else if ms, perr := strconv.ParseInt(v, 10, 64); perr != nil {
@@ -93,9 +93,22 @@ func (r *Reader) DoctorFacts(ctx context.Context, pipelines []*config.Pipeline, 
 	}
 }
 
-// describeConfig reads one config of one resource from broker b.
-func describeConfig(b *sarama.Broker, typ sarama.ConfigResourceType, name, key string) (string, error) {
-	resp, err := b.DescribeConfigs(&sarama.DescribeConfigsRequest{Resources: []*sarama.ConfigResource{{Type: typ, Name: name, ConfigNames: []string{key}}}})
+// describeConfig reads one config of one resource from broker b, with the
+// request version sarama's admin client uses for the cluster version v
+// (Kafka 4 no longer answers version 0).
+func describeConfig(b *sarama.Broker, v sarama.KafkaVersion, typ sarama.ConfigResourceType, name, key string) (string, error) {
+	req := &sarama.DescribeConfigsRequest{Resources: []*sarama.ConfigResource{{Type: typ, Name: name, ConfigNames: []string{key}}}}
+	switch {
+	case v.IsAtLeast(sarama.V2_8_0_0):
+		req.Version = 4
+	case v.IsAtLeast(sarama.V2_6_0_0):
+		req.Version = 3
+	case v.IsAtLeast(sarama.V2_0_0_0):
+		req.Version = 2
+	case v.IsAtLeast(sarama.V1_1_0_0):
+		req.Version = 1
+	}
+	resp, err := b.DescribeConfigs(req)
 	if err != nil {
 		return "", err
 	}
