@@ -66,7 +66,9 @@ func (r *Reader) DoctorFacts(ctx context.Context, pipelines []*config.Pipeline, 
 				pf.Partitions = n
 			}
 			if b != nil {
-				v, err := call(opCtx, func() (string, error) { return describeConfig(b, c.Config().Version, sarama.TopicResource, p.Topic, "retention.ms") })
+				v, err := call(opCtx, func() (string, error) {
+					return describeConfig(b, c.Config().Version, sarama.TopicResource, p.Topic, "retention.ms")
+				})
 				if err != nil {
 					pf.RetentionErr = r.fail(ctx, opCtx, "describe topic "+p.Topic+"'s retention.ms", err).Error()
 				} else if ms, perr := strconv.ParseInt(v, 10, 64); perr != nil {
