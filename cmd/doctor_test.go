@@ -1,16 +1,20 @@
 package cmd
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/sop/doctor"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
@@ -170,5 +174,46 @@ func TestDoctorNoMySQL(t *testing.T) {
 	code, out, errOut := runOpctl(t, "--config", cfg, "--timeout", "2s", "doctor")
 	if code != ExitError || !strings.Contains(errOut, "127.0.0.1:1") || strings.Contains(out+errOut, "secret-pw") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestDoctorRun renders a judgement on fake facts, on a terminal (box art,
+// colour off) and piped; a value read from the database with a control
+// character is shown escaped, and a fail exits 3.
+func TestDoctorRun(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "settlement.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := sources.DoctorFacts{
+		Database: "pay",
+		Tables:   map[string]sources.TableFacts{"biz_operation": {Exists: true, Columns: []string{"biz_id", "status\x1b[31m"}}},
+		Schema: []sources.SchemaFact{{Pipeline: "settlement", Kind: "table", Table: "biz_operation", OK: true},
+			{Pipeline: "settlement", Kind: "column", Table: "biz_operation", What: "owner", Why: "state table"}},
+		ReadGrants: sources.GrantFacts{User: "ro@%", Lines: []string{"GRANT SELECT ON `pay`.* TO `ro`@`%`"}},
+		Server:     sources.ServerFacts{TimeZone: "SYSTEM", SystemTimeZone: "UTC"},
+		KafkaErr:   "kafka (brokers 127.0.0.1:9092): cannot connect",
+	}
+	for _, tty := range []bool{false, true} {
+		ios, _, out, _ := iostreams.Test()
+		ios.SetStdoutTTY(tty)
+		ios.SetNoColor(true)
+		opts := &DoctorOptions{IO: ios, Format: FormatTable, Config: func() (*config.Config, error) { return cfg, nil },
+			Facts: func() (DoctorFactsFunc, error) {
+				return func(context.Context, *config.Config, []*config.Pipeline) (sources.DoctorFacts, error) {
+					return facts, nil
+				}, nil
+			}}
+		if code := exitCode(runDoctor(context.Background(), opts), false); code != ExitAttention {
+			t.Fatalf("tty %v: exit %d, want 3", tty, code)
+		}
+		name := "doctor_fake_piped.golden"
+		if tty {
+			name = "doctor_fake_tty.golden"
+		}
+		if strings.Contains(out.String(), "\x1b[31m") {
+			t.Fatalf("a raw escape reached the terminal:\n%s", out)
+		}
+		checkGolden(t, name, out.String())
 	}
 }

@@ -170,7 +170,11 @@ func (j judge) tables() Result {
 			n++
 		}
 	}
-	detail := fmt.Sprintf("%s exist; %d SQL snippet(s) prepare", strings.Join(found, ", "), n)
+	verb := "exist"
+	if len(found) == 1 {
+		verb = "exists"
+	}
+	detail := fmt.Sprintf("%s %s; %d SQL snippet(s) prepare", strings.Join(found, ", "), verb, n)
 	// The audit tables are the configuration's, not a pipeline's (the
 	// schema check reports them without one).
 	var noAudit []string
