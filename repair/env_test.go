@@ -20,7 +20,6 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 	"github.com/opctl-dev/opctl/sources/probe"
-	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // tenv is one seed fixture on a fresh MariaDB database and a kfake cluster,
@@ -45,18 +44,7 @@ func td(parts ...string) string {
 // brokers (and vars) as its environment.
 func newTenv(t testing.TB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
 	t.Helper()
-	db := testenv.MySQL(t)
-	for _, f := range sqlFiles {
-		db.ExecFile(t, f)
-	}
-	for _, s := range schema.AuditDDL("") {
-		db.Exec(t, s)
-	}
-	tm := map[string]int32{}
-	for _, tp := range topics {
-		tm[tp] = 8
-	}
-	k := testenv.NewKafka(t, tm)
+	db, k := testenv.Seeded(t, sqlFiles, topics, 8)
 	env := map[string]string{"OPCTL_MYSQL_DSN": db.DSN, "OPCTL_BROKERS": k.Brokers[0]}
 	for k, v := range vars {
 		env[k] = v

@@ -20,7 +20,6 @@ import (
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
-	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // env is a seed fixture of testdata/ on a fresh MariaDB database and a
@@ -45,18 +44,7 @@ func td(parts ...string) string {
 // database and brokers filled in, plus extra YAML at its end.
 func newEnv(t *testing.T, cfgFile string, sqlFiles, topics []string, extra string) *env {
 	t.Helper()
-	db := testenv.MySQL(t)
-	for _, f := range sqlFiles {
-		db.ExecFile(t, f)
-	}
-	for _, s := range schema.AuditDDL("") {
-		db.Exec(t, s)
-	}
-	tm := map[string]int32{}
-	for _, tp := range topics {
-		tm[tp] = 8
-	}
-	k := testenv.NewKafka(t, tm)
+	db, k := testenv.Seeded(t, sqlFiles, topics, 8)
 	raw, err := os.ReadFile(cfgFile)
 	if err != nil {
 		t.Fatal(err)
