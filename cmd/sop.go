@@ -82,7 +82,7 @@ the one the runbook expects.`,
 		Args: noArgs,
 	}
 	list := &cobra.Command{Use: "list", Short: "List the runbooks: name, title, verdicts, source file", Args: noArgs, RunE: run("list", runSopList)}
-	show := &cobra.Command{Use: "show NAME", Short: "Show a runbook's steps", Args: exactArgs(1, "one runbook NAME"), RunE: run("show", runSopShow),
+	show := &cobra.Command{Use: "show NAME|FILE.yaml", Short: "Show a runbook's steps", Args: exactArgs(1, "one runbook NAME"), RunE: run("show", runSopShow),
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			lib, err := opts.Library()
 			if err != nil {
@@ -261,7 +261,11 @@ func runSopShow(_ context.Context, opts *SopOptions) error {
 		return err
 	}
 	rb, ok := lib.Get(opts.Name)
-	if !ok {
+	if isRunbookFile(opts.Name) {
+		if rb, err = sop.ReadFile(opts.Name); err != nil {
+			return err
+		}
+	} else if !ok {
 		return usageErrorf("no runbook %q; known: %s (opctl sop list)", opts.Name, strings.Join(lib.Names(), ", "))
 	}
 	if opts.Format != FormatTable {

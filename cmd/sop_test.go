@@ -370,6 +370,10 @@ func TestSopListShow(t *testing.T) {
 	if code := Run(context.Background(), ios, []string{"sop", "show", "mass-redelivery"}); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+	ios2, _, out2, _ := iostreams.Test()
+	if code := Run(context.Background(), ios2, []string{"sop", "show", filepath.Join("..", "sop", "runbooks", "stranded.yaml"), "-o", "json"}); code != 0 || !strings.Contains(out2.String(), `"name": "stranded"`) {
+		t.Fatalf("show FILE: exit %d\n%s", code, out2)
+	}
 	for _, w := range []string{"runs on  reconcile's targets", "4. canary (apply): apply the next 1 plan(s)", "6. stage-10 (apply): apply the next 10 plan(s)", "8. the-rest (apply): apply the plans left"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("show lacks %q:\n%s", w, out)
