@@ -20,6 +20,7 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 	"github.com/opctl-dev/opctl/sources/probe"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // tenv is one seed fixture on a fresh MariaDB database and a kfake cluster,
@@ -44,7 +45,7 @@ func td(parts ...string) string {
 // brokers (and vars) as its environment.
 func newTenv(t testing.TB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
 	t.Helper()
-	db, k := testenv.Seeded(t, sqlFiles, topics, 8)
+	db, k := testenv.Seeded(t, sqlFiles, schema.AuditDDL(""), topics, 8)
 	env := map[string]string{"OPCTL_MYSQL_DSN": db.DSN, "OPCTL_BROKERS": k.Brokers[0]}
 	for k, v := range vars {
 		env[k] = v

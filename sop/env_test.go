@@ -20,6 +20,7 @@ import (
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // env is a seed fixture of testdata/ on a fresh MariaDB database and a
@@ -44,7 +45,7 @@ func td(parts ...string) string {
 // database and brokers filled in, plus extra YAML at its end.
 func newEnv(t *testing.T, cfgFile string, sqlFiles, topics []string, extra string) *env {
 	t.Helper()
-	db, k := testenv.Seeded(t, sqlFiles, topics, 8)
+	db, k := testenv.Seeded(t, sqlFiles, schema.AuditDDL(""), topics, 8)
 	raw, err := os.ReadFile(cfgFile)
 	if err != nil {
 		t.Fatal(err)
