@@ -28,7 +28,8 @@ EXIT STATUS
   2    usage
   3    attention: a verdict or reconcile target needs action, or repair plan --from-file skipped a target
   4    not found
-  5    refused: a guard failed, the plan is stale or was changed, or the operation is in flight
+  5    refused: a guard failed, the plan is stale or was changed, the operation is in flight,
+       or a runbook step saw a verdict it does not expect
   6    partial: a source was unreachable; the verdict was computed from what was read
   130  interrupted
 `
