@@ -23,7 +23,10 @@ type DoctorFacts struct {
 	// when the write path is the read DSN).
 	ReadGrants  GrantFacts
 	WriteGrants *GrantFacts
-	Server      ServerFacts
+	// BinlogGrants are the binlog DSN user's (nil when no pipeline reads
+	// the binlog, or it is read through the read DSN).
+	BinlogGrants *GrantFacts
+	Server       ServerFacts
 
 	// KafkaErr is set when the brokers could not be used at all.
 	KafkaErr string

@@ -689,6 +689,17 @@ func (j judge) grants() Result {
 			}
 		}
 	}
+	if hasBinlogEvidence(j.p) {
+		bg := j.f.BinlogGrants
+		if bg == nil {
+			bg = &j.f.ReadGrants // the binlog is read through the read DSN
+		}
+		if lack := replicationLacks(parseGrants(bg.Lines)); bg.Err == "" && len(lack) > 0 {
+			worse(Fail)
+			problems = append(problems, fmt.Sprintf("the binlog user %s lacks %s: the binlog cannot be read as a replica", bg.User, strings.Join(lack, ", ")))
+			fix = append(fix, fmt.Sprintf("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO %s", bg.User))
+		}
+	}
 	if status == Pass {
 		detail := fmt.Sprintf("the read user %s can SELECT every configured table and has no write grant", rg.User)
 		if j.f.WriteGrants != nil {
@@ -697,6 +708,30 @@ func (j judge) grants() Result {
 		return res(CheckGrants, Pass, detail, "")
 	}
 	return res(CheckGrants, status, strings.Join(problems, "; "), strings.Join(fix, "; "))
+}
+
+// replicationLacks are the replication grants a binlog reader needs that
+// gs do not give: REPLICATION SLAVE, and REPLICATION CLIENT (MariaDB
+// 10.5+ calls it BINLOG MONITOR), globally.
+func replicationLacks(gs []grant) []string {
+	have := map[string]bool{}
+	for _, g := range gs {
+		if g.on != "*.*" {
+			continue
+		}
+		for _, p := range g.privs {
+			have[p] = true
+		}
+	}
+	all := have["ALL"] || have["ALL PRIVILEGES"]
+	var lack []string
+	if !all && !have["REPLICATION SLAVE"] && !have["REPLICATION REPLICA"] {
+		lack = append(lack, "REPLICATION SLAVE")
+	}
+	if !all && !have["REPLICATION CLIENT"] && !have["BINLOG MONITOR"] {
+		lack = append(lack, "REPLICATION CLIENT")
+	}
+	return lack
 }
 
 // tablesRead are the tables the pipeline names (the snippets' tables are

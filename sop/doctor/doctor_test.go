@@ -243,6 +243,23 @@ func TestJudgeBinlog(t *testing.T) {
 	}
 }
 
+func TestReplicationLacks(t *testing.T) {
+	for _, c := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `b`@`%`"}, ""},
+		{[]string{"GRANT BINLOG MONITOR, REPLICATION SLAVE ON *.* TO `b`@`%`"}, ""},
+		{[]string{"GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost`"}, ""},
+		{[]string{"GRANT REPLICATION SLAVE ON *.* TO `b`@`%`"}, "REPLICATION CLIENT"},
+		{[]string{"GRANT SELECT ON `pay`.* TO `b`@`%`"}, "REPLICATION SLAVE,REPLICATION CLIENT"},
+	} {
+		if got := strings.Join(replicationLacks(parseGrants(c.lines)), ","); got != c.want {
+			t.Errorf("%v: lacks %q, want %q", c.lines, got, c.want)
+		}
+	}
+}
+
 func TestParseGrants(t *testing.T) {
 	gs := parseGrants([]string{
 		"GRANT USAGE ON *.* TO `u`@`%` IDENTIFIED BY PASSWORD '*AB'",
