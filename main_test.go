@@ -50,7 +50,7 @@ func TestScripts(t *testing.T) {
 //     network client, so every verdict rule is testable without a database;
 //   - the planner and the plan file (repair/plans) likewise link no driver,
 //     no database/sql and no Kafka or HTTP client, so every rule runs on
-//     plain structs.
+//     plain structs; so does doctor's judgement (sop/doctor).
 func TestLinks(t *testing.T) {
 	pure := struct{ exact, prefixes, allowed []string }{
 		exact:    []string{"database/sql", "net/http"},
@@ -71,6 +71,8 @@ func TestLinks(t *testing.T) {
 		{pkg: "./inspect", name: "inspect", must: []string{"github.com/opctl-dev/opctl/inspect"},
 			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
 		{pkg: "./repair/plans", name: "repair/plans", must: []string{"github.com/opctl-dev/opctl/repair/plans"},
+			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
+		{pkg: "./sop/doctor", name: "sop/doctor", must: []string{"github.com/opctl-dev/opctl/sop/doctor"},
 			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

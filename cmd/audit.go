@@ -171,7 +171,7 @@ func imageSummary(raw json.RawMessage) string {
 		return ""
 	}
 	var parts []string
-	for _, k := range []string{"step", "reversed_id", "request_id", "topic", "partition", "offset", "attested", "attest", "state", "idempotency"} {
+	for _, k := range []string{"step", "reversed_id", "request_id", "topic", "partition", "offset", "attested", "attest", "state", "idempotency", "runbook", "run_id"} {
 		if v, ok := m[k]; ok {
 			text, ok := v.(string)
 			if !ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sop"
 )
 
 // ExplainOptions are the parsed arguments of `opctl explain`.
@@ -60,10 +61,11 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 	if opts.Code != "" {
 		codes = []inspect.Code{opts.Code}
 	}
-	var list []inspect.Explanation
+	var list []explained
+	lib, _ := sop.Builtins() // built in: they always parse (a test checks)
 	for _, c := range codes {
 		e, _ := inspect.Explain(c)
-		list = append(list, e)
+		list = append(list, explained{Explanation: e, Runbook: runbookOf(lib, c)})
 	}
 	if f.Globals.Output != FormatTable {
 		enc := jsonEncoder(out, f.Globals.Output)
@@ -104,8 +106,29 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 	list2("SAFE", e.Safe)
 	list2("NOT SAFE", e.Unsafe)
 	fmt.Fprintf(&b, "\n%s\n  %s\n", st.Title.Render("REPAIR"), e.Repair)
+	if e.Runbook != "" {
+		fmt.Fprintf(&b, "\n%s\n  opctl sop run %s --biz-id ID --reason TEXT (opctl sop show %s)\n", st.Title.Render("RUNBOOK"), e.Runbook, e.Runbook)
+	}
 	_, err := fmt.Fprint(out, b.String())
 	return err
+}
+
+// explained is a verdict's explanation and the built-in runbook for it.
+type explained struct {
+	inspect.Explanation
+	Runbook string `json:"runbook,omitempty"`
+}
+
+// runbookOf is the built-in runbook for one operation with verdict c
+// (docs/runbooks.md), "" when there is none.
+func runbookOf(lib *sop.Library, c inspect.Code) string {
+	if lib == nil {
+		return ""
+	}
+	if rb, ok := lib.For(c); ok {
+		return rb.Name
+	}
+	return ""
 }
 
 // verdictNames are the verdict codes in precedence order, for completion

@@ -15,6 +15,7 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
@@ -177,35 +178,11 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
 type durationFlag struct{ d time.Duration }
 
 // maxDurationDays bounds the days of a duration flag (docs/reconcile.md).
-const maxDurationDays = 100000
+const maxDurationDays = sources.MaxDurationDays
 
 // ParseDuration parses a Go duration, also accepting a leading number of
-// days ("8d", "1d12h"). The error quotes the whole input.
-func ParseDuration(s string) (time.Duration, error) {
-	bad := func() error { return fmt.Errorf("invalid duration %q (want e.g. 30s, 5m, 2h, 7d)", s) }
-	t := strings.TrimSpace(s)
-	var days time.Duration
-	if i := strings.IndexFunc(t, func(r rune) bool { return r < '0' || r > '9' }); i > 0 && t[i] == 'd' {
-		n, err := strconv.Atoi(t[:i])
-		if err != nil || n > maxDurationDays {
-			return 0, bad()
-		}
-		days = time.Duration(n) * 24 * time.Hour
-		t = t[i+1:]
-		if t == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(t)
-	if err != nil {
-		return 0, bad()
-	}
-	sum := days + d
-	if (d > 0 && sum < days) || (d < 0 && sum > days) {
-		return 0, bad() // out of range
-	}
-	return sum, nil
-}
+// days ("8d", "1d12h"): sources.ParseDuration, which runbooks use too.
+func ParseDuration(s string) (time.Duration, error) { return sources.ParseDuration(s) }
 
 // String is the value as Set takes it back: whole days as "Nd", else Go's
 // form.

@@ -134,6 +134,8 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdInit(f, nil),
 		NewCmdRepair(f, nil),
 		NewCmdAudit(f, nil),
+		NewCmdSop(f, nil),
+		NewCmdDoctor(f, nil),
 		newCmdDemo(),
 	)
 	// Added here rather than by Execute, so that it is a group like the others.

@@ -375,6 +375,7 @@ func (x *applyRun) stopAt(ctx context.Context, act plans.Action, err error) (*Re
 // never dropped.
 func (x *applyRun) record(ctx context.Context, index int, outcome string, detail map[string]any) error {
 	detail["result"] = x.res.Outcome
+	runLabels(detail, x.plan)
 	b, err := json.Marshal(detail)
 	if err != nil {
 		return fmt.Errorf("record the attempt: %w", err)
@@ -519,7 +520,20 @@ func (x *applyRun) afterImage(after map[string]any) ([]byte, error) {
 	}
 	img["plan_actions"] = len(x.plan.Actions)
 	img["plan"] = json.RawMessage(x.planBody)
+	runLabels(img, x.plan)
 	return json.Marshal(img)
+}
+
+// runLabels adds the runbook run that made the plan, when one did, to an
+// audit row's after_image or an attempt's detail (docs/runbooks.md "Run
+// records").
+func runLabels(m map[string]any, p *plans.Plan) {
+	if p.Runbook != "" {
+		m["runbook"] = p.Runbook
+	}
+	if p.RunID != "" {
+		m["run_id"] = p.RunID
+	}
 }
 
 // mirrorAction writes an audit row that took effect to the mirror; a

@@ -45,18 +45,7 @@ func td(parts ...string) string {
 // brokers (and vars) as its environment.
 func newTenv(t testing.TB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
 	t.Helper()
-	db := testenv.MySQL(t)
-	for _, f := range sqlFiles {
-		db.ExecFile(t, f)
-	}
-	for _, s := range schema.AuditDDL("") {
-		db.Exec(t, s)
-	}
-	tm := map[string]int32{}
-	for _, tp := range topics {
-		tm[tp] = 8
-	}
-	k := testenv.NewKafka(t, tm)
+	db, k := testenv.Seeded(t, sqlFiles, schema.AuditDDL(""), topics, 8)
 	env := map[string]string{"OPCTL_MYSQL_DSN": db.DSN, "OPCTL_BROKERS": k.Brokers[0]}
 	for k, v := range vars {
 		env[k] = v

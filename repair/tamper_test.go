@@ -266,6 +266,14 @@ func tamperCorpus() []tamper {
 			p.Reason = " "
 			return true
 		}},
+		{"run id without its runbook", "", func(p *plans.Plan) bool {
+			p.Runbook, p.RunID = "", "r-20260101-000000-abcdef"
+			return true
+		}},
+		{"runbook name over the limit", "", func(p *plans.Plan) bool {
+			p.Runbook, p.RunID = strings.Repeat("x", plans.MaxRunLabel+1), "r-1"
+			return true
+		}},
 		{"created_at removed", "", func(p *plans.Plan) bool {
 			p.CreatedAt = time.Time{}
 			return true

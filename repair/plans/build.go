@@ -20,6 +20,8 @@ import (
 const (
 	MaxReason   = 1024
 	MaxOperator = sources.MaxOperator
+	// MaxRunLabel bounds a plan's runbook name and run id.
+	MaxRunLabel = 128
 )
 
 // Options are the operator's choices for one plan (the flags of `opctl
@@ -44,6 +46,10 @@ type Options struct {
 	// Outcome is what a manual action attests about a step's unknown calls:
 	// applied or absent.
 	Outcome string
+	// Runbook and RunID name the runbook run that makes the plan (opctl sop
+	// run); recorded in the plan and so in its audit rows.
+	Runbook string
+	RunID   string
 	// Now is the plan's created_at (the caller's clock; zero: time.Now).
 	Now time.Time
 }
@@ -190,6 +196,10 @@ func checkOptions(o Options) error {
 		return inputErrorf("--action %q: want one of %s", o.Action, strings.Join(ActionTypeNames(), ", "))
 	case o.Outcome != "" && o.Outcome != inspect.AttestApplied && o.Outcome != inspect.AttestAbsent:
 		return inputErrorf("--outcome %q: want applied or absent", o.Outcome)
+	case len(o.Runbook) > MaxRunLabel || len(o.RunID) > MaxRunLabel:
+		return inputErrorf("runbook name and run id are at most %d bytes", MaxRunLabel)
+	case o.RunID != "" && o.Runbook == "":
+		return inputErrorf("a run id without its runbook: a plan made by a runbook run names both")
 	case o.Force && o.Action == "":
 		return inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
 	}
@@ -307,6 +317,7 @@ func (pl *planner) seal() (*Plan, error) {
 	if pl.hasManual() {
 		plan.Attest = o.Attest
 	}
+	plan.Runbook, plan.RunID = o.Runbook, o.RunID
 	if err := plan.Seal(); err != nil {
 		return nil, err
 	}

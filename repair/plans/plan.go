@@ -100,6 +100,10 @@ type Plan struct {
 	Forced bool `json:"forced,omitempty"`
 	// Attest is the operator's statement for manual actions (--attest).
 	Attest string `json:"attest,omitempty"`
+	// Runbook and RunID name the runbook run (opctl sop run) that made the
+	// plan, when one did (docs/runbooks.md "Run records").
+	Runbook string `json:"runbook,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
 	// Request is what the operator asked for besides the reason: apply
 	// rebuilds the actions from it, Observed and the configuration.
 	Request Request `json:"request"`

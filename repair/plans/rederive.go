@@ -12,8 +12,8 @@ import (
 )
 
 // Rederive rebuilds a plan from the configuration and what the plan
-// records — its Observed, its Request, reason, operator, attestation and
-// created_at — and refuses it, as a *RefusedError with code tampered, when
+// records — its Observed, its Request, reason, operator, attestation,
+// runbook run and created_at — and refuses it, as a *RefusedError with code tampered, when
 // the rebuilt plan is not the recorded one (docs/repair.md "Integrity").
 // The sha256 id only catches accidents: a plan whose statements, bound
 // values, guards, topic, partition, key, headers or list of actions were
@@ -40,7 +40,8 @@ func Rederive(cfg *config.Config, p *Plan) (err error) {
 		}
 	}()
 	o := Options{Reason: p.Reason, Operator: p.Operator, Action: p.Request.Action, FromStep: p.Request.FromStep,
-		Force: p.Request.Force, Attest: p.Attest, Outcome: p.Request.Outcome, Now: p.CreatedAt}
+		Force: p.Request.Force, Attest: p.Attest, Outcome: p.Request.Outcome, Now: p.CreatedAt,
+		Runbook: p.Runbook, RunID: p.RunID}
 	if err := checkOptions(o); err != nil {
 		return &RefusedError{Code: CodeTampered, Detail: "the plan records options no plan is made with: " + err.Error()}
 	}

@@ -126,3 +126,8 @@ func quoteList(vals []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// DidYouMean is ` (did you mean "x"?)` for the candidate closest to word
+// (a case-insensitive match, else one within edit distance 2), or "":
+// the suggestion of every opctl file error (config and runbooks).
+func DidYouMean(word string, candidates []string) string { return didYouMean(word, candidates) }

@@ -1102,3 +1102,8 @@ func (x *aliasCount) size(n ast.Node) int {
 	}
 	return 1
 }
+
+// NestingLine is the line where data, a YAML file, first nests deeper than
+// MaxNesting levels, or 0: a file opctl refuses without parsing it (see
+// nesting). Runbook files are checked with it too.
+func NestingLine(data []byte) int { return nesting(data, MaxNesting) }

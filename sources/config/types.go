@@ -18,6 +18,7 @@ type Config struct {
 	MySQL     MySQL      `yaml:"mysql"`
 	Kafka     Kafka      `yaml:"kafka"`
 	Audit     Audit      `yaml:"audit"`
+	Sop       Sop        `yaml:"sop"`
 	Pipelines []Pipeline `yaml:"pipelines"`
 
 	// meta records where each value came from (lines, unset ${VAR}s); nil
@@ -89,6 +90,17 @@ type Audit struct {
 	File string `yaml:"file"`
 }
 
+// Sop says where the team's runbooks and the records of runbook runs are
+// (docs/runbooks.md).
+type Sop struct {
+	// Dir holds runbooks (*.yaml) added to, and overriding by name, the
+	// built-in ones; relative to the config file's directory.
+	Dir string `yaml:"dir"`
+	// RunsDir is where runbook runs are recorded (default:
+	// $XDG_STATE_HOME/opctl/runs); relative to the config file's directory.
+	RunsDir string `yaml:"runs_dir"`
+}
+
 // Pipeline is one consumer's processing of one topic.
 type Pipeline struct {
 	Name         string `yaml:"name"`
@@ -98,6 +110,10 @@ type Pipeline struct {
 	MessageKey   string `yaml:"message_key"`   // template, e.g. "{biz_id}"
 	RedriveTopic string `yaml:"redrive_topic"` // defaults to Topic
 	OffsetReset  string `yaml:"offset_reset"`  // latest (default) | earliest
+	// Retention is how long the consumers keep state and idempotency rows
+	// ("30d"); opctl doctor compares it with the topic's retention.ms and
+	// the broker's offsets.retention.minutes (docs/doctor.md).
+	Retention string `yaml:"retention" json:",omitempty"`
 
 	// State is the per-operation anchor row. It is optional: a consumer that
 	// only records idempotency decisions (seed 003) has none.
@@ -191,6 +207,17 @@ type Entity struct {
 	Lifecycle  []string `yaml:"lifecycle"`
 	Cancels    []string `yaml:"cancels"`
 	EffectStep string   `yaml:"effect_step"`
+}
+
+// Stated reports whether the file gave the value at path (a value path
+// such as "pipelines[0].offset_reset"), rather than a default filling it.
+// A Config built in code states nothing.
+func (c *Config) Stated(path string) bool {
+	if c.meta == nil {
+		return false
+	}
+	_, ok := c.meta.lines[path]
+	return ok
 }
 
 // Pipeline returns the pipeline with the given name, or nil.

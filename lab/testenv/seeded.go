@@ -1,0 +1,24 @@
+package testenv
+
+import "testing"
+
+// Seeded is a fresh database (MySQL) with sqlFiles loaded and then stmts
+// run (the repair and runbook tests pass opctl's audit DDL,
+// sources/schema.AuditDDL: testenv itself must not import it, the driver's
+// own tests use testenv), and a kfake cluster (NewKafka) whose topics have
+// parts partitions each.
+func Seeded(t testing.TB, sqlFiles, stmts, topics []string, parts int32) (*DB, *Kafka) {
+	t.Helper()
+	db := MySQL(t)
+	for _, f := range sqlFiles {
+		db.ExecFile(t, f)
+	}
+	for _, s := range stmts {
+		db.Exec(t, s)
+	}
+	tm := map[string]int32{}
+	for _, tp := range topics {
+		tm[tp] = parts
+	}
+	return db, NewKafka(t, tm)
+}
