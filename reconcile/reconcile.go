@@ -205,6 +205,18 @@ type Summary struct {
 	// DBNow is the database clock the bounds were computed from.
 	DBNow   time.Time `json:"db_now"`
 	Seconds float64   `json:"seconds"`
+	// Lag is each selected pipeline's consumer-group lag, as read at the
+	// start of the run; a pipeline whose group could not be read has none.
+	Lag []PipelineLag `json:"lag,omitempty"`
+}
+
+// PipelineLag is a pipeline's consumer group's total lag on its topic
+// (inspect.GroupLag, docs/reconcile.md).
+type PipelineLag struct {
+	Pipeline string `json:"pipeline"`
+	Topic    string `json:"topic"`
+	Group    string `json:"group"`
+	GroupLag int64  `json:"group_lag"`
 }
 
 // ExitCode is the exit status of a finished run (docs/exit-codes.md):
@@ -604,6 +616,11 @@ func (r *run) summary() *Summary {
 			s.Refused = true
 		}
 		s.Checks = append(s.Checks, st)
+	}
+	for _, p := range r.o.Pipelines {
+		if g, ok := r.kafka.views[groupKey(p.Topic, p.Group)]; ok && g.err == nil && len(g.view.Partitions) > 0 {
+			s.Lag = append(s.Lag, PipelineLag{Pipeline: p.Name, Topic: p.Topic, Group: p.Group, GroupLag: inspect.GroupLag(g.view)})
+		}
 	}
 	why := map[string]bool{}
 	for _, g := range r.kafka.views {
