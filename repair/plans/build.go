@@ -20,6 +20,8 @@ import (
 const (
 	MaxReason   = 1024
 	MaxOperator = sources.MaxOperator
+	// MaxIncident bounds an incident name (opctl tui --incident).
+	MaxIncident = 128
 )
 
 // Options are the operator's choices for one plan (the flags of `opctl
@@ -44,6 +46,9 @@ type Options struct {
 	// Outcome is what a manual action attests about a step's unknown calls:
 	// applied or absent.
 	Outcome string
+	// Incident names the incident the plan is made in (opctl tui
+	// --incident); recorded in the plan and its audit rows.
+	Incident string
 	// Now is the plan's created_at (the caller's clock; zero: time.Now).
 	Now time.Time
 }
@@ -192,6 +197,10 @@ func checkOptions(o Options) error {
 		return inputErrorf("--outcome %q: want applied or absent", o.Outcome)
 	case o.Force && o.Action == "":
 		return inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
+	case len(o.Incident) > MaxIncident:
+		return inputErrorf("--incident is %d bytes; at most %d", len(o.Incident), MaxIncident)
+	case Shown(o.Incident) != o.Incident:
+		return inputErrorf("--incident %s: an incident name holds printable characters only", Shown(o.Incident))
 	}
 	return nil
 }
@@ -307,6 +316,7 @@ func (pl *planner) seal() (*Plan, error) {
 	if pl.hasManual() {
 		plan.Attest = o.Attest
 	}
+	plan.Incident = o.Incident
 	if err := plan.Seal(); err != nil {
 		return nil, err
 	}

@@ -100,6 +100,8 @@ type Plan struct {
 	Forced bool `json:"forced,omitempty"`
 	// Attest is the operator's statement for manual actions (--attest).
 	Attest string `json:"attest,omitempty"`
+	// Incident names the incident the plan was made in (opctl tui --incident).
+	Incident string `json:"incident,omitempty"`
 	// Request is what the operator asked for besides the reason: apply
 	// rebuilds the actions from it, Observed and the configuration.
 	Request Request `json:"request"`

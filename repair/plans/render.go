@@ -64,6 +64,9 @@ func Render(w io.Writer, p *Plan, o RenderOptions) error {
 	if p.Attest != "" {
 		row("attest", fmt.Sprintf("%q", p.Attest))
 	}
+	if p.Incident != "" {
+		row("incident", Shown(p.Incident))
+	}
 	n := len(p.Actions)
 	fmt.Fprintf(&b, "\nopctl will perform %d action%s; apply re-checks each one's guards first:\n", n, plural(n))
 	for _, a := range p.Actions {
