@@ -134,6 +134,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdInit(f, nil),
 		NewCmdRepair(f, nil),
 		NewCmdAudit(f, nil),
+		NewCmdTUI(f, nil),
 		newCmdDemo(),
 	)
 	// Added here rather than by Execute, so that it is a group like the others.

@@ -138,6 +138,22 @@ type Result struct {
 	// whatever its verdict (docs/reconcile.md#targets): a Result is a
 	// target when it is "action".
 	Severity inspect.Severity `json:"severity"`
+	// Seen is what the incident console lists beside the target (not
+	// part of a targets line).
+	Seen Seen `json:"-"`
+}
+
+// Seen is where a triaged candidate stands, as its report shows it.
+type Seen struct {
+	// UpdatedAt is the state row's updated_at and DBNow the database clock
+	// of the triage (their difference is the operation's age); nil when
+	// not read.
+	UpdatedAt, DBNow *time.Time
+	// Partition and Offset are the message's position; nil when unknown.
+	Partition *int32
+	Offset    *int64
+	// Owner is the state row's owner ("" for none).
+	Owner string
 }
 
 // IsTarget reports whether the candidate's verdict calls for action.
@@ -569,7 +585,8 @@ func (r *run) triage(out chan<- Result) {
 func resultOf(cs *checkState, rep inspect.Report) Result {
 	res := Result{Target: Target{BizID: rep.BizID, Pipeline: rep.Pipeline, Check: cs.check,
 		Verdict: rep.Verdict.Code, Detail: rep.Verdict.Summary, Partial: rep.Partial},
-		Severity: rep.Verdict.Severity}
+		Severity: rep.Verdict.Severity,
+		Seen:     Seen{UpdatedAt: rep.State.UpdatedAt, DBNow: rep.DBNow, Partition: rep.Kafka.Partition, Offset: rep.Kafka.Offset, Owner: rep.State.Owner}}
 	steps := map[string]bool{}
 	for _, f := range rep.Findings {
 		if f.Code == rep.Verdict.Code && f.Step != "" {

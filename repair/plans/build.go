@@ -197,10 +197,18 @@ func checkOptions(o Options) error {
 		return inputErrorf("--outcome %q: want applied or absent", o.Outcome)
 	case o.Force && o.Action == "":
 		return inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
-	case len(o.Incident) > MaxIncident:
-		return inputErrorf("--incident is %d bytes; at most %d", len(o.Incident), MaxIncident)
-	case Shown(o.Incident) != o.Incident:
-		return inputErrorf("--incident %s: an incident name holds printable characters only", Shown(o.Incident))
+	}
+	return CheckIncident(o.Incident)
+}
+
+// CheckIncident refuses an incident name a plan cannot carry: over
+// MaxIncident bytes, or one a terminal could not show as it is (Shown).
+func CheckIncident(s string) error {
+	switch {
+	case len(s) > MaxIncident:
+		return inputErrorf("--incident is %d bytes; at most %d", len(s), MaxIncident)
+	case Shown(s) != s:
+		return inputErrorf("--incident %s: an incident name holds printable characters only", Shown(s))
 	}
 	return nil
 }
