@@ -132,7 +132,7 @@ func New(ctx context.Context, o Options, st Styles) Model {
 		keys = *o.Keys
 	}
 	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24,
-		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(80, 18)}
+		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(80, 18), refreshing: true}
 	m.line = textinput.New()
 	m.line.Prompt = ""
 	m.line.CharLimit = sources.MaxBizID
@@ -149,7 +149,7 @@ func New(ctx context.Context, o Options, st Styles) Model {
 // Init starts the first refresh (and the detail asked for on the command
 // line) and the spinner.
 func (m Model) Init() tea.Cmd {
-	cmds := []tea.Cmd{m.refreshCmd(m.gen), m.spin.Tick}
+	cmds := []tea.Cmd{m.reconcileCmd(m.gen), m.spin.Tick}
 	if m.detail != nil {
 		cmds = append(cmds, m.whereCmd(m.detail.bizID, m.detail.pipeline))
 	}
@@ -224,7 +224,10 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 		return m.startRefresh()
 	case refreshMsg:
-		return m.refreshed_(msg), nil
+		if msg.gen != m.gen {
+			return m, nil // a refresh that an 'r' overtook
+		}
+		return m.refreshed_(msg), m.tickCmd(msg.gen)
 	case whereMsg:
 		return m.whereDone(msg), nil
 	case planMsg:
@@ -247,13 +250,10 @@ func (m Model) startRefresh() (Model, tea.Cmd) {
 	}
 	m.refreshing = true
 	m.gen++
-	return m, m.refreshCmd(m.gen)
+	return m, m.reconcileCmd(m.gen)
 }
 
 func (m Model) refreshed_(msg refreshMsg) Model {
-	if msg.gen != m.gen {
-		return m
-	}
 	m.refreshing = false
 	m.refreshed = m.opts.Now()
 	m.listErr = ""
@@ -285,10 +285,9 @@ func (m Model) refreshed_(msg refreshMsg) Model {
 	return m
 }
 
-// refreshDone is what ends a refresh: its answer, then the tick that
-// starts the next one after opts.Refresh.
-func (m Model) refreshCmd(gen int) tea.Cmd {
-	return tea.Sequence(m.reconcileCmd(gen), tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{gen: gen} }))
+// tickCmd starts the next refresh opts.Refresh after one ended.
+func (m Model) tickCmd(gen int) tea.Cmd {
+	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{gen: gen} })
 }
 
 func (m Model) refilter() Model {
@@ -693,9 +692,9 @@ func (m Model) applyBlocked() string {
 	d := m.detail
 	switch {
 	case m.opts.ReadOnly:
-		return "apply is disabled: the console runs with --readonly"
+		return "apply disabled: the console runs with --readonly"
 	case d == nil || d.op == nil:
-		return "apply is disabled: the operation could not be read"
+		return "apply disabled: the operation could not be read"
 	}
 	r := d.op.Report
 	switch {
@@ -708,17 +707,15 @@ func (m Model) applyBlocked() string {
 		if r.State.LeaseUntil != nil {
 			until = " until " + r.State.LeaseUntil.UTC().Format("15:04:05.000")
 		}
-		return fmt.Sprintf("apply is disabled: %s holds a live lease%s (IN_FLIGHT); wait for it to expire", owner, until)
+		return fmt.Sprintf("apply disabled: %s holds a live lease%s (IN_FLIGHT)", owner, until)
+	case d.needAttest && d.attest == "" && d.needOutcome:
+		return "apply disabled: needs an attestation and the outcome (applied|absent): press t"
 	case d.needAttest && d.attest == "":
-		what := "an attestation of what was done by hand"
-		if d.needOutcome {
-			what = "an attestation and the downstream's outcome (applied|absent)"
-		}
-		return "apply is disabled: the plan needs " + what + ": press t to enter it"
+		return "apply disabled: the plan has a manual action: press t to attest what was done"
 	case d.plan == nil && d.planErr != "":
-		return "apply is disabled: no plan: " + d.planErr
+		return "apply disabled: no plan: " + d.planErr
 	case d.plan == nil:
-		return "apply is disabled: press p to build and review the plan first"
+		return "apply disabled: press p to build and review the plan first"
 	}
 	return ""
 }

@@ -119,13 +119,16 @@ type columns struct{ id, pipeline, verdict, step, age, pos, owner int }
 
 func (m Model) columns() columns {
 	c := columns{verdict: 20, age: 5, pos: 11}
+	if m.width < 100 {
+		c.verdict, c.age = 17, 4 // COMPLETE_UNCOMMITTED is cut, every other verdict fits
+	}
 	rest := m.width - c.verdict - c.age - c.pos - 7 // one space between columns, a margin of one
 	if rest < 24 {
 		rest = 24
 	}
-	c.id = rest * 36 / 100
-	c.pipeline = rest * 24 / 100
-	c.step = rest * 18 / 100
+	c.id = rest * 34 / 100
+	c.pipeline = rest * 30 / 100
+	c.step = rest * 16 / 100
 	c.owner = rest - c.id - c.pipeline - c.step
 	return c
 }
@@ -334,8 +337,11 @@ func (m Model) detailView() []string {
 		status = m.st.Status.Render(status)
 	}
 	hints := "p plan · d dry run · a apply · t attest · A audit · r re-read · ↑↓ scroll · esc back · ? help"
-	if why := m.applyBlocked(); why != "" && m.opts.ReadOnly {
-		hints = "READONLY · p plan · d dry run · A audit · r re-read · ↑↓ scroll · esc back · ? help"
+	if m.width < 100 {
+		hints = "p plan  d dry-run  a apply  t attest  A audit  r re-read  esc back  ? help"
+	}
+	if m.opts.ReadOnly {
+		hints = "READONLY  " + strings.Replace(strings.Replace(hints, "a apply · ", "", 1), "a apply  ", "", 1)
 	}
 	return append(append(head, body...), status, m.bottomLine(hints))
 }
@@ -544,6 +550,7 @@ func (m Model) kafkaPanel(b *strings.Builder, k inspect.KafkaView) {
 	m.section(b, title)
 	if k.LogStart != nil && k.LogEnd != nil {
 		b.WriteString("  " + kafkaBar(*k.LogStart, *k.LogEnd, k.Committed, k.Offset, m.width-8) + "\n")
+		b.WriteString("  " + m.st.Dim.Render("[ log start · C committed · M message · * both · ] log end") + "\n")
 	}
 	val := func(p *int64) string {
 		if p == nil {
