@@ -1,17 +1,15 @@
 package tui
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
 )
 
@@ -102,25 +100,13 @@ func BenchmarkRSS(b *testing.B) {
 	b.ReportMetric(float64(vmHWM(b))/1024, "VmHWM-MB")
 }
 
-// vmHWM is the process's peak RSS in KiB (/proc/self/status).
+// vmHWM is the process's peak RSS in KiB.
 func vmHWM(tb testing.TB) int {
-	f, err := os.Open("/proc/self/status")
+	kib, err := testenv.PeakRSS(os.Getpid())
 	if err != nil {
-		tb.Skipf("no /proc/self/status: %v", err)
+		tb.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			n, err := strconv.Atoi(strings.Fields(rest)[0])
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	tb.Fatal("no VmHWM in /proc/self/status")
-	return 0
+	return kib
 }
 
 // TestRefreshDoesNotBlockKeys: while a refresh is stuck (a reconcile that
