@@ -9,7 +9,6 @@ package tui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -80,13 +79,15 @@ const (
 // *sources.InternalError.
 func Run(ctx context.Context, in io.Reader, out io.Writer, o Options) error {
 	m := New(ctx, o, NewStyles(out, o.Color))
-	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
+	// Signals are ctx's (cmd.Main: SIGINT, SIGTERM, SIGHUP), not the
+	// program's own handler: one way to end, and the exit status says so.
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen(), tea.WithoutSignalHandler())
 	final, err := p.Run()
 	if fm, ok := final.(Model); ok && fm.crash != nil {
 		return fm.crash
 	}
-	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
-		return ctx.Err()
+	if ctx.Err() != nil {
+		return ctx.Err() // SIGTERM or SIGHUP (cmd.Main's context): the terminal is restored
 	}
 	if err != nil {
 		return fmt.Errorf("the console stopped: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,6 +147,19 @@ func TestConsoleUnderTmux(t *testing.T) {
 	p.waitFor("AUDIT  PAY-D-1", "reverse", "INC-TMUX double debit")
 	p.keys("q")
 	p.waitFor("CONSOLE-EXITED-0")
+
+	// SIGTERM: the console ends, the terminal restored (the shell's line
+	// is on the normal screen), exit 130.
+	p.tmux("new-window", "-t", "console", shell)
+	p.waitFor("opctl tui · every pipeline", "read ")
+	pid := consolePID(t, p)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s = p.waitFor("CONSOLE-EXITED-130")
+	if strings.Contains(s, "opctl tui · every pipeline") {
+		t.Fatalf("the console's screen is still shown after SIGTERM:\n%s", s)
+	}
 }
 
 func count(t *testing.T, env *lab.Env, q string) int {
@@ -157,9 +171,8 @@ func count(t *testing.T, env *lab.Env, q string) int {
 	return n
 }
 
-// consoleRSS is the peak RSS (VmHWM, KiB) of the opctl process in the
-// pane: the shell's child.
-func consoleRSS(t *testing.T, p *tmuxPane) int {
+// consolePID is the opctl process in the pane: the shell's child.
+func consolePID(t *testing.T, p *tmuxPane) int {
 	t.Helper()
 	shell := strings.TrimSpace(p.tmux("list-panes", "-t", "console", "-F", "#{pane_pid}"))
 	kids, err := os.ReadFile("/proc/" + shell + "/task/" + shell + "/children")
@@ -174,7 +187,13 @@ func consoleRSS(t *testing.T, p *tmuxPane) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kib, err := testenv.PeakRSS(pid)
+	return pid
+}
+
+// consoleRSS is the peak RSS (VmHWM, KiB) of the opctl process in the pane.
+func consoleRSS(t *testing.T, p *tmuxPane) int {
+	t.Helper()
+	kib, err := testenv.PeakRSS(consolePID(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
