@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -291,7 +292,7 @@ func (m Model) tickCmd(gen int) tea.Cmd {
 }
 
 func (m Model) refilter() Model {
-	m.visible = filterItems(m.items, m.filter, m.visible)
+	m.visible = filterItems(m.items, m.filter, make([]int, 0, len(m.items)))
 	return m.clampCursor()
 }
 
@@ -529,6 +530,7 @@ func (m Model) listKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		return m, textinput.Blink
 	case key.Matches(k, m.keys.Sort):
 		m.sortCol = (m.sortCol + 1) % numColumns
+		m.items = slices.Clone(m.items) // the previous model's list stays as it was
 		sortItems(m.items, m.sortCol, m.ranks)
 		m = m.refilter()
 		m.status = "sorted by " + m.sortCol.String()

@@ -346,3 +346,19 @@ func TestPanicQuitsCleanly(t *testing.T) {
 		t.Fatalf("crash %v", next.(Model).crash)
 	}
 }
+
+// Update is pure: the model a key was given is left as it was.
+func TestUpdateLeavesTheOldModel(t *testing.T) {
+	for _, k := range []tea.KeyMsg{keyRunes("s"), keyRunes("j"), keyRunes("/")} {
+		t.Run(k.String(), func(t *testing.T) {
+			f := newFake(t)
+			m := newModel(t, f, f.options(), 120, 40)
+			before := m.View()
+			sel, first := m.selected(), m.items[0].BizID
+			_, _ = m.Update(k)
+			if m.View() != before || m.selected() != sel || m.items[0].BizID != first {
+				t.Fatalf("the old model changed after %q", k.String())
+			}
+		})
+	}
+}
