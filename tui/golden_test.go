@@ -37,7 +37,7 @@ func TestGolden(t *testing.T) {
 		{"plan", []stepT{open, plan}},
 		{"dryrun", []stepT{open, plan, {[]any{"d"}, "would apply"}}},
 		{"confirm", []stepT{open, plan, confirm}},
-		{"after-apply", []stepT{open, plan, confirm, {[]any{"PAY-1", keyEnter, " double debit", keyEnter}, "NOW"}}},
+		{"after-apply", []stepT{open, plan, confirm, {[]any{"PAY-1", keyEnter, " double debit", keyEnter}, "NOW  COMPLETE"}}},
 		{"help", []stepT{{[]any{"?"}, "any key closes"}}},
 		{"attest", []stepT{{[]any{"jj", keyEnter}, "STEPS"}, {[]any{"p"}, "no plan:"}, {[]any{"t"}, "ATTEST"}}},
 	}

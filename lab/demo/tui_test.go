@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab"
 	"github.com/opctl-dev/opctl/lab/testenv"
 )
@@ -198,4 +199,24 @@ func consoleRSS(t *testing.T, p *tmuxPane) int {
 		t.Fatal(err)
 	}
 	return kib
+}
+
+// TestDemoTUI: --tui is for a person (not with -o json), and it runs
+// opctl tui itself, after the triage: without a terminal the console says
+// so and the demo fails with its status.
+func TestDemoTUI(t *testing.T) {
+	ios, _, out, errOut := iostreams.Test()
+	if code := run(context.Background(), ios, []string{"--tui", "-o", "json"}); code != 2 || !strings.Contains(errOut.String(), "--tui and -o") {
+		t.Fatalf("--tui -o json: exit %d, stderr %q", code, errOut)
+	}
+	testenv.MySQL(t) // MariaDB is reachable (or the test skips loudly; in CI it fails)
+	ios, _, out, errOut = iostreams.Test()
+	code := run(context.Background(), ios, []string{"--tui", "--mysql-dsn", testenv.RootDSN(), "--scenario", "settlement-double-debit"})
+	if code != 1 || !strings.Contains(errOut.String(), "opctl tui needs a terminal") || !strings.Contains(errOut.String(), "the console exited with status 2") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	// The triage was shown first, and nothing was repaired (the console repairs).
+	if !strings.Contains(out.String(), "PAY-D-1") || strings.Contains(out.String(), "REPAIRS") {
+		t.Fatalf("stdout:\n%s", out)
+	}
 }
