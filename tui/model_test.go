@@ -362,3 +362,31 @@ func TestUpdateLeavesTheOldModel(t *testing.T) {
 		})
 	}
 }
+
+// pick: the one pipeline that knows the id; of several, the first and the
+// others named; of none, the first (its NOT_FOUND).
+func TestPick(t *testing.T) {
+	f := newFake(t)
+	known, unknown := f.op("PAY-1"), f.op("NOPE")
+	other := known
+	p2 := *known.Pipeline
+	p2.Name = "settlement_b"
+	other.Pipeline = &p2
+	for _, tc := range []struct {
+		name   string
+		ops    []repair.Operation
+		want   inspect.Code
+		others string
+	}{
+		{"one knows it", []repair.Operation{unknown, known}, inspect.DuplicateEffect, ""},
+		{"two know it", []repair.Operation{known, other}, inspect.DuplicateEffect, "settlement_b"},
+		{"none knows it", []repair.Operation{unknown, unknown}, inspect.NotFound, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op, others := pick(&repair.Triage{BizID: "PAY-1", Ops: tc.ops})
+			if op.Report.Verdict.Code != tc.want || strings.Join(others, ",") != tc.others {
+				t.Fatalf("picked %s, others %v", op.Report.Verdict.Code, others)
+			}
+		})
+	}
+}

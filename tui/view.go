@@ -434,7 +434,7 @@ func (m Model) reportBody(b *strings.Builder, d *detail) {
 	}
 	r := d.op.Report
 	if len(d.others) > 0 {
-		b.WriteString(m.st.Watch.Render("also known to pipeline(s) "+shownJoin(d.others)+": : "+shown(r.BizID)+" with opctl tui --pipeline") + "\n")
+		b.WriteString(m.st.Watch.Render("also known to pipeline(s) "+shownJoin(d.others)+": to see it there, run opctl tui --pipeline NAME and go to the id") + "\n")
 	}
 	if r.Partial {
 		var why []string
