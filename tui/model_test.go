@@ -306,7 +306,11 @@ func TestStatusLine(t *testing.T) {
 	if v := m.View(); !strings.Contains(v, "settlement/orphans refused: would need a full scan of ledger_entry") {
 		t.Fatalf("no refused check in the status line:\n%s", v)
 	}
+	// The first refresh fails: the header says the list was not read.
 	f.failReconcile = errBoom
+	if v := newModel(t, f, f.options(), 120, 40).View(); !strings.Contains(v, "0 operation(s) · not read: see the status line") {
+		t.Fatalf("first refresh failed:\n%s", v)
+	}
 	m = press(t, m, keyRunes("r"))
 	if v := m.View(); len(m.items) != 4 || !strings.Contains(v, "refresh failed: dial tcp 127.0.0.1:3306") {
 		t.Fatalf("items %d\n%s", len(m.items), v)

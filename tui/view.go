@@ -105,13 +105,15 @@ func (m Model) counts() string {
 	if m.filter != "" {
 		head += fmt.Sprintf(", %d match /%s", len(m.visible), shown(m.filter))
 	}
-	if len(parts) == 0 {
-		if m.summary == nil && m.listErr == "" {
-			return head + " · reading…"
-		}
-		return head + " · nothing to act on or watch"
+	switch {
+	case len(parts) > 0:
+		return head + " · " + strings.Join(parts, "  ")
+	case m.summary == nil && m.listErr != "":
+		return head + " · not read: see the status line"
+	case m.summary == nil:
+		return head + " · reading…"
 	}
-	return head + " · " + strings.Join(parts, "  ")
+	return head + " · nothing to act on or watch"
 }
 
 // columns are the list's column widths for the window's width.
