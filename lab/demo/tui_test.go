@@ -83,7 +83,7 @@ func TestConsoleUnderTmux(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	scenarios, err := lab.Select([]string{"settlement-double-debit", "stranded-early-commit"})
+	scenarios, err := lab.Select([]string{"settlement-double-debit", "stranded-early-commit", "unknown-outcome", "in-flight-lease"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,9 +143,50 @@ func TestConsoleUnderTmux(t *testing.T) {
 		t.Errorf("%d tagged dry_run attempts, want 1", n)
 	}
 
-	// A and q: the audit, then the console quits and the shell is back.
+	// A: the audit of the operation.
 	p.keys("A")
 	p.waitFor("AUDIT  PAY-D-1", "reverse", "INC-TMUX double debit")
+
+	// A live lease disables apply, and says why.
+	p.keys(":")
+	p.waitFor("go to biz_id:")
+	p.text("F-L-1")
+	p.keys("Enter")
+	p.waitFor("F-L-1  fulfilment_anchored  IN_FLIGHT (watch)")
+	p.keys("a")
+	p.waitFor("apply disabled: ", "holds a live lease until")
+
+	// An unknown outcome with no probe: the plan needs the downstream's
+	// answer; t enters it, then the plan is made and applied.
+	p.keys(":")
+	p.waitFor("go to biz_id:")
+	p.text("F-U-1")
+	p.keys("Enter")
+	p.waitFor("F-U-1  fulfilment_anchored  UNKNOWN_OUTCOME (action)", "? UNKNOWN")
+	p.keys("p")
+	p.waitFor("no plan: ", "Press t to enter the attestation")
+	p.keys("a")
+	p.waitFor("apply disabled: needs an attestation and the outcome")
+	p.keys("t")
+	p.waitFor("ATTEST", "outcome (applied|absent):")
+	p.text("logistics team: shipment exists")
+	p.keys("Enter")
+	p.text("applied")
+	p.keys("Enter")
+	p.waitFor("[manual] attest that the unknown logistics call(s) took effect", `attest    "logistics team: shipment exists"`)
+	p.keys("a")
+	p.waitFor("type the biz_id to confirm:")
+	p.text("F-U-1")
+	p.keys("Enter")
+	p.text(" logistics attested")
+	p.keys("Enter")
+	s = p.waitFor("applied, 3/3 action(s)", "NOW  ")
+	t.Logf("after the attested apply:\n%s", s)
+	if n := count(t, env, "SELECT COUNT(*) FROM "+audit+" WHERE biz_id = 'F-U-1' AND action = 'manual' AND reason = 'INC-TMUX logistics attested' AND JSON_VALUE(after_image, '$.attest') = 'logistics team: shipment exists'"); n != 1 {
+		t.Errorf("%d manual audit rows for F-U-1 with the attestation, want 1", n)
+	}
+
+	// q: the console quits and the shell is back.
 	p.keys("q")
 	p.waitFor("CONSOLE-EXITED-0")
 
