@@ -51,7 +51,7 @@ type opSpec struct {
 	age            time.Duration
 }
 
-func row(id int64, cols ...string) sources.Row {
+func row(id int64) sources.Row {
 	return sources.Row{Columns: []string{"id", "account_id", "delta", "created_at"}, Values: []sources.Value{id, int64(1001), "-30.00", t0.Add(-time.Hour)}}
 }
 
