@@ -52,17 +52,7 @@ type ReconcileOptions struct {
 
 // NewCmdReconcile builds `opctl reconcile`. runF replaces the run function in tests.
 func NewCmdReconcile(f *Factory, runF func(context.Context, *ReconcileOptions) error) *cobra.Command {
-	opts := &ReconcileOptions{IO: f.IOStreams, Config: f.Config}
-	opts.Reconcile = func() (ReconcileFunc, error) {
-		c, err := f.Clients(connect.Options{})
-		if err != nil {
-			return nil, err
-		}
-		d := reconcile.Deps{DB: c.Reader, Collector: c.Collector}
-		return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
-			return reconcile.Run(ctx, d, o, emit)
-		}, nil
-	}
+	opts := &ReconcileOptions{IO: f.IOStreams, Config: f.Config, Reconcile: reconciler(f)}
 	since := durationFlag{d: reconcile.DefaultSince}
 	older := durationFlag{d: reconcile.DefaultOlderThan}
 	var checks, shard, output string
@@ -172,6 +162,21 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
 		return reconcile.Checks(), cobra.ShellCompDirectiveNoFileComp
 	})
 	return c
+}
+
+// reconciler opens the clients of the config on first use and returns
+// reconcile.Run on them (opctl reconcile, opctl tui).
+func reconciler(f *Factory) func() (ReconcileFunc, error) {
+	return func() (ReconcileFunc, error) {
+		c, err := f.Clients(connect.Options{})
+		if err != nil {
+			return nil, err
+		}
+		d := reconcile.Deps{DB: c.Reader, Collector: c.Collector}
+		return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
+			return reconcile.Run(ctx, d, o, emit)
+		}, nil
+	}
 }
 
 // durationFlag is a duration that also accepts days ("7d", "1d12h").

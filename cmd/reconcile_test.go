@@ -216,9 +216,11 @@ func TestReconcileInterrupted(t *testing.T) {
 
 func TestPrometheusTextEscapes(t *testing.T) {
 	sum := &reconcile.Summary{Checks: []reconcile.CheckStats{{Pipeline: `a"b\c`, Check: "stuck", Status: "ok", Targets: 2,
-		Verdicts: map[inspect.Code]int64{"STRANDED": 2}}}}
+		Verdicts: map[inspect.Code]int64{"STRANDED": 2}}},
+		Lag: []reconcile.PipelineLag{{Pipeline: `a"b\c`, Topic: "t", Group: "g", GroupLag: 42}}}
 	got := PrometheusText(sum, time.Unix(1700000000, 0))
 	for _, want := range []string{
+		`opctl_reconcile_group_lag{pipeline="a\"b\\c",topic="t",group="g"} 42`,
 		`opctl_reconcile_targets{pipeline="a\"b\\c",check="stuck"} 2`,
 		`opctl_reconcile_verdicts{pipeline="a\"b\\c",check="stuck",verdict="STRANDED",severity="action"} 2`,
 		"opctl_reconcile_last_run_timestamp_seconds 1700000000",

@@ -160,6 +160,13 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 		}
 	}
 	fmt.Fprintf(&b, "\n%d target(s) among %d candidate(s); %d rows read in %.1fs\n", sum.Targets, sum.Candidates, sum.Rows, sum.Seconds)
+	if len(sum.Lag) > 0 {
+		lags := make([]string, len(sum.Lag))
+		for i, l := range sum.Lag {
+			lags[i] = fmt.Sprintf("%s %d", ui.Safe(l.Pipeline), l.GroupLag)
+		}
+		b.WriteString("group lag: " + strings.Join(lags, ", ") + "\n")
+	}
 	if sum.Partial {
 		why := make([]string, len(sum.PartialWhy))
 		for i, w := range sum.PartialWhy {
@@ -401,6 +408,10 @@ func PrometheusText(sum *reconcile.Summary, now time.Time) string {
 	metric("opctl_reconcile_check_duration_seconds", "Wall time of the check's scan.", "gauge")
 	for _, c := range sum.Checks {
 		fmt.Fprintf(&b, "opctl_reconcile_check_duration_seconds%s %s\n", lbl("pipeline", c.Pipeline, "check", c.Check), promFloat(c.Seconds))
+	}
+	metric("opctl_reconcile_group_lag", "The consumer group's total lag on the pipeline's topic (log end - committed, summed over partitions).", "gauge")
+	for _, l := range sum.Lag {
+		fmt.Fprintf(&b, "opctl_reconcile_group_lag%s %d\n", lbl("pipeline", l.Pipeline, "topic", l.Topic, "group", l.Group), l.GroupLag)
 	}
 	metric("opctl_reconcile_partial", "1 when a source (Kafka) could not be read and verdicts were computed without it.", "gauge")
 	fmt.Fprintf(&b, "opctl_reconcile_partial %d\n", boolInt(sum.Partial))

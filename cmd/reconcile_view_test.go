@@ -131,3 +131,22 @@ func TestReconcileInterruptNamesEachPipeline(t *testing.T) {
 		t.Errorf("stderr:\n%s\nwant the line:\n%s", stderr, want)
 	}
 }
+
+// The summary line is followed by each pipeline's group lag, on a
+// terminal and piped.
+func TestReconcileGroupLagLine(t *testing.T) {
+	for _, tty := range []bool{true, false} {
+		io, _, out, _ := iostreams.Test()
+		io.SetStdoutTTY(tty)
+		io.SetNoColor(true)
+		v := newReconcileView(io, FormatTable)
+		sum := viewSummary()
+		sum.Lag = []reconcile.PipelineLag{{Pipeline: "settlement", GroupLag: 4120}, {Pipeline: "orders_anchored", GroupLag: 0}}
+		if err := v.Finish(sum); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "\ngroup lag: settlement 4120, orders_anchored 0\n") {
+			t.Errorf("tty %v: no group lag line:\n%s", tty, out)
+		}
+	}
+}

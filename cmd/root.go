@@ -136,6 +136,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdAudit(f, nil),
 		NewCmdSop(f, nil),
 		NewCmdDoctor(f, nil),
+		NewCmdTUI(f, nil),
 		newCmdDemo(),
 	)
 	// Added here rather than by Execute, so that it is a group like the others.

@@ -125,6 +125,9 @@ type report struct {
 		Offset     *int64 `json:"offset"`
 		Committed  *int64 `json:"committed"`
 		LogStart   *int64 `json:"log_start"`
+		LogEnd     *int64 `json:"log_end"`
+		Lag        *int64 `json:"lag"`
+		GroupLag   *int64 `json:"group_lag"`
 		Redelivery string `json:"redelivery"`
 		Located    string `json:"located"`
 		Detail     string `json:"detail"`
@@ -192,6 +195,12 @@ func TestWhereSettlementSeed000(t *testing.T) {
 	}
 	if r.Kafka.Redelivery != "yes" || r.Partial || r.Sources["kafka"] != "ok" || r.Sources["mysql"] != "ok" {
 		t.Errorf("kafka %+v sources %v", r.Kafka, r.Sources)
+	}
+	// Lag: log end − committed on PAY-1's partition; the group's total
+	// adds PAY-2's partition, committed past its one record (lag 0).
+	if r.Kafka.LogEnd == nil || r.Kafka.Lag == nil || *r.Kafka.Lag != *r.Kafka.LogEnd-off1 || *r.Kafka.Lag < 1 ||
+		r.Kafka.GroupLag == nil || *r.Kafka.GroupLag < *r.Kafka.Lag {
+		t.Errorf("lag %v group_lag %v log_end %v, want log_end-%d", r.Kafka.Lag, r.Kafka.GroupLag, r.Kafka.LogEnd, off1)
 	}
 	if len(r.Verdict.Next) == 0 || !strings.Contains(r.Verdict.Next[0], "opctl repair plan PAY-1 --pipeline settlement") {
 		t.Errorf("next %v", r.Verdict.Next)

@@ -509,3 +509,33 @@ func TestFailedReadIsNeverOK(t *testing.T) {
 		}
 	}
 }
+
+// The lag of the message's partition and the group's total are in the
+// Kafka view when Kafka was read, and null when it was not.
+func TestDiagnoseLag(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		opts          []evOpt
+		lag, groupLag *int64
+	}{
+		{"committed inside the log", []evOpt{state("DEBIT_DONE"), kafka(90, 0)}, ip(410), ip(410)},
+		{"no committed offset", []evOpt{state("DEBIT_DONE"), kafka(-1, 20)}, ip(480), ip(480)},
+		{"kafka unreachable", []evOpt{state("DEBIT_DONE"), kafka(90, 0), kafkaDown()}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Diagnose(newEv(settlement(), tc.opts...))
+			if !eqPtr(r.Kafka.Lag, tc.lag) || !eqPtr(r.Kafka.GroupLag, tc.groupLag) {
+				t.Errorf("lag %v group_lag %v, want %v %v", deref(r.Kafka.Lag), deref(r.Kafka.GroupLag), deref(tc.lag), deref(tc.groupLag))
+			}
+		})
+	}
+}
+
+func eqPtr(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -40,6 +40,32 @@ func Redelivery(offset, committed, logStart, logEnd int64, offsetReset string) R
 	return RedeliveryNo
 }
 
+// PartitionLag is how many records of a partition the group has not
+// committed past (docs/where.md): log end − committed; with no committed
+// offset, or one below the log start, every retained record (log end −
+// log start), as kadm.CalculateGroupLag counts it. Inputs: one partition
+// of sources.Kafka.Group.
+func PartitionLag(pv sources.PartitionView) int64 {
+	from := pv.Committed
+	if from < pv.LogStart {
+		from = pv.LogStart
+	}
+	if pv.LogEnd <= from {
+		return 0
+	}
+	return pv.LogEnd - from
+}
+
+// GroupLag is the group's total lag on its topic: PartitionLag summed over
+// every partition of g (sources.Kafka.Group).
+func GroupLag(g sources.GroupView) int64 {
+	var n int64
+	for _, pv := range g.Partitions {
+		n += PartitionLag(pv)
+	}
+	return n
+}
+
 // kafkaView builds the Kafka section: the newest message opctl knows for the
 // operation (a published republish from the audit wins over the original),
 // the group's view of its partition, and the redelivery decision.
@@ -66,6 +92,10 @@ func kafkaView(p *config.Pipeline, ev sources.Evidence) KafkaView {
 	if off >= 0 {
 		oo := off
 		v.Offset = &oo
+	}
+	if ev.Sources["kafka"] == sources.StatusOK && len(k.Group.Partitions) > 0 {
+		gl := GroupLag(k.Group)
+		v.GroupLag = &gl
 	}
 	pv, havePart := k.Group.Partitions[part]
 	if part >= 0 && havePart && ev.Sources["kafka"] == sources.StatusOK {
@@ -98,6 +128,8 @@ func (v *KafkaView) position(p *config.Pipeline, groupTopic string, pv sources.P
 	v.LogStart, v.LogEnd = &ls, &le
 	v.PartitionOwner = pv.Owner
 	if v.Topic == groupTopic || groupTopic == "" {
+		lag := PartitionLag(pv)
+		v.Lag = &lag
 		v.Redelivery = Redelivery(off, pv.Committed, pv.LogStart, pv.LogEnd, p.EffectiveOffsetReset())
 	}
 	if off >= 0 && off < pv.LogStart && v.Detail == "" {

@@ -208,6 +208,8 @@ type KafkaView struct {
 	Committed      *int64 `json:"committed"`
 	LogStart       *int64 `json:"log_start"`
 	LogEnd         *int64 `json:"log_end"`
+	Lag            *int64 `json:"lag"`       // the group's lag on the partition (PartitionLag); null when not read
+	GroupLag       *int64 `json:"group_lag"` // the group's total lag on the topic (GroupLag); null when not read
 	GroupState     string `json:"group_state"`
 	PartitionOwner string `json:"partition_owner"`
 	// Redelivery is yes, no or unknown.

@@ -146,6 +146,22 @@ type Result struct {
 	// whatever its verdict (docs/reconcile.md#targets): a Result is a
 	// target when it is "action".
 	Severity inspect.Severity `json:"severity"`
+	// Seen is what the incident console lists beside the target (not
+	// part of a targets line).
+	Seen Seen `json:"-"`
+}
+
+// Seen is where a triaged candidate stands, as its report shows it.
+type Seen struct {
+	// UpdatedAt is the state row's updated_at and DBNow the database clock
+	// of the triage (their difference is the operation's age); nil when
+	// not read.
+	UpdatedAt, DBNow *time.Time
+	// Partition and Offset are the message's position; nil when unknown.
+	Partition *int32
+	Offset    *int64
+	// Owner is the state row's owner ("" for none).
+	Owner string
 }
 
 // IsTarget reports whether the candidate's verdict calls for action.
@@ -213,6 +229,18 @@ type Summary struct {
 	// DBNow is the database clock the bounds were computed from.
 	DBNow   time.Time `json:"db_now"`
 	Seconds float64   `json:"seconds"`
+	// Lag is each selected pipeline's consumer-group lag, as read at the
+	// start of the run; a pipeline whose group could not be read has none.
+	Lag []PipelineLag `json:"lag,omitempty"`
+}
+
+// PipelineLag is a pipeline's consumer group's total lag on its topic
+// (inspect.GroupLag, docs/reconcile.md).
+type PipelineLag struct {
+	Pipeline string `json:"pipeline"`
+	Topic    string `json:"topic"`
+	Group    string `json:"group"`
+	GroupLag int64  `json:"group_lag"`
 }
 
 // ExitCode is the exit status of a finished run (docs/exit-codes.md):
@@ -572,7 +600,8 @@ func (r *run) triage(out chan<- Result) {
 func resultOf(cs *checkState, rep inspect.Report) Result {
 	res := Result{Target: Target{BizID: rep.BizID, Pipeline: rep.Pipeline, Check: cs.check,
 		Verdict: rep.Verdict.Code, Detail: rep.Verdict.Summary, Partial: rep.Partial},
-		Severity: rep.Verdict.Severity}
+		Severity: rep.Verdict.Severity,
+		Seen:     Seen{UpdatedAt: rep.State.UpdatedAt, DBNow: rep.DBNow, Partition: rep.Kafka.Partition, Offset: rep.Kafka.Offset, Owner: rep.State.Owner}}
 	steps := map[string]bool{}
 	for _, f := range rep.Findings {
 		if f.Code == rep.Verdict.Code && f.Step != "" {
@@ -619,6 +648,11 @@ func (r *run) summary() *Summary {
 			s.Refused = true
 		}
 		s.Checks = append(s.Checks, st)
+	}
+	for _, p := range r.o.Pipelines {
+		if g, ok := r.kafka.views[groupKey(p.Topic, p.Group)]; ok && g.err == nil && len(g.view.Partitions) > 0 {
+			s.Lag = append(s.Lag, PipelineLag{Pipeline: p.Name, Topic: p.Topic, Group: p.Group, GroupLag: inspect.GroupLag(g.view)})
+		}
 	}
 	why := map[string]bool{}
 	for _, g := range r.kafka.views {

@@ -446,6 +446,14 @@ func TestKafka(t *testing.T) {
 	if sum.Partial {
 		t.Fatalf("partial with Kafka up: %v", sum.PartialWhy)
 	}
+	// The group's lag on the topic, as produced and committed above.
+	var lag int64
+	for p := range kl.Partitions {
+		lag += inspect.PartitionLag(sources.PartitionView{Committed: kl.Committed[p], LogEnd: kl.LogEnd[p]})
+	}
+	if len(sum.Lag) != 1 || sum.Lag[0] != (reconcile.PipelineLag{Pipeline: e.pipelines[0].Name, Topic: kl.Topic, Group: kl.Group, GroupLag: lag}) || lag == 0 {
+		t.Errorf("lag %+v, want %d for %s", sum.Lag, lag, e.pipelines[0].Name)
+	}
 	want := expected(e.m, "action", true)
 	if !slices.ContainsFunc(want, func(s string) bool { return strings.Contains(s, "STRANDED") }) {
 		t.Fatal("the manifest has no STRANDED anomaly")
@@ -470,6 +478,12 @@ func TestKafka(t *testing.T) {
 		rep := inspect.Diagnose(ev)
 		if rep.Verdict.Code != r.Verdict || rep.Partial != r.Partial {
 			t.Errorf("%s: reconcile says %s (partial %v), where says %s (partial %v)", r.BizID, r.Verdict, r.Partial, rep.Verdict.Code, rep.Partial)
+		}
+		// What the console lists beside it is what where reads.
+		s := r.Seen
+		if s.Owner != rep.State.Owner || !eqTime(s.UpdatedAt, rep.State.UpdatedAt) || s.DBNow == nil ||
+			(s.Partition != nil && (rep.Kafka.Partition == nil || *s.Partition != *rep.Kafka.Partition)) {
+			t.Errorf("%s: seen %+v, where: owner %q updated %v partition %v", r.BizID, s, rep.State.Owner, rep.State.UpdatedAt, rep.Kafka.Partition)
 		}
 	}
 
@@ -704,3 +718,5 @@ func TestBrokenEvidenceQueryHidesNoDoubleDebit(t *testing.T) {
 		t.Errorf("summary partial %v, exit %d, why %q: want partial (exit 6) naming the debit evidence query", sum.Partial, sum.ExitCode(), sum.PartialWhy)
 	}
 }
+
+func eqTime(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }

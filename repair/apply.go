@@ -376,6 +376,9 @@ func (x *applyRun) stopAt(ctx context.Context, act plans.Action, err error) (*Re
 func (x *applyRun) record(ctx context.Context, index int, outcome string, detail map[string]any) error {
 	detail["result"] = x.res.Outcome
 	runLabels(detail, x.plan)
+	if x.plan.Incident != "" {
+		detail["incident"] = x.plan.Incident
+	}
 	b, err := json.Marshal(detail)
 	if err != nil {
 		return fmt.Errorf("record the attempt: %w", err)
@@ -521,6 +524,9 @@ func (x *applyRun) afterImage(after map[string]any) ([]byte, error) {
 	img["plan_actions"] = len(x.plan.Actions)
 	img["plan"] = json.RawMessage(x.planBody)
 	runLabels(img, x.plan)
+	if x.plan.Incident != "" {
+		img["incident"] = x.plan.Incident
+	}
 	return json.Marshal(img)
 }
 

@@ -510,7 +510,11 @@ func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (
 func (s *Service) recordPanic(ctx context.Context, st sources.Store, plan *plans.Plan, o ApplyOptions, r any) (*Result, error) {
 	ie := &sources.InternalError{Value: r, Stack: string(debug.Stack())}
 	res := &Result{PlanID: plan.ID, BizID: plan.BizID, Pipeline: plan.Pipeline, DryRun: o.DryRun, Total: len(plan.Actions), Outcome: OutcomeFailed, Error: ie.Error()}
-	detail, _ := json.Marshal(map[string]any{"error": ie.Error(), "stack": ie.Stack, "result": OutcomeFailed})
+	d := map[string]any{"error": ie.Error(), "stack": ie.Stack, "result": OutcomeFailed}
+	if plan.Incident != "" {
+		d["incident"] = plan.Incident
+	}
+	detail, _ := json.Marshal(d)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	at := sources.Attempt{PlanID: plan.ID, BizID: plan.BizID, Operator: operatorOf(o.Operator, plan.Operator), Outcome: AttemptError, Detail: detail}

@@ -274,6 +274,14 @@ func tamperCorpus() []tamper {
 			p.Runbook, p.RunID = strings.Repeat("x", plans.MaxRunLabel+1), "r-1"
 			return true
 		}},
+		{"incident with a terminal escape", "", func(p *plans.Plan) bool {
+			p.Incident = "INC-1\x1b[2J"
+			return true
+		}},
+		{"incident over its limit", "", func(p *plans.Plan) bool {
+			p.Incident = strings.Repeat("I", plans.MaxIncident+1)
+			return true
+		}},
 		{"created_at removed", "", func(p *plans.Plan) bool {
 			p.CreatedAt = time.Time{}
 			return true

@@ -200,6 +200,12 @@ func kafkaLine(k inspect.KafkaView) string {
 		le = fmt.Sprint(*k.LogEnd)
 	}
 	out := fmt.Sprintf("%s partition %s offset %s (%s) · committed %s · log %s..%s", Safe(k.Topic), part, off, k.Located, com, ls, le)
+	if k.Lag != nil {
+		out += fmt.Sprintf(" · lag %d", *k.Lag)
+	}
+	if k.GroupLag != nil {
+		out += fmt.Sprintf(" · group lag %d", *k.GroupLag)
+	}
 	if k.GroupState != "" {
 		out += " · group " + Safe(k.GroupState)
 	}

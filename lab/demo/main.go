@@ -50,6 +50,8 @@ type options struct {
 	Scenarios []string
 	Output    string
 	NoColor   bool
+	// TUI opens the incident console on the lab after the triage (tui.go).
+	TUI bool
 	// selected are the scenarios to run: --scenario checked by lab.Select
 	// (every scenario without it), in the lab's order.
 	selected []lab.Scenario
@@ -101,8 +103,11 @@ memory). With --mysql-dsn it creates its own database on that server
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if tui, _ := c.Flags().GetBool("tui"); tui {
-				return usageError{errors.New("--tui: the incident console is not built yet; run the demo without it")}
+			if opts.TUI {
+				if opts.Output != "table" {
+					return usageError{errors.New("--tui and -o: the console is for a person; give one or the other")}
+				}
+				opts.NoRepair = true // the console repairs them
 			}
 			switch opts.Output {
 			case "table", "json", "jsonl":
@@ -147,7 +152,7 @@ EXIT STATUS
 	fl.BoolVar(&opts.NoRepair, "no-repair", false, "stop after the triage: no plans, no apply")
 	fl.StringVarP(&opts.Output, "output", "o", "table", "output format: table|json|jsonl")
 	fl.BoolVar(&opts.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
-	fl.Bool("tui", false, "open the incident console on the lab (not available yet)")
+	fl.BoolVar(&opts.TUI, "tui", false, "open the incident console (opctl tui) on the lab's incidents after the triage, before any repair")
 	c.SetArgs(args)
 	c.SetIn(ios.In)
 	c.SetOut(ios.Out)

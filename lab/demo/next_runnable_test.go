@@ -119,19 +119,16 @@ type nextSummary struct {
 	notRun                 []string
 }
 
-// labTargets starts the lab on MariaDB and kfake, runs every scenario
-// without repairing anything, and returns each operation (affected or not)
-// with the verdict the lab expects.
-func labTargets(t *testing.T, base []string) []nextTarget {
+// labOnMariaDB starts the lab on MariaDB and kfake (stopped when the test
+// ends) and runs the scenarios without repairing anything.
+func labOnMariaDB(ctx context.Context, t *testing.T, scenarios []lab.Scenario) (*lab.Env, []lab.Result) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
 	if err != nil {
 		t.Fatalf("lab: %v", err)
 	}
 	t.Cleanup(env.Close)
-	results, err := env.Run(ctx, lab.Scenarios(), nil)
+	results, err := env.Run(ctx, scenarios, nil)
 	if err != nil {
 		t.Fatalf("lab scenarios: %v", err)
 	}
@@ -140,6 +137,17 @@ func labTargets(t *testing.T, base []string) []nextTarget {
 			t.Fatalf("scenario %s: %v", r.Scenario.Name, r.Err)
 		}
 	}
+	return env, results
+}
+
+// labTargets starts the lab on MariaDB and kfake, runs every scenario
+// without repairing anything, and returns each operation (affected or not)
+// with the verdict the lab expects.
+func labTargets(t *testing.T, base []string) []nextTarget {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env, results := labOnMariaDB(ctx, t, lab.Scenarios())
 	checks, err := env.Check(ctx, results)
 	if err != nil {
 		t.Fatalf("lab triage: %v", err)

@@ -75,6 +75,9 @@ func runDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error
 			return err
 		}
 	}
+	if opts.TUI {
+		return runConsole(ctx, ios, env)
+	}
 	if opts.Keep {
 		cfgPath, err := writeKeptConfig(".", env)
 		if err != nil {

@@ -22,6 +22,8 @@ const (
 	MaxOperator = sources.MaxOperator
 	// MaxRunLabel bounds a plan's runbook name and run id.
 	MaxRunLabel = 128
+	// MaxIncident bounds an incident name (opctl tui --incident).
+	MaxIncident = 128
 )
 
 // Options are the operator's choices for one plan (the flags of `opctl
@@ -50,6 +52,9 @@ type Options struct {
 	// run); recorded in the plan and so in its audit rows.
 	Runbook string
 	RunID   string
+	// Incident names the incident the plan is made in (opctl tui
+	// --incident); recorded in the plan and its audit rows.
+	Incident string
 	// Now is the plan's created_at (the caller's clock; zero: time.Now).
 	Now time.Time
 }
@@ -203,6 +208,18 @@ func checkOptions(o Options) error {
 	case o.Force && o.Action == "":
 		return inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
 	}
+	return CheckIncident(o.Incident)
+}
+
+// CheckIncident refuses an incident name a plan cannot carry: over
+// MaxIncident bytes, or one a terminal could not show as it is (Shown).
+func CheckIncident(s string) error {
+	switch {
+	case len(s) > MaxIncident:
+		return inputErrorf("--incident is %d bytes; at most %d", len(s), MaxIncident)
+	case Shown(s) != s:
+		return inputErrorf("--incident %s: an incident name holds printable characters only", Shown(s))
+	}
 	return nil
 }
 
@@ -318,6 +335,7 @@ func (pl *planner) seal() (*Plan, error) {
 		plan.Attest = o.Attest
 	}
 	plan.Runbook, plan.RunID = o.Runbook, o.RunID
+	plan.Incident = o.Incident
 	if err := plan.Seal(); err != nil {
 		return nil, err
 	}

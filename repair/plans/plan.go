@@ -104,6 +104,8 @@ type Plan struct {
 	// plan, when one did (docs/runbooks.md "Run records").
 	Runbook string `json:"runbook,omitempty"`
 	RunID   string `json:"run_id,omitempty"`
+	// Incident names the incident the plan was made in (opctl tui --incident).
+	Incident string `json:"incident,omitempty"`
 	// Request is what the operator asked for besides the reason: apply
 	// rebuilds the actions from it, Observed and the configuration.
 	Request Request `json:"request"`

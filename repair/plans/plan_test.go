@@ -234,3 +234,40 @@ func TestBuildRepublishReplayRecordAndHeaders(t *testing.T) {
 		}
 	}
 }
+
+// --incident is carried like --reason: in the plan, covered by its id,
+// and through Rederive; a name a terminal could not show is refused.
+func TestBuildIncident(t *testing.T) {
+	for _, tc := range []struct {
+		name, incident, err string
+	}{
+		{"none", "", ""},
+		{"named", "INC-4711 broker blip", ""},
+		{"escape", "INC\x1b[2J", "printable characters only"},
+		{"too long", strings.Repeat("i", MaxIncident+1), "at most 128"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := build(t, settlementEvidence("LEDGER_DONE", 3, 1, 1, nil), Options{Incident: tc.incident})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Incident != tc.incident {
+				t.Fatalf("incident %q, want %q", p.Incident, tc.incident)
+			}
+			if err := Rederive(pureConfig(), p); err != nil {
+				t.Fatalf("rederive: %v", err)
+			}
+			q := *p
+			q.Incident = "INC-other"
+			if q.Verify() == nil {
+				t.Fatal("an edited incident still verifies: the id does not cover it")
+			}
+		})
+	}
+}

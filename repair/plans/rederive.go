@@ -41,7 +41,7 @@ func Rederive(cfg *config.Config, p *Plan) (err error) {
 	}()
 	o := Options{Reason: p.Reason, Operator: p.Operator, Action: p.Request.Action, FromStep: p.Request.FromStep,
 		Force: p.Request.Force, Attest: p.Attest, Outcome: p.Request.Outcome, Now: p.CreatedAt,
-		Runbook: p.Runbook, RunID: p.RunID}
+		Runbook: p.Runbook, RunID: p.RunID, Incident: p.Incident}
 	if err := checkOptions(o); err != nil {
 		return &RefusedError{Code: CodeTampered, Detail: "the plan records options no plan is made with: " + err.Error()}
 	}

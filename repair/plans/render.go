@@ -67,6 +67,9 @@ func Render(w io.Writer, p *Plan, o RenderOptions) error {
 	if p.Runbook != "" {
 		row("runbook", fmt.Sprintf("%s · run %s", Shown(p.Runbook), Shown(p.RunID)))
 	}
+	if p.Incident != "" {
+		row("incident", Shown(p.Incident))
+	}
 	n := len(p.Actions)
 	fmt.Fprintf(&b, "\nopctl will perform %d action%s; apply re-checks each one's guards first:\n", n, plural(n))
 	for _, a := range p.Actions {

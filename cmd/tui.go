@@ -1,0 +1,119 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
+	"github.com/opctl-dev/opctl/tui"
+)
+
+// TUIOptions are the parsed flags of `opctl tui` and its dependencies.
+type TUIOptions struct {
+	IO        *iostreams.IOStreams
+	Config    func() (*config.Config, error)
+	Service   func() (tui.Service, error)
+	Reconcile func() (tui.ReconcileFunc, error)
+
+	BizID, Pipeline           string
+	Since, OlderThan, Refresh time.Duration
+	ReadOnly                  bool
+	Incident, Operator        string
+}
+
+// NewCmdTUI builds `opctl tui`. runF replaces the run function in tests.
+func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
+	opts := &TUIOptions{IO: f.IOStreams, Config: f.Config}
+	opts.Service = func() (tui.Service, error) { return f.Service(connect.Options{}) }
+	opts.Reconcile = func() (tui.ReconcileFunc, error) {
+		run, err := reconciler(f)()
+		return tui.ReconcileFunc(run), err
+	}
+	since := durationFlag{d: tui.DefaultSince}
+	older := durationFlag{d: reconcile.DefaultOlderThan}
+	refresh := durationFlag{d: tui.DefaultRefresh}
+	c := &cobra.Command{
+		Use:   "tui [biz_id] [--pipeline P] [--since 1h] [--refresh 10s] [--readonly] [--incident NAME]",
+		Short: "The incident console: list, triage and repair half-completed operations",
+		Long: `An interactive console for an incident (docs/tui.md). The list is a reconcile
+over every pipeline (or --pipeline) bounded by --since, read again every
+--refresh: its targets and the operations to watch, with counts per verdict.
+Enter (or ':' and an id, or a biz_id argument) opens an operation's triage as
+'opctl where' shows it; there p builds the repair plan, d dry-runs it, a
+applies it after you type the biz_id and a reason (the guarded path of 'opctl
+repair apply'), A shows its audit. ? lists every key.
+
+--readonly disables apply. --incident NAME is recorded in every plan and audit
+row made from the console. Needs a terminal.`,
+		Example: `  opctl tui
+  opctl tui PAY-20261201-0042 --incident INC-4711
+  opctl tui --pipeline settlement --since 30m --refresh 5s --readonly`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("want at most one <biz_id>, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.BizID = args[0]
+				if err := sources.ValidateBizID(opts.BizID); err != nil {
+					return err
+				}
+			}
+			opts.Since, opts.OlderThan, opts.Refresh = since.d, older.d, refresh.d
+			if opts.Since <= 0 || opts.Refresh <= 0 || opts.OlderThan < 0 {
+				return usageErrorf("--since and --refresh must be positive, --older-than not negative")
+			}
+			if err := plans.CheckIncident(opts.Incident); err != nil {
+				return usageErrorf("%s", err.Error())
+			}
+			if opts.Operator == "" {
+				opts.Operator = defaultOperator()
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runTUI(c.Context(), opts)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&opts.Pipeline, "pipeline", "", "only this pipeline (default: every pipeline)")
+	fl.Var(&since, "since", "the list's reconcile reads this far back (s, m, h, d)")
+	fl.Var(&older, "older-than", "the stuck check's minimum age of updated_at")
+	fl.Var(&refresh, "refresh", "read the list again this often")
+	fl.BoolVar(&opts.ReadOnly, "readonly", false, "disable apply")
+	fl.StringVar(&opts.Incident, "incident", "", "recorded in every plan and audit row made from the console")
+	fl.StringVar(&opts.Operator, "operator", "", "who plans and applies (recorded in the audit; default: $USER)")
+	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
+	return c
+}
+
+func runTUI(ctx context.Context, opts *TUIOptions) error {
+	if !opts.IO.IsStdinTTY() || !opts.IO.IsStdoutTTY() {
+		return usageErrorf("opctl tui needs a terminal on stdin and stdout; for scripts use opctl reconcile and opctl where")
+	}
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	ps, err := cfg.Select(opts.Pipeline)
+	if err != nil {
+		return err
+	}
+	err = tui.Run(ctx, opts.IO.In, opts.IO.Out, tui.Options{Service: opts.Service, Reconcile: opts.Reconcile,
+		Pipelines: ps, Pipeline: opts.Pipeline, Since: opts.Since, OlderThan: opts.OlderThan, Refresh: opts.Refresh,
+		ReadOnly: opts.ReadOnly, Incident: opts.Incident, Operator: opts.Operator, BizID: opts.BizID, Color: opts.IO.ColorEnabled()})
+	if errors.Is(err, context.Canceled) {
+		return exitWith(ExitInterrupted)
+	}
+	return err
+}

@@ -1,0 +1,59 @@
+package cmd
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+)
+
+func TestNewCmdTUI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want func(*TUIOptions) bool
+	}{
+		{[]string{}, 0, func(o *TUIOptions) bool {
+			return o.BizID == "" && o.Since == time.Hour && o.Refresh == 10*time.Second && o.OlderThan == 5*time.Minute && !o.ReadOnly && o.Operator != ""
+		}},
+		{[]string{"PAY-1", "--pipeline", "settlement", "--since", "1d", "--refresh", "5s", "--older-than", "0s", "--readonly", "--incident", "INC-4711", "--operator", "alice"}, 0,
+			func(o *TUIOptions) bool {
+				return o.BizID == "PAY-1" && o.Pipeline == "settlement" && o.Since == 24*time.Hour && o.Refresh == 5*time.Second &&
+					o.OlderThan == 0 && o.ReadOnly && o.Incident == "INC-4711" && o.Operator == "alice"
+			}},
+		{[]string{"PAY-1", "PAY-2"}, ExitUsage, nil},
+		{[]string{"PAY\x1b[2J"}, ExitUsage, nil},
+		{[]string{"--refresh", "0s"}, ExitUsage, nil},
+		{[]string{"--since", "soon"}, ExitUsage, nil},
+		{[]string{"--incident", "INC\x1b[2J"}, ExitUsage, nil},
+		{[]string{"--incident", strings.Repeat("i", 129)}, ExitUsage, nil},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			io, _, _, _ := iostreams.Test()
+			f := NewFactory(io, "test")
+			var got *TUIOptions
+			c := NewCmdTUI(f, func(_ context.Context, o *TUIOptions) error { got = o; return nil })
+			c.SetFlagErrorFunc(func(_ *cobraCommand, err error) error { return &UsageError{Err: err} })
+			c.SetArgs(tc.args)
+			c.SetOut(io.Out)
+			c.SetErr(io.ErrOut)
+			err := c.Execute()
+			if code := exitCode(err, false); code != tc.code {
+				t.Fatalf("exit %d (%v), want %d", code, err, tc.code)
+			}
+			if tc.want != nil && (got == nil || !tc.want(got)) {
+				t.Errorf("options %+v", got)
+			}
+		})
+	}
+}
+
+// Without a terminal the console refuses, before reading any config.
+func TestTUINeedsATerminal(t *testing.T) {
+	code, _, errOut := runCLI(context.Background(), false, "tui", "--config", "/nonexistent.yaml")
+	if code != ExitUsage || !strings.Contains(errOut, "opctl tui needs a terminal") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}

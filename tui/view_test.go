@@ -1,0 +1,101 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile"
+)
+
+// Every screen, at every size and after a resize, is exactly the window:
+// as many lines as it is high, none wider than it is wide.
+func TestScreensFitTheWindow(t *testing.T) {
+	screens := map[string][]tea.KeyMsg{
+		"list":    nil,
+		"help":    keys("?"),
+		"filter":  keys("/", "pay"),
+		"goto":    keys(":", "PAY-1"),
+		"detail":  keys("j", keyEnter),
+		"plan":    keys("j", keyEnter, "p"),
+		"dry run": keys("j", keyEnter, "p", "d"),
+		"confirm": keys("j", keyEnter, "p", "a"),
+		"result":  keys("j", keyEnter, "p", "a", "PAY-1", keyEnter, "x", keyEnter),
+		"audit":   keys("j", keyEnter, "p", "a", "PAY-1", keyEnter, "x", keyEnter, "A"),
+		"attest":  keys("jj", keyEnter, "p", "t"),
+	}
+	for name, ks := range screens {
+		for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 60}, {60, 16}} {
+			t.Run(fmt.Sprintf("%s/%dx%d", name, size[0], size[1]), func(t *testing.T) {
+				f := newFake(t)
+				m := press(t, newModel(t, f, f.options(), 120, 40), ks...)
+				m = step(t, m, tea.WindowSizeMsg{Width: size[0], Height: size[1]}) // a resize after the keys
+				lines := strings.Split(m.View(), "\n")
+				if len(lines) != size[1] {
+					t.Errorf("%d lines, want %d", len(lines), size[1])
+				}
+				for i, l := range lines {
+					if w := ansi.StringWidth(l); w > size[0] {
+						t.Errorf("line %d is %d wide: %q", i+1, w, l)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Colour on: the verdicts are styled; off (NO_COLOR, --no-color): not one
+// escape sequence.
+func TestColor(t *testing.T) {
+	for _, color := range []bool{true, false} {
+		t.Run(fmt.Sprint("color=", color), func(t *testing.T) {
+			f := newFake(t)
+			m := New(context.Background(), f.options(), NewStyles(io.Discard, color))
+			m = step(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
+			m = step(t, m, m.reconcileCmd(m.gen)())
+			for _, v := range []string{m.View(), press(t, m, keys("j", keyEnter)...).View()} {
+				if has := strings.Contains(v, "\x1b["); has != color {
+					t.Fatalf("escape sequences %v, want %v:\n%q", has, color, v)
+				}
+			}
+		})
+	}
+}
+
+// A value read from the database reaches the screen by the rule of human
+// output: an id or owner holding a terminal escape is shown quoted, never
+// raw.
+func TestValuesAreShownSafely(t *testing.T) {
+	f := newFake(t)
+	o := f.options()
+	evil := "PAY\x1b[2J"
+	o.Reconcile = func() (ReconcileFunc, error) {
+		return func(_ context.Context, _ reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
+			return &reconcile.Summary{PartialWhy: []string{"kafka: broker \x1b]0;owned\x07 down"}, Partial: true},
+				emit(reconcile.Result{Target: reconcile.Target{BizID: evil, Pipeline: "settlement", Check: "stuck", Verdict: inspect.Stranded, Step: "de\rbit"},
+					Severity: inspect.SeverityAction, Seen: reconcile.Seen{Owner: "c\x1b[31m"}})
+		}, nil
+	}
+	m := newModel(t, f, o, 120, 40)
+	v := m.View()
+	if strings.ContainsAny(v, "\x1b\r\x07") {
+		t.Fatalf("a raw control character reached the screen: %q", v)
+	}
+	for _, want := range []string{`"PAY\x1b[2J"`, `"c\x1b[31m"`, `"de\rbit"`, "PARTIAL:"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("screen lacks %s:\n%s", want, v)
+		}
+	}
+	// The detail of that id: the id typed back as it is.
+	m = press(t, m, keyEnter)
+	if v := m.View(); strings.ContainsAny(v, "\x1b\r\x07") || !bytes.Contains([]byte(v), []byte(`"PAY\x1b[2J"`)) {
+		t.Fatalf("detail: %q", v)
+	}
+}
