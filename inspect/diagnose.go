@@ -200,6 +200,9 @@ func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo) [
 // effects, less what opctl's audit says was reversed or compensated.
 func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, att Attestations) StepView {
 	v := StepView{Index: i + 1, Name: s.Name, Kind: s.Kind, Error: se.Err}
+	if v.Error == "" {
+		v.Error = se.BinlogErr
+	}
 	if reached.n >= 0 {
 		b := i < reached.n
 		v.Reached = &b

@@ -45,7 +45,12 @@ func td(parts ...string) string {
 // brokers (and vars) as its environment.
 func newTenv(t testing.TB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
 	t.Helper()
-	db := testenv.MySQL(t)
+	return newTenvOn(t, testenv.MySQL(t), cfgPath, sqlFiles, topics, vars)
+}
+
+// newTenvOn is newTenv on the database db (one on the binlog test server).
+func newTenvOn(t testing.TB, db *testenv.DB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
+	t.Helper()
 	for _, f := range sqlFiles {
 		db.ExecFile(t, f)
 	}

@@ -177,3 +177,37 @@ func (sb *SharedBinlog) Get(t testing.TB) *BinlogServer {
 
 // Stop stops the server if it was started.
 func (sb *SharedBinlog) Stop() { sb.srv.Stop() }
+
+// PurgeBinlogs rotates the server's binlog (FLUSH BINARY LOGS) and purges
+// every file before the new one, so that no earlier change can be read. A
+// file is kept until the binlog checkpoint passed it: PURGE is retried.
+func PurgeBinlogs(t testing.TB, db *sql.DB) {
+	t.Helper()
+	if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+		t.Fatalf("testenv: FLUSH BINARY LOGS: %v", err)
+	}
+	var cur string
+	var rest [3]any
+	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&cur, &rest[0], &rest[1], &rest[2]); err != nil {
+		t.Fatalf("testenv: SHOW MASTER STATUS: %v", err)
+	}
+	for range 50 {
+		if _, err := db.Exec("PURGE BINARY LOGS TO '" + cur + "'"); err != nil {
+			t.Fatalf("testenv: PURGE BINARY LOGS: %v", err)
+		}
+		var n int
+		rows, err := db.Query("SHOW BINARY LOGS")
+		if err != nil {
+			t.Fatalf("testenv: SHOW BINARY LOGS: %v", err)
+		}
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if n == 1 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("testenv: PURGE BINARY LOGS TO %s left older files", cur)
+}

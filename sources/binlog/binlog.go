@@ -219,18 +219,18 @@ func scrub(err error, password string) error {
 // first event. A first file that starts after from means the window is no
 // longer in the binlog.
 func (r *Reader) startFile(ctx context.Context, srv *server, from int64) (int, error) {
-	first, err := r.fileStart(ctx, srv, 0)
+	first, fresh, err := r.fileStart(ctx, srv, 0)
 	if err != nil {
 		return 0, err
 	}
-	if first > from {
+	if first > from && !fresh {
 		return 0, &UnavailableError{Addr: r.addr, Reason: fmt.Sprintf("the window starts at %s, but the oldest binlog the server keeps (%s) starts at %s: the changes of the window were purged",
 			time.Unix(from, 0).UTC().Format(time.RFC3339), srv.files[0].name, time.Unix(first, 0).UTC().Format(time.RFC3339))}
 	}
 	lo, hi := 0, len(srv.files)-1 // invariant: start(lo) <= from
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		t, err := r.fileStart(ctx, srv, mid)
+		t, _, err := r.fileStart(ctx, srv, mid)
 		if err != nil {
 			return 0, err
 		}
@@ -244,21 +244,37 @@ func (r *Reader) startFile(ctx context.Context, srv *server, from int64) (int, e
 }
 
 // fileStart reads the timestamp of file i's format description event: the
-// time the server opened the file.
-func (r *Reader) fileStart(ctx context.Context, srv *server, i int) (int64, error) {
+// time the server opened the file. fresh is true when the file's GTID list
+// (MariaDB) or previous GTIDs (MySQL) event that follows it is empty: no
+// transaction was ever logged before the file, so nothing before it was
+// purged (a new server's first binlog).
+func (r *Reader) fileStart(ctx context.Context, srv *server, i int) (start int64, fresh bool, err error) {
 	s := r.syncer(srv, nil)
 	defer s.Close()
 	st, err := s.StartSync(gomysql.Position{Name: srv.files[i].name, Pos: 4})
 	if err != nil {
-		return 0, r.streamErr(srv.files[i].name, err)
+		return 0, false, r.streamErr(srv.files[i].name, err)
 	}
+	seen := false
 	for {
 		ev, err := st.GetEvent(ctx)
 		if err != nil {
-			return 0, r.streamErr(srv.files[i].name, err)
+			return 0, false, r.streamErr(srv.files[i].name, err)
 		}
-		if ev.Header.EventType == replication.FORMAT_DESCRIPTION_EVENT {
-			return int64(ev.Header.Timestamp), nil
+		switch e := ev.Event.(type) {
+		case *replication.FormatDescriptionEvent:
+			start, seen = int64(ev.Header.Timestamp), true
+			if i > 0 {
+				return start, false, nil
+			}
+		case *replication.MariadbGTIDListEvent:
+			return start, seen && len(e.GTIDs) == 0, nil
+		case *replication.PreviousGTIDsEvent:
+			return start, seen && e.GTIDSets == "", nil
+		default:
+			if seen && ev.Header.EventType != replication.ROTATE_EVENT {
+				return start, false, nil
+			}
 		}
 	}
 }

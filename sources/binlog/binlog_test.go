@@ -2,7 +2,6 @@ package binlog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"strings"
@@ -197,43 +196,8 @@ func TestChangesUnavailable(t *testing.T) {
 		f.debit(t, "P-1", "30", "PAY-P", true)
 		req := f.request("P-1")
 		time.Sleep(1100 * time.Millisecond) // the next file starts a second later
-		f.db.Exec(t, "FLUSH BINARY LOGS")
-		var cur string
-		rows, err := f.db.SQL.Query("SHOW MASTER STATUS")
-		testenv.Must(t, err, "show master status")
-		for rows.Next() {
-			cols, _ := rows.Columns()
-			vals := make([]sql.RawBytes, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			testenv.Must(t, rows.Scan(ptrs...), "scan")
-			cur = string(vals[0])
-		}
-		rows.Close()
-		// MariaDB keeps a file until its binlog checkpoint has passed it:
-		// purge until it is gone.
-		var logs []string
-		for range 50 {
-			f.db.Exec(t, "PURGE BINARY LOGS TO '"+cur+"'")
-			logs = nil
-			lr, err := f.db.SQL.Query("SHOW BINARY LOGS")
-			testenv.Must(t, err, "show binary logs")
-			for lr.Next() {
-				var n string
-				var sz any
-				testenv.Must(t, lr.Scan(&n, &sz), "scan")
-				logs = append(logs, n)
-			}
-			lr.Close()
-			if len(logs) == 1 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("after PURGE BINARY LOGS TO %s: %v", cur, logs)
-		_, err = f.reader.Changes(context.Background(), req)
+		testenv.PurgeBinlogs(t, f.db.SQL)
+		_, err := f.reader.Changes(context.Background(), req)
 		var ue *UnavailableError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "purged") {
 			t.Fatalf("err = %v, want the window purged", err)

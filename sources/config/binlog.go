@@ -62,6 +62,18 @@ func (b *Binlog) TransactionTable() (table, column string) {
 	return b.Transaction[:i], b.Transaction[i+1:]
 }
 
+// UsesBinlog reports whether a step of p reads its effects from the binlog:
+// such a pipeline needs no state or idempotency table (seed 000's schema has
+// neither; the binlog and the evidence say what happened).
+func (p *Pipeline) UsesBinlog() bool {
+	for _, s := range p.Steps {
+		if s.Binlog != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // EffectiveBinlogDSN is BinlogDSN, or DSN when BinlogDSN is empty.
 func (m MySQL) EffectiveBinlogDSN() string {
 	if m.BinlogDSN != "" {

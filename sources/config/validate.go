@@ -255,8 +255,8 @@ func (v *validator) pipeline(p *Pipeline, pp string) {
 	if len(p.Steps) == 0 {
 		v.at(pp+".steps", "%sno steps: a pipeline needs at least one step", label)
 	}
-	if p.State == nil && p.Idempotency == nil {
-		v.at(pp, "%sneeds a state block or an idempotency block (or both): without one opctl cannot tell how far an operation got", label)
+	if p.State == nil && p.Idempotency == nil && !p.UsesBinlog() {
+		v.at(pp, "%sneeds a state block or an idempotency block (or both), or a step with a binlog block: without one opctl cannot tell how far an operation got", label)
 	}
 	if p.State != nil {
 		v.state(p.State, pp+".state", label)

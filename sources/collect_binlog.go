@@ -1,0 +1,134 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// readBinlog reads the evidence of every step with a binlog block
+// (docs/where.md#binlog-evidence): the changes of the row the operation's
+// message names, in [its earliest timestamp − 1 s, + window], attributed
+// by AttributeChanges. A step that cannot be read gets its BinlogErr and
+// Sources["binlog"] says why (the report is partial); every step read
+// makes it "ok".
+func (c *Collector) readBinlog(ctx context.Context, ev *Evidence) {
+	p := ev.Pipeline
+	status := ""
+	for i, s := range p.Steps {
+		if s.Binlog == nil || i >= len(ev.DB.Steps) {
+			continue
+		}
+		if status == "" {
+			status = StatusOK
+		}
+		rows, err := c.binlogStep(ctx, s, ev)
+		se := &ev.DB.Steps[i]
+		if err != nil {
+			se.BinlogErr = s.Name + ": binlog: " + err.Error()
+			if status == StatusOK {
+				status = se.BinlogErr
+			}
+			continue
+		}
+		se.Rows = rows
+	}
+	if status != "" {
+		ev.Sources["binlog"] = status
+	}
+}
+
+// binlogStep reads one step's changes.
+func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence) ([]Row, error) {
+	b := s.Binlog
+	if c.Binlog == nil {
+		if c.BinlogMissing != "" {
+			return nil, errors.New(c.BinlogMissing)
+		}
+		return nil, errors.New("no binlog reader is configured")
+	}
+	msg := ev.Kafka.Message
+	if msg == nil {
+		why := ev.Kafka.SearchDetail
+		if k := ev.Sources["kafka"]; k != StatusOK {
+			why = "kafka: " + k
+		}
+		if why == "" {
+			why = "not found"
+		}
+		return nil, errors.New("the operation's Kafka message, which binlog.message_key and message_delta read, could not be read (" + why + ")")
+	}
+	keyPath, _ := config.ParseMessagePath(b.MessageKey, false)
+	deltaPath, _ := config.ParseMessagePath(b.MessageDelta, true)
+	key, err := keyPath.Lookup(msg.Value)
+	if err != nil {
+		return nil, errors.New("binlog.message_key " + b.MessageKey + ": " + err.Error())
+	}
+	delta, err := deltaPath.Lookup(msg.Value)
+	if err != nil {
+		return nil, errors.New("binlog.message_delta " + b.MessageDelta + ": " + err.Error())
+	}
+	from := earliestTime(ev, msg.Timestamp)
+	req := BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, Key: key,
+		From: from.Add(-time.Second), To: from.Add(b.WindowDuration())}
+	req.Schema, req.Table = c.splitTable(b.Table)
+	if t, col := b.TransactionTable(); t != "" {
+		req.TxSchema, req.TxTable = c.splitTable(t)
+		req.TxColumn = col
+	}
+	bctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	read, err := c.Binlog.Changes(bctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return AttributeChanges(read.Changes, ev.BizID, delta, req.TxTable != "")
+}
+
+// splitTable is (schema, table) of "schema.table", or of "table" in
+// BinlogSchema.
+func (c *Collector) splitTable(t string) (string, string) {
+	if s, tb, ok := strings.Cut(t, "."); ok {
+		return s, tb
+	}
+	return c.BinlogSchema, t
+}
+
+// earliestTime is the operation's earliest known timestamp: the message's,
+// or the state row's or an idempotency record's creation when earlier.
+func earliestTime(ev *Evidence, msgAt time.Time) time.Time {
+	t := msgAt
+	consider := func(x *time.Time) {
+		if x != nil && !x.IsZero() && (t.IsZero() || x.Before(t)) {
+			t = *x
+		}
+	}
+	if ev.DB.State.Found {
+		consider(ev.DB.State.CreatedAt)
+	}
+	for _, r := range ev.DB.Idempotency {
+		consider(r.CreatedAt)
+	}
+	return t
+}
+
+// EvidenceTime is the earliest time value of any step's evidence rows (a
+// ledger row's created_at), nil when there is none: what anchors the
+// message search of an operation with no state row and no idempotency
+// record.
+func EvidenceTime(db DBEvidence) *time.Time {
+	var out *time.Time
+	for _, s := range db.Steps {
+		for _, r := range s.Rows {
+			for _, v := range r.Values {
+				if t, ok := v.(time.Time); ok && !t.IsZero() && (out == nil || t.Before(*out)) {
+					out = &t
+				}
+			}
+		}
+	}
+	return out
+}
