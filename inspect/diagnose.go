@@ -428,6 +428,9 @@ func (e *events) state(table string, st sources.StateRow) {
 // step adds a step's evidence rows and its intents' calls and acks.
 func (e *events) step(s config.Step, sv StepView) {
 	src := tableOf(s.Evidence, s.Name)
+	if s.Binlog != nil {
+		src = "binlog " + s.Binlog.Table
+	}
 	for _, row := range sv.Evidence {
 		what := fmt.Sprintf("%s: %s", s.Name, rowText(row.Row))
 		if row.Reversed {
@@ -467,7 +470,7 @@ func tableOf(query, fallback string) string {
 
 func firstTime(row sources.Row) *time.Time {
 	for i, c := range row.Columns {
-		if t, ok := row.Values[i].(time.Time); ok && (c == "created_at" || strings.HasSuffix(c, "_at") || strings.HasSuffix(c, "time")) {
+		if t, ok := row.Values[i].(time.Time); ok && (c == "created_at" || c == "at" || strings.HasSuffix(c, "_at") || strings.HasSuffix(c, "time")) {
 			return &t
 		}
 	}

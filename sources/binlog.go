@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 )
@@ -95,6 +96,10 @@ const (
 // order: its identity, the row's key, the delta, the delta column before
 // and after, the event time and how it was attributed.
 var BinlogColumns = []string{"id", "key", "delta", "before", "after", "at", "attribution"}
+
+// IsBinlogChange reports whether r is the evidence row of a binlog change
+// (its columns are BinlogColumns).
+func (r Row) IsBinlogChange() bool { return slices.Equal(r.Columns, BinlogColumns) }
 
 // binlogDecimal marks the DECIMAL columns of BinlogColumns: bound back
 // exactly by a reverse statement.

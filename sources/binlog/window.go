@@ -86,7 +86,7 @@ func (w *window) event(ev *replication.BinlogEvent, file string) (done bool) {
 	case *replication.XIDEvent:
 		w.commit(e.XID)
 	case *replication.RowsEvent:
-		w.rows(e, h, file)
+		w.rows(e, rowsKind(h.EventType), h, file)
 	}
 	return false
 }
@@ -127,14 +127,14 @@ func (w *window) commit(xid uint64) {
 
 // rows keeps the UPDATEs of the requested row in the window, and the
 // transaction table's keys.
-func (w *window) rows(e *replication.RowsEvent, h *replication.EventHeader, file string) {
+func (w *window) rows(e *replication.RowsEvent, kind replication.EnumRowsEventType, h *replication.EventHeader, file string) {
 	if e.Rows == nil {
 		return
 	}
 	switch {
-	case w.isTx(e.Table) && e.Type() != replication.EnumRowsEventTypeDelete:
+	case w.isTx(e.Table) && (kind == replication.EnumRowsEventTypeInsert || kind == replication.EnumRowsEventTypeUpdate):
 		step := 1
-		if e.Type() == replication.EnumRowsEventTypeUpdate {
+		if kind == replication.EnumRowsEventTypeUpdate {
 			step = 2 // before, after: the after image names the operation
 		}
 		for i := step - 1; i < len(e.Rows); i += step {
@@ -142,7 +142,7 @@ func (w *window) rows(e *replication.RowsEvent, h *replication.EventHeader, file
 				w.txKeys = append(w.txKeys, text(e.Rows[i][w.txPos]))
 			}
 		}
-	case w.isTarget(e.Table) && e.Type() == replication.EnumRowsEventTypeUpdate:
+	case w.isTarget(e.Table) && kind == replication.EnumRowsEventTypeUpdate:
 		ts := int64(h.Timestamp)
 		if ts < w.from || ts > w.to {
 			return
@@ -162,6 +162,19 @@ func (w *window) rows(e *replication.RowsEvent, h *replication.EventHeader, file
 			})
 		}
 	}
+}
+
+// rowsKind is what a rows event of type t does, MySQL's and MariaDB's
+// variants alike (compressed, partial JSON updates).
+func rowsKind(t replication.EventType) replication.EnumRowsEventType {
+	switch t {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2, replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		return replication.EnumRowsEventTypeInsert
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2,
+		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.PARTIAL_UPDATE_ROWS_EVENT:
+		return replication.EnumRowsEventTypeUpdate
+	}
+	return replication.EnumRowsEventTypeUnknown
 }
 
 // value is a key as evidence holds it: an integer as int64 (an unsigned one
