@@ -22,7 +22,14 @@ func (c *Collector) readBinlog(ctx context.Context, ev *Evidence) {
 		if s.Binlog == nil || i >= len(ev.DB.Steps) {
 			continue
 		}
-		if status == "" {
+		if ev.Kafka.Message == nil && ev.Sources["kafka"] == StatusOK && !knownOperation(ev.DB) {
+			// Nothing of the operation in this pipeline, not even its
+			// message: there is no row to read the binlog for (another
+			// pipeline's id), and nothing unread.
+			status = StatusSkipped
+			continue
+		}
+		if status == "" || status == StatusSkipped {
 			status = StatusOK
 		}
 		rows, err := c.binlogStep(ctx, s, ev)
@@ -39,6 +46,20 @@ func (c *Collector) readBinlog(ctx context.Context, ev *Evidence) {
 	if status != "" {
 		ev.Sources["binlog"] = status
 	}
+}
+
+// knownOperation reports whether MySQL holds anything of the operation: a
+// state row, an idempotency record, an evidence row or an intent.
+func knownOperation(db DBEvidence) bool {
+	if db.State.Found || len(db.Idempotency) > 0 {
+		return true
+	}
+	for _, s := range db.Steps {
+		if len(s.Rows) > 0 || len(s.Intents) > 0 || s.Err != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // binlogStep reads one step's changes.

@@ -30,6 +30,7 @@ func TestReadBinlog(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	msg := &Message{Timestamp: at, Value: []byte(`{"account_id": 1001, "amount": "30.00"}`)}
 	two := BinlogRead{Changes: []BinlogChange{{GTID: "0-1-5", Key: int64(1001), Before: "100.00", After: "70.00"}, {GTID: "0-1-9", Key: int64(1001), Before: "70.00", After: "40.00"}}}
+	ledger := StepEvidence{Name: "ledger", Rows: []Row{{Columns: []string{"id"}, Values: []Value{int64(1)}}}}
 	cases := []struct {
 		name    string
 		msg     *Message
@@ -39,21 +40,30 @@ func TestReadBinlog(t *testing.T) {
 		rows    int
 		status  string // Sources["binlog"] contains
 		stepErr string
+		known   bool // the ledger step has a row
 	}{
-		{"two debits", msg, StatusOK, two, nil, 2, StatusOK, ""},
-		{"the window purged", msg, StatusOK, BinlogRead{}, errors.New("binlog of db:3306: the changes of the window were purged"), 0, "purged", "debit: binlog: binlog of db:3306: the changes"},
-		{"no message", nil, StatusOK, two, nil, 0, "could not be read", "Kafka message"},
-		{"Kafka down", nil, "dial tcp: refused", two, nil, 0, "kafka: dial tcp: refused", "kafka: dial tcp"},
-		{"a message without the key", &Message{Timestamp: at, Value: []byte(`{"amount":"1"}`)}, StatusOK, two, nil, 0, "no $.account_id", "binlog.message_key"},
+		{"two debits", msg, StatusOK, two, nil, 2, StatusOK, "", false},
+		{"the window purged", msg, StatusOK, BinlogRead{}, errors.New("binlog of db:3306: the changes of the window were purged"), 0, "purged", "debit: binlog: binlog of db:3306: the changes", false},
+		{"no message, nothing else of the operation: another pipeline's id", nil, StatusOK, two, nil, 0, StatusSkipped, "", false},
+		{"no message for a known operation", nil, StatusOK, two, nil, 0, "could not be read", "Kafka message", true},
+		{"Kafka down", nil, "dial tcp: refused", two, nil, 0, "kafka: dial tcp: refused", "kafka: dial tcp", false},
+		{"a message without the key", &Message{Timestamp: at, Value: []byte(`{"amount":"1"}`)}, StatusOK, two, nil, 0, "no $.account_id", "binlog.message_key", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var req BinlogRequest
 			col := &Collector{Binlog: &fakeBinlog{read: c.read, err: c.err, req: &req}, BinlogSchema: "pay"}
-			ev := &Evidence{BizID: "PAY-1", Pipeline: p, DB: DBEvidence{Steps: []StepEvidence{{Name: "debit"}}},
+			steps := []StepEvidence{{Name: "debit"}}
+			if c.known {
+				steps = append(steps, ledger)
+			}
+			ev := &Evidence{BizID: "PAY-1", Pipeline: p, DB: DBEvidence{Steps: steps},
 				Kafka: KafkaEvidence{Message: c.msg}, Sources: map[string]string{"kafka": c.kafka}}
 			col.readBinlog(context.Background(), ev)
 			se := ev.DB.Steps[0]
+			if c.status == StatusSkipped && ev.Sources["binlog"] != StatusSkipped {
+				t.Fatalf("sources %q, want skipped", ev.Sources["binlog"])
+			}
 			if len(se.Rows) != c.rows || !strings.Contains(ev.Sources["binlog"], c.status) || !strings.Contains(se.BinlogErr, c.stepErr) || (c.stepErr == "") != (se.BinlogErr == "") {
 				t.Fatalf("rows %d, sources %q, step error %q", len(se.Rows), ev.Sources["binlog"], se.BinlogErr)
 			}
