@@ -58,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 // debit runs the seed's debit, and the ledger insert in the same
 // transaction when ledger is set (a duplicate ledger row is ignored, as the
 // seed's consumer did).
-func (f *fixture) debit(t *testing.T, account, amount, bizID string, ledger bool) {
+func (f *fixture) debit(t testing.TB, account, amount, bizID string, ledger bool) {
 	t.Helper()
 	tx, err := f.db.SQL.Begin()
 	testenv.Must(t, err, "begin")
