@@ -303,7 +303,9 @@ func (r *Reader) syncer(srv *server, decode func(*replication.RowsEvent, []byte)
 		ReadTimeout:          r.Timeout,
 		HeartbeatPeriod:      time.Second,
 		RowsEventDecodeFunc:  decode,
-		EventCacheCount:      1024,
+		// A small read-ahead: a probe of a file reads one event and stops,
+		// and other tables' 1 MB events are not queued by the hundred.
+		EventCacheCount: 8,
 	})
 }
 
