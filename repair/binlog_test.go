@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -185,5 +186,58 @@ func TestSeed000WindowPurged(t *testing.T) {
 				t.Fatalf("plan reverses %+v from an unread binlog", a)
 			}
 		}
+	}
+}
+
+// TestSeed000TamperedBinlogPlan: a plan that reverses a binlog change is
+// rebuilt from the configuration and what it observed, as any other: each
+// edit of the tamper corpus (another change's identity, a different delta,
+// other statements, fewer guards, ...) is refused and changes nothing.
+func TestSeed000TamperedBinlogPlan(t *testing.T) {
+	e := seed000Env(t, "seed000.yaml")
+	e.db.Exec(t, "INSERT INTO account_balance (account_id, balance) VALUES (1001, 500.00)")
+	e.seedMessage("PAY-1", 1001, "30.00")
+	e.seedDebit("PAY-1", 1001, "30.00")
+	e.seedDebit("PAY-1", 1001, "30.00")
+	p := e.mustPlan("settlement", "PAY-1", plans.Options{})
+	if err := plans.Rederive(e.cfg, p); err != nil {
+		t.Fatalf("the plan as made does not rederive: %v", err)
+	}
+	older := inspect.IdentityString(debitView(t, e.where("settlement", "PAY-1")).Evidence[0].Identity())
+	corpus := append(tamperCorpus(), tamper{name: "reverse of the older change", edit: func(q *plans.Plan) bool {
+		return each(q, plans.Reverse, func(a *plans.Action) { a.Reverse.Identity = older })
+	}})
+	n := 0
+	for _, tc := range corpus {
+		if tc.name == "request turned into a forced action" {
+			// --action reverse --from-step debit --force makes this very
+			// plan (one reverse of the newest change): the edit changes
+			// nothing that would run, and is not a tamper here.
+			continue
+		}
+		q := clonePlan(t, p)
+		if !tc.edit(q) {
+			continue
+		}
+		if err := q.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.apply(q)
+			var rf *plans.RefusedError
+			if !errors.As(err, &rf) {
+				t.Fatalf("apply of a tampered plan: %v, want a refusal", err)
+			}
+			if b := e.str("SELECT balance FROM account_balance WHERE account_id = 1001"); b != "440.00" {
+				t.Fatalf("balance %s after a refused apply, want 440.00", b)
+			}
+			if c := e.count("SELECT COUNT(*) FROM opctl_audit"); c != 0 {
+				t.Fatalf("%d audit rows after a refused apply", c)
+			}
+		})
+	}
+	if n < 5 {
+		t.Fatalf("only %d tamper cases applied to the binlog plan", n)
 	}
 }
