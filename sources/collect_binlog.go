@@ -54,8 +54,8 @@ func knownOperation(db DBEvidence) bool {
 	if db.State.Found || len(db.Idempotency) > 0 {
 		return true
 	}
-	for _, s := range db.Steps {
-		if len(s.Rows) > 0 || len(s.Intents) > 0 || s.Err != "" {
+	for i := range db.Steps {
+		if s := &db.Steps[i]; len(s.Rows) > 0 || len(s.Intents) > 0 || s.Err != "" {
 			return true
 		}
 	}
@@ -142,8 +142,9 @@ func earliestTime(ev *Evidence, msgAt time.Time) time.Time {
 // record.
 func EvidenceTime(db DBEvidence) *time.Time {
 	var out *time.Time
-	for _, s := range db.Steps {
-		for _, r := range s.Rows {
+	for i := range db.Steps {
+		// Rows only: the probes write the steps' other fields meanwhile.
+		for _, r := range db.Steps[i].Rows {
 			for _, v := range r.Values {
 				if t, ok := v.(time.Time); ok && !t.IsZero() && (out == nil || t.Before(*out)) {
 					out = &t
