@@ -85,6 +85,14 @@ func (w *window) event(ev *replication.BinlogEvent, file string) (done bool) {
 		}
 	case *replication.XIDEvent:
 		w.commit(e.XID)
+	case *replication.TransactionPayloadEvent:
+		// MySQL 8's binlog_transaction_compression: the transaction's
+		// events, compressed in one.
+		for _, inner := range e.Events {
+			if w.event(inner, file) {
+				return true
+			}
+		}
 	case *replication.RowsEvent:
 		w.rows(e, rowsKind(h.EventType), h, file)
 	}

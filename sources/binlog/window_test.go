@@ -130,3 +130,19 @@ func TestMySQLGTID(t *testing.T) {
 		t.Fatalf("anonymous gtid %q", g)
 	}
 }
+
+// MySQL 8 with binlog_transaction_compression: the rows and the XID are
+// inside one payload event.
+func TestWindowCompressedTransaction(t *testing.T) {
+	const t0 = 1_800_000_000
+	req := sources.BinlogRequest{Schema: "pay", Table: "account_balance", KeyColumn: "account_id", DeltaColumn: "balance", Key: "1001",
+		From: time.Unix(t0, 0), To: time.Unix(t0+60, 0)}
+	w := newWindow(req, 0, 1, -1)
+	sid := []byte{0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95, 0x62}
+	w.event(ev(t0+1, replication.GTID_EVENT, 0, &replication.GTIDEvent{SID: sid, GNO: 7}), "binlog.000001")
+	w.event(ev(t0+1, replication.TRANSACTION_PAYLOAD_EVENT, 0, &replication.TransactionPayloadEvent{Events: []*replication.BinlogEvent{
+		query(t0+1, "BEGIN"), update(t0+1, 300, balanceMap, []any{int64(1001), "100.00"}, []any{int64(1001), "70.00"}), xid(t0+1, 9)}}), "binlog.000001")
+	if len(w.changes) != 1 || w.changes[0].ID() != "3e11fa47-71ca-11e1-9e33-c80aa9429562:7#0" || w.changes[0].XID != 9 {
+		t.Fatalf("changes %+v", w.changes)
+	}
+}
