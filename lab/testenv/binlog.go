@@ -80,6 +80,7 @@ func StartBinlogServer(o BinlogOptions) (*BinlogServer, error) {
 		RootDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&multiStatements=true", port)}
 	s.cmd = exec.Command("/usr/sbin/mariadbd", args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("testenv: start mariadbd: %v", err)
