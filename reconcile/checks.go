@@ -627,7 +627,11 @@ func cancelling(statuses, cancels []string) bool {
 func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access) error {
 	p := cs.p
 	for _, s := range p.Steps {
-		if s.Scan == nil {
+		switch {
+		case s.Scan == nil && s.Binlog != nil:
+			// docs/reconcile.md: the binlog is read per operation only.
+			cs.notes = append(cs.notes, fmt.Sprintf("step %s reads its effects from the binlog, which reconcile does not scan: not scanned (triage an id with opctl where)", s.Name))
+		case s.Scan == nil:
 			cs.notes = append(cs.notes, fmt.Sprintf("step %s has no scan block: not scanned", s.Name))
 		}
 	}
