@@ -17,7 +17,8 @@ type BinlogRequest struct {
 	// KeyColumn and DeltaColumn are the row's identity column and the column
 	// whose after − before is an effect's size.
 	KeyColumn, DeltaColumn string
-	// Key is the row's key, as text (from the operation's message).
+	// Key is the row's key, as text (from the operation's message); ""
+	// asks for the changes of every row (reconcile's scan of a window).
 	Key string
 	// From and To bound the events' timestamps (seconds: the binlog's
 	// resolution), both included.
@@ -144,6 +145,56 @@ func AttributeChanges(changes []BinlogChange, bizID, delta string, txSet bool) (
 			Values: []Value{c.ID(), c.Key, d, c.Before, c.After, c.At, how}})
 	}
 	return rows, nil
+}
+
+// RepeatedChanges returns, sorted, the operations that a table-wide read of
+// the binlog suspects of a repeated effect (reconcile's duplicates check,
+// docs/reconcile.md): an operation whose transaction (binlog.transaction)
+// tied a change of a row, followed within window by another change of the
+// same row with the same delta that no transaction ties to another
+// operation. Each is then triaged as `opctl where` does, which decides.
+func RepeatedChanges(changes []BinlogChange, window time.Duration) []string {
+	type rowDelta struct{ key, delta string }
+	byRow := map[rowDelta][]BinlogChange{}
+	var order []rowDelta
+	for _, c := range changes {
+		d, err := c.Delta()
+		if err != nil {
+			continue
+		}
+		if r, ok := new(big.Rat).SetString(d); ok {
+			d = r.RatString() // "-30.00" and "-30" are one delta
+		}
+		k := rowDelta{fmt.Sprint(c.Key), d}
+		if _, ok := byRow[k]; !ok {
+			order = append(order, k)
+		}
+		byRow[k] = append(byRow[k], c)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range order {
+		cs := byRow[k]
+		for i, c := range cs {
+			for _, biz := range c.TxKeys {
+				if seen[biz] {
+					continue
+				}
+				for _, later := range cs[i+1:] {
+					if later.At.Sub(c.At) > window {
+						break
+					}
+					if len(later.TxKeys) == 0 || slices.Contains(later.TxKeys, biz) {
+						seen[biz] = true
+						out = append(out, biz)
+						break
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // BinlogLockedRows are a binlog step's evidence rows as a repair binds them:

@@ -92,3 +92,31 @@ func TestBinlogLockedRows(t *testing.T) {
 		}
 	}
 }
+
+func TestRepeatedChanges(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ch := func(sec int, key int64, before, after string, tx ...string) BinlogChange {
+		return BinlogChange{GTID: "0-1-1", At: at.Add(time.Duration(sec) * time.Second), Key: key, Before: before, After: after, TxKeys: tx}
+	}
+	cases := []struct {
+		name    string
+		changes []BinlogChange
+		want    []string
+	}{
+		{"a debit tied to PAY-1, then the same debit untied", []BinlogChange{ch(0, 1, "100.00", "70.00", "PAY-1"), ch(12, 1, "70.00", "40.00")}, []string{"PAY-1"}},
+		{"the same delta tied to another operation: no suspect", []BinlogChange{ch(0, 1, "100.00", "70.00", "PAY-1"), ch(5, 1, "70.00", "40.00", "PAY-2")}, nil},
+		{"another row", []BinlogChange{ch(0, 1, "100.00", "70.00", "PAY-1"), ch(5, 2, "70.00", "40.00")}, nil},
+		{"another delta", []BinlogChange{ch(0, 1, "100.00", "70.00", "PAY-1"), ch(5, 1, "70.00", "50.00")}, nil},
+		{"after the window", []BinlogChange{ch(0, 1, "100.00", "70.00", "PAY-1"), ch(700, 1, "70.00", "40.00")}, nil},
+		{"both tied to one operation", []BinlogChange{ch(0, 1, "100.0", "70.0", "PAY-1"), ch(3, 1, "70.00", "40.00", "PAY-1")}, []string{"PAY-1"}},
+		{"untied changes only: no operation to name", []BinlogChange{ch(0, 1, "100.00", "70.00"), ch(3, 1, "70.00", "40.00")}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := RepeatedChanges(c.changes, 10*time.Minute)
+			if strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}

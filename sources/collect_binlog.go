@@ -3,6 +3,8 @@ package sources
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +73,14 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 		}
 		return nil, errors.New("no binlog reader is configured")
 	}
+	req := BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta}
+	req.Schema, req.Table = c.SplitTable(b.Table)
+	if t, col := b.TransactionTable(); t != "" {
+		req.TxSchema, req.TxTable = c.SplitTable(t)
+		req.TxColumn = col
+	}
+	bctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
 	msg := ev.Kafka.Message
 	if msg == nil {
 		why := ev.Kafka.SearchDetail
@@ -80,7 +90,11 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 		if why == "" {
 			why = "not found"
 		}
-		return nil, errors.New("the operation's Kafka message, which binlog.message_key and message_delta read, could not be read (" + why + ")")
+		missing := errors.New("the operation's Kafka message, which binlog.message_key and message_delta read, could not be read (" + why + ")")
+		if req.TxTable == "" {
+			return nil, missing
+		}
+		return c.tiedChanges(bctx, req, b, ev, missing)
 	}
 	keyPath, _ := config.ParseMessagePath(b.MessageKey, false)
 	deltaPath, _ := config.ParseMessagePath(b.MessageDelta, true)
@@ -93,15 +107,7 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 		return nil, errors.New("binlog.message_delta " + b.MessageDelta + ": " + err.Error())
 	}
 	from := earliestTime(ev, msg.Timestamp)
-	req := BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, Key: key,
-		From: from.Add(-time.Second), To: from.Add(b.WindowDuration())}
-	req.Schema, req.Table = c.splitTable(b.Table)
-	if t, col := b.TransactionTable(); t != "" {
-		req.TxSchema, req.TxTable = c.splitTable(t)
-		req.TxColumn = col
-	}
-	bctx, cancel := context.WithTimeout(ctx, c.timeout())
-	defer cancel()
+	req.Key, req.From, req.To = key, from.Add(-time.Second), from.Add(b.WindowDuration())
 	read, err := c.Binlog.Changes(bctx, req)
 	if err != nil {
 		return nil, err
@@ -109,9 +115,51 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 	return AttributeChanges(read.Changes, ev.BizID, delta, req.TxTable != "")
 }
 
-// splitTable is (schema, table) of "schema.table", or of "table" in
+// tiedChanges reads a binlog step without the operation's message (no
+// longer retained, or reconcile, which reads no record per candidate): a
+// change whose transaction (binlog.transaction) names the operation says
+// which row and which delta, and the window is the evidence's earliest
+// time ± window (the debit may precede its ledger row). Without such a
+// change it returns missing.
+func (c *Collector) tiedChanges(ctx context.Context, req BinlogRequest, b *config.Binlog, ev *Evidence, missing error) ([]Row, error) {
+	var at *time.Time
+	if ev.DB.State.Found {
+		at = ev.DB.State.CreatedAt
+	}
+	if t := EvidenceTime(ev.DB); at == nil || (t != nil && t.Before(*at)) {
+		at = t
+	}
+	if at == nil {
+		return nil, missing
+	}
+	req.From, req.To = at.Add(-b.WindowDuration()), at.Add(b.WindowDuration())
+	read, err := c.Binlog.Changes(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range read.Changes {
+		if !slices.Contains(ch.TxKeys, ev.BizID) {
+			continue
+		}
+		delta, err := ch.Delta()
+		if err != nil {
+			return nil, err
+		}
+		key := fmt.Sprint(ch.Key)
+		var same []BinlogChange
+		for _, o := range read.Changes {
+			if fmt.Sprint(o.Key) == key {
+				same = append(same, o)
+			}
+		}
+		return AttributeChanges(same, ev.BizID, delta, true)
+	}
+	return nil, missing
+}
+
+// SplitTable is (schema, table) of "schema.table", or of "table" in
 // BinlogSchema.
-func (c *Collector) splitTable(t string) (string, string) {
+func (c *Collector) SplitTable(t string) (string, string) {
 	if s, tb, ok := strings.Cut(t, "."); ok {
 		return s, tb
 	}

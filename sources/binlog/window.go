@@ -160,7 +160,7 @@ func (w *window) rows(e *replication.RowsEvent, kind replication.EnumRowsEventTy
 			if w.keyPos >= len(after) || w.deltaPos >= len(after) || w.deltaPos >= len(before) {
 				continue
 			}
-			if text(after[w.keyPos]) != w.req.Key && text(before[w.keyPos]) != w.req.Key {
+			if w.req.Key != "" && text(after[w.keyPos]) != w.req.Key && text(before[w.keyPos]) != w.req.Key {
 				continue
 			}
 			w.pending = append(w.pending, sources.BinlogChange{
