@@ -100,8 +100,9 @@ func (r *Reader) Changes(ctx context.Context, req sources.BinlogRequest) (source
 type server struct {
 	flavor string
 	files  []file
-	// cols and txCols map column names to their positions in the row images
-	// (information_schema, used when the table map carries no names).
+	// keyPos, deltaPos and txPos are the key, delta and transaction
+	// columns' positions in the row images (information_schema's ordinal
+	// positions: MariaDB's table maps carry no column names by default).
 	keyPos, deltaPos, txPos int
 }
 
@@ -280,7 +281,12 @@ func (r *Reader) fileStart(ctx context.Context, srv *server, i int) (start int64
 }
 
 func (r *Reader) streamErr(name string, err error) error {
-	return fmt.Errorf("binlog of %s: read %s (the binlog user needs REPLICATION SLAVE): %v", r.addr, name, scrub(err, r.password))
+	msg := scrub(err, r.password).Error()
+	hint := ""
+	if l := strings.ToLower(msg); strings.Contains(l, "denied") || strings.Contains(msg, "1227") {
+		hint = " (the binlog user needs REPLICATION SLAVE)"
+	}
+	return fmt.Errorf("binlog of %s: read %s%s: %s", r.addr, name, hint, msg)
 }
 
 // syncer makes a replica connection's syncer; decode, when set, decodes

@@ -233,3 +233,20 @@ func TestChangesUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// A wrong binlog password: the error names the server and the user, never
+// the password.
+func TestChangesWrongPassword(t *testing.T) {
+	srv := shared.Get(t)
+	db := srv.MySQL(t)
+	dsn := strings.Replace(db.DSN, "root@", "root:s3cret-pw@", 1)
+	r, err := New(dsn, 0, 5*time.Second)
+	testenv.Must(t, err, "new")
+	_, err = r.Changes(context.Background(), sources.BinlogRequest{Schema: db.Name, Table: "t", KeyColumn: "k", DeltaColumn: "d", Key: "1", From: time.Now(), To: time.Now()})
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") || !strings.Contains(err.Error(), "connect as root") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := New("u:s3cret-pw@unix(/tmp/s.sock)/db", 0, 0); err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+		t.Fatalf("unix DSN: %v", err)
+	}
+}
