@@ -2,6 +2,7 @@ package repair
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -114,6 +115,15 @@ func TestSeed000DoubleDebitFromBinlog(t *testing.T) {
 		}
 	}
 
+	// where -o json (docs/where.md#binlog-evidence): each change an evidence
+	// object, DECIMALs as strings, the binlog a source.
+	js, err := json.Marshal(r)
+	testenv.Must(t, err, "marshal")
+	for _, want := range []string{`"key":1001,"delta":"-30.00","before":"500.00","after":"470.00","at":"`, `"attribution":"message"}`, `"binlog":"ok"`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("where JSON lacks %s:\n%s", want, js)
+		}
+	}
 	p := e.mustPlan("settlement", "PAY-1", plans.Options{})
 	if len(p.Actions) != 1 || p.Actions[0].Type != plans.Reverse {
 		t.Fatalf("actions %+v", p.Actions)
