@@ -15,7 +15,6 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/reconcile"
-	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
@@ -183,11 +182,11 @@ func reconciler(f *Factory) func() (ReconcileFunc, error) {
 type durationFlag struct{ d time.Duration }
 
 // maxDurationDays bounds the days of a duration flag (docs/reconcile.md).
-const maxDurationDays = sources.MaxDurationDays
+const maxDurationDays = config.MaxDurationDays
 
 // ParseDuration parses a Go duration, also accepting a leading number of
-// days ("8d", "1d12h"): sources.ParseDuration, which runbooks use too.
-func ParseDuration(s string) (time.Duration, error) { return sources.ParseDuration(s) }
+// days ("8d", "1d12h"): config.ParseDuration, the one parser of durations.
+func ParseDuration(s string) (time.Duration, error) { return config.ParseDuration(s) }
 
 // String is the value as Set takes it back: whole days as "Nd", else Go's
 // form.

@@ -200,6 +200,9 @@ func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo) [
 // effects, less what opctl's audit says was reversed or compensated.
 func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo, att Attestations) StepView {
 	v := StepView{Index: i + 1, Name: s.Name, Kind: s.Kind, Error: se.Err}
+	if v.Error == "" {
+		v.Error = se.BinlogErr
+	}
 	if reached.n >= 0 {
 		b := i < reached.n
 		v.Reached = &b
@@ -425,6 +428,9 @@ func (e *events) state(table string, st sources.StateRow) {
 // step adds a step's evidence rows and its intents' calls and acks.
 func (e *events) step(s config.Step, sv StepView) {
 	src := tableOf(s.Evidence, s.Name)
+	if s.Binlog != nil {
+		src = "binlog " + s.Binlog.Table
+	}
 	for _, row := range sv.Evidence {
 		what := fmt.Sprintf("%s: %s", s.Name, rowText(row.Row))
 		if row.Reversed {
@@ -464,7 +470,7 @@ func tableOf(query, fallback string) string {
 
 func firstTime(row sources.Row) *time.Time {
 	for i, c := range row.Columns {
-		if t, ok := row.Values[i].(time.Time); ok && (c == "created_at" || strings.HasSuffix(c, "_at") || strings.HasSuffix(c, "time")) {
+		if t, ok := row.Values[i].(time.Time); ok && (c == "created_at" || c == "at" || strings.HasSuffix(c, "_at") || strings.HasSuffix(c, "time")) {
 			return &t
 		}
 	}

@@ -445,6 +445,9 @@ func effectDetail(s config.Step, v StepView) string {
 	if s.Kind == config.KindRemote {
 		return fmt.Sprintf("%d acked or confirmed calls", v.EvidenceCount)
 	}
+	if s.Binlog != nil {
+		return fmt.Sprintf("%d changes of %s in the binlog", v.EvidenceCount, s.Binlog.Table)
+	}
 	return fmt.Sprintf("%d evidence rows", v.EvidenceCount)
 }
 

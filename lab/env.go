@@ -35,12 +35,16 @@ var schemaSQL string
 //go:embed opctl.yaml.tmpl
 var configTmpl string
 
+//go:embed schema_seed000.sql
+var seedSchemaSQL string
+
 // Topics are the lab's topics with their partition counts.
 func Topics() map[string]int32 {
 	return map[string]int32{
 		"settlement-event": 8, "settlement-anchored": 8,
 		"order-fulfilment": 8, "fulfilment-anchored": 8,
 		"order-event": 8, "order-event-anchored": 8,
+		"settlement-seed": 8,
 	}
 }
 
@@ -80,6 +84,13 @@ type Env struct {
 	// ConfigPath is the rendered opctl.yaml; Config is it loaded.
 	ConfigPath string
 	Config     *config.Config
+
+	// Binlog is true when the server keeps a ROW binlog: the lab then also
+	// has seed 000's own schema in SeedDBName (SeedDB), pipeline
+	// settlement_seed, and the scenarios of BinlogScenarios.
+	Binlog     bool
+	SeedDBName string
+	SeedDB     *sql.DB
 
 	root *sql.DB
 	// inflight are consumers a scenario left running (in-flight-lease).
@@ -144,6 +155,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}
 
+	if err := e.startSeed(ctx, cfg); err != nil {
+		return nil, err
+	}
+
 	if e.Cluster, err = cluster.Start(Topics()); err != nil {
 		return nil, fmt.Errorf("lab: kafka cluster: %v", err)
 	}
@@ -193,6 +208,7 @@ func (e *Env) renderConfig(dsn string) string {
 		"BrokersYAML": strings.Join(quoted, ", "),
 		"Naive":       e.Naive.URLs(),
 		"Anchored":    e.Anchored.URLs(),
+		"SeedDB":      e.SeedDBName,
 	})
 	return sb.String()
 }
@@ -229,10 +245,16 @@ func (e *Env) Close() {
 	if e.DB != nil {
 		e.DB.Close()
 	}
+	if e.SeedDB != nil {
+		e.SeedDB.Close()
+	}
 	if e.root != nil {
-		if e.DBName != "" {
+		for _, name := range []string{e.DBName, e.SeedDBName} {
+			if name == "" {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, _ = e.root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+config.QuoteIdent(e.DBName))
+			_, _ = e.root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+config.QuoteIdent(name))
 			cancel()
 		}
 		e.root.Close()
@@ -240,6 +262,35 @@ func (e *Env) Close() {
 	if e.tmpDir != "" {
 		os.RemoveAll(e.tmpDir)
 	}
+}
+
+// startSeed creates seed 000's own schema (schema_seed000.sql: no journal,
+// no state table) in a second database when the server keeps a ROW binlog,
+// the only place its double debit can be seen. Without one (the embedded
+// server of lab/demo, a server with log_bin off) it does nothing.
+func (e *Env) startSeed(ctx context.Context, cfg *mysql.Config) error {
+	var logBin int
+	var format string
+	if err := e.DB.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format); err != nil || logBin == 0 || !strings.EqualFold(format, "ROW") {
+		return nil
+	}
+	e.SeedDBName = e.DBName + "_seed"
+	if _, err := e.root.ExecContext(ctx, "CREATE DATABASE "+config.QuoteIdent(e.SeedDBName)); err != nil {
+		return fmt.Errorf("lab: create database %s: %v", e.SeedDBName, err)
+	}
+	c := *cfg
+	c.DBName = e.SeedDBName
+	var err error
+	if e.SeedDB, err = sql.Open("mysql", c.FormatDSN()); err != nil {
+		return err
+	}
+	for _, stmt := range SplitSQL(seedSchemaSQL) {
+		if _, err := e.SeedDB.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("lab: seed 000 schema: %v\n%s", err, stmt)
+		}
+	}
+	e.Binlog = true
+	return nil
 }
 
 // SplitSQL splits a schema file (lab/schema.sql, testdata/schema/*.sql) on

@@ -12,6 +12,7 @@ import (
 	"github.com/opctl-dev/opctl/lab/downstream"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Repair is what the demo did about one affected operation.
@@ -133,7 +134,8 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 				return out, err
 			}
 			out[i].After = r.Verdict.Code
-			out[i].OK = r.Verdict.Code == inspect.Complete || r.Verdict.Code == inspect.SkippedOK
+			out[i].OK = r.Verdict.Code == inspect.Complete || r.Verdict.Code == inspect.SkippedOK ||
+				(r.Verdict.Code == inspect.Incomplete && unanchored(e.Config.Pipeline(out[i].Pipeline)))
 			if !out[i].OK {
 				pending++
 			}
@@ -147,6 +149,13 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// unanchored reports a pipeline with neither a state nor an idempotency
+// table (seed 000's own schema): nothing records that an operation ended,
+// so its best verdict is INCOMPLETE, with every step applied once.
+func unanchored(p *config.Pipeline) bool {
+	return p != nil && p.State == nil && p.Idempotency == nil
 }
 
 // startFixed starts the post-incident consumer of a pipeline.

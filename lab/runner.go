@@ -101,13 +101,18 @@ func Select(names []string) ([]Scenario, error) {
 			list = append(list, s)
 		}
 	}
+	for _, s := range BinlogScenarios() {
+		if want[s.Name] {
+			list = append(list, s)
+		}
+	}
 	return list, nil
 }
 
 // ScenarioNames lists the scenarios in the order they run.
 func ScenarioNames() []string {
 	var out []string
-	for _, s := range Scenarios() {
+	for _, s := range append(Scenarios(), BinlogScenarios()...) {
 		out = append(out, s.Name)
 	}
 	return out
@@ -115,7 +120,7 @@ func ScenarioNames() []string {
 
 // isScenario reports whether name is a scenario.
 func isScenario(name string) bool {
-	for _, s := range Scenarios() {
+	for _, s := range append(Scenarios(), BinlogScenarios()...) {
 		if s.Name == name {
 			return true
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
@@ -629,7 +630,14 @@ func cancelling(statuses, cancels []string) bool {
 func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]mysqlsrc.TableInfo) error {
 	p := cs.p
 	for _, s := range p.Steps {
-		if s.Scan == nil {
+		switch {
+		case s.Scan == nil && s.Binlog != nil && cs.check == CheckDuplicates:
+			if err := r.binlogDuplicates(cs, s); err != nil {
+				return err
+			}
+		case s.Scan == nil && s.Binlog != nil:
+			cs.notes = append(cs.notes, fmt.Sprintf("step %s reads its effects from the binlog: not scanned", s.Name))
+		case s.Scan == nil:
 			cs.notes = append(cs.notes, fmt.Sprintf("step %s has no scan block: not scanned", s.Name))
 		}
 	}
@@ -713,6 +721,50 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 		})
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// binlogDuplicates reads a binlog step's table in the binlog over
+// [now − --since, now] (at most 24 hours: a binlog scan reads every event of
+// the window) and makes candidates of the operations sources.RepeatedChanges
+// suspects: a change tied to one by binlog.transaction and a later one of
+// the same row and delta that no transaction ties elsewhere
+// (docs/reconcile.md). Without binlog.transaction no change names an
+// operation, and the step is not scanned.
+func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
+	b := s.Binlog
+	switch {
+	case b.Transaction == "":
+		cs.notes = append(cs.notes, fmt.Sprintf("step %s reads its effects from the binlog and has no binlog.transaction: no change names an operation, not scanned (triage an id with opctl where)", s.Name))
+		return nil
+	case r.d.Collector.Binlog == nil:
+		cs.notes = append(cs.notes, fmt.Sprintf("step %s: the binlog cannot be read: not scanned", s.Name))
+		cs.partial.Store(true)
+		return nil
+	case r.o.Since > config.MaxBinlogWindow:
+		cs.notes = append(cs.notes, fmt.Sprintf("step %s: the binlog is scanned over at most 24h and --since is %s: not scanned (pass --since 24h or less)", s.Name, r.o.Since))
+		return nil
+	}
+	req := sources.BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, From: r.now.Add(-r.o.Since), To: r.now}
+	req.Schema, req.Table = r.d.Collector.SplitTable(b.Table)
+	t, col := b.TransactionTable()
+	req.TxSchema, req.TxTable = r.d.Collector.SplitTable(t)
+	req.TxColumn = col
+	read, err := r.d.Collector.Binlog.Changes(r.qctx, req)
+	if err != nil {
+		cs.notes = append(cs.notes, fmt.Sprintf("step %s: binlog not scanned: %v", s.Name, err))
+		cs.partial.Store(true)
+		return nil
+	}
+	r.count(cs, int64(len(read.Changes)))
+	cs.notes = append(cs.notes, fmt.Sprintf("step %s: %d binlog change(s) of %s in %d file(s)", s.Name, len(read.Changes), b.Table, len(read.Files)))
+	for _, biz := range sources.RepeatedChanges(read.Changes, b.WindowDuration()) {
+		if !cs.seen[biz] {
+			if err := r.candidate(cs, biz); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

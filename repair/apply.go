@@ -182,6 +182,9 @@ type applyRun struct {
 	auditErrs []error
 	// planBody is the plan's JSON, kept in every audit row (afterImage).
 	planBody []byte
+	// fresh is the read of the stale check: a binlog step's guards read its
+	// changes there (the binlog cannot be read under FOR UPDATE).
+	fresh *sources.Evidence
 }
 
 func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Result, error) {
@@ -290,6 +293,7 @@ func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
 		_, err := x.fail(err)
 		return true, err
 	}
+	x.fresh = &ev
 	parts := redrivePartitions(ctx, x.a.Partitions, x.p, ev)
 	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev), &ev, parts))
 	if len(diff) == 0 {

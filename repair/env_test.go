@@ -45,7 +45,13 @@ func td(parts ...string) string {
 // brokers (and vars) as its environment.
 func newTenv(t testing.TB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
 	t.Helper()
-	db, k := testenv.Seeded(t, sqlFiles, schema.AuditDDL(""), topics, 8)
+	return newTenvOn(t, testenv.MySQL(t), cfgPath, sqlFiles, topics, vars)
+}
+
+// newTenvOn is newTenv on the database db (one on the binlog test server).
+func newTenvOn(t testing.TB, db *testenv.DB, cfgPath string, sqlFiles []string, topics []string, vars map[string]string) *tenv {
+	t.Helper()
+	db, k := testenv.SeededOn(t, db, sqlFiles, schema.AuditDDL(""), topics, 8)
 	env := map[string]string{"OPCTL_MYSQL_DSN": db.DSN, "OPCTL_BROKERS": k.Brokers[0]}
 	for k, v := range vars {
 		env[k] = v

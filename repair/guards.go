@@ -164,12 +164,28 @@ func (g *guardEnv) evidence(step string) (*lockedRows, error) {
 		return lr, nil
 	}
 	k := g.x.p.StepIndex(step)
-	if k < 0 || g.x.p.Steps[k].Evidence == "" {
+	var rows sources.LockedRows
+	switch {
+	case k >= 0 && g.x.p.Steps[k].Binlog != nil:
+		// The binlog's changes as the stale check read them just before
+		// (docs/repair.md#binlog-evidence), or now when a resumed apply had
+		// none; the audit rows are locked below.
+		if g.x.fresh == nil && g.x.a.Collector != nil {
+			if ev, err := g.x.a.Collector.Collect(g.ctx, g.x.p, g.x.plan.BizID); err == nil {
+				g.x.fresh = &ev
+			}
+		}
+		if g.x.fresh == nil || k >= len(g.x.fresh.DB.Steps) || g.x.fresh.DB.Steps[k].BinlogErr != "" {
+			return nil, fmt.Errorf("step %s: its binlog evidence could not be read again: %s", step, binlogErrOf(g.x.fresh, k))
+		}
+		rows = sources.BinlogLockedRows(g.x.fresh.DB.Steps[k].Rows)
+	case k < 0 || g.x.p.Steps[k].Evidence == "":
 		return nil, fmt.Errorf("step %s has no evidence query", step)
-	}
-	rows, err := g.tx.LockRows(g.ctx, g.x.p.Steps[k].Evidence, g.x.plan.BizID)
-	if err != nil {
-		return nil, fmt.Errorf("read %s evidence: %w", step, err)
+	default:
+		var err error
+		if rows, err = g.tx.LockRows(g.ctx, g.x.p.Steps[k].Evidence, g.x.plan.BizID); err != nil {
+			return nil, fmt.Errorf("read %s evidence: %w", step, err)
+		}
 	}
 	att, err := g.attestations()
 	if err != nil {
@@ -181,6 +197,14 @@ func (g *guardEnv) evidence(step string) (*lockedRows, error) {
 	}
 	g.ev[step] = lr
 	return lr, nil
+}
+
+// binlogErrOf says why step k's binlog evidence is missing from ev.
+func binlogErrOf(ev *sources.Evidence, k int) string {
+	if ev == nil || k >= len(ev.DB.Steps) {
+		return "no fresh read"
+	}
+	return ev.DB.Steps[k].BinlogErr
 }
 
 func (g *guardEnv) intents(step string) ([]sources.Intent, error) {

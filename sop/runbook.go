@@ -574,7 +574,7 @@ func (p *parse) verdicts(f *field) []inspect.Code {
 
 func (p *parse) duration(f *field) time.Duration {
 	v := p.str(f)
-	d, err := sources.ParseDuration(v)
+	d, err := config.ParseDuration(v)
 	if err != nil || d <= 0 {
 		p.errorf(valOr(f), "%s: %q: want a positive duration (30s, 5m, 2h, 7d)", f.key, v)
 		return 0

@@ -27,6 +27,12 @@ type Collector struct {
 	// SearchWindow and SearchLimit bound the message search (docs/where.md).
 	SearchWindow time.Duration
 	SearchLimit  int
+	// Binlog reads the steps with a binlog block (nil: none configured, or
+	// BinlogMissing says why not); BinlogSchema is the schema of a binlog
+	// table named without one (the binlog DSN's database).
+	Binlog        Binlog
+	BinlogMissing string
+	BinlogSchema  string
 }
 
 // ConnError is a connection-level failure of a source that nothing could be
@@ -270,6 +276,9 @@ func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() group
 		gr = group()
 	}
 	wg.Wait()
+	// The binlog window is read once the message is in: its key and delta
+	// come from it.
+	defer c.readBinlog(ctx, ev)
 
 	switch {
 	case c.Kafka == nil:
@@ -335,7 +344,13 @@ func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidenc
 		earliest(rec.CreatedAt)
 	}
 	if !st.Found && rec == nil {
-		return req, false
+		// No state row and no record (seed 000's schema): the evidence's
+		// earliest time anchors the search.
+		t := EvidenceTime(db)
+		if t == nil {
+			return req, false
+		}
+		earliest(t)
 	}
 	if around != nil {
 		req.Around = *around

@@ -139,6 +139,10 @@ type StepEvidence struct {
 	// Err is set when this step's query failed ("debit: evidence query:
 	// ..."); the step is then unknown and the report partial.
 	Err string
+	// BinlogErr is set when the step's binlog evidence could not be read
+	// ("debit: binlog: ..."): the step is unknown and the report partial
+	// (Sources["binlog"] says why). Rows then holds no binlog change.
+	BinlogErr string
 }
 
 // IdempotencyRow is one consumer idempotency record.

@@ -124,6 +124,9 @@ func stepDetail(s inspect.StepView) string {
 	var parts []string
 	for _, e := range s.Evidence {
 		t := "id " + Safe(inspect.IdentityString(e.Identity()))
+		if e.IsBinlogChange() {
+			t = binlogChange(e)
+		}
 		if e.Reversed {
 			t += " (reversed)"
 		}
@@ -153,6 +156,20 @@ func stepDetail(s inspect.StepView) string {
 		return "-"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// binlogChange is a binlog change as a step's detail shows it: "change
+// 0-1-42#0 at 2026-12-01 10:00:00 balance 100.00 → 70.00 (message)"
+// (docs/where.md#binlog-evidence).
+func binlogChange(r inspect.EvidenceRow) string {
+	col := func(name string) string {
+		v, _ := r.Get(name)
+		if t, ok := v.(time.Time); ok {
+			return t.Format("2006-01-02 15:04:05")
+		}
+		return Safe(inspect.IdentityString(v))
+	}
+	return "change " + col("id") + " at " + col("at") + " " + col("before") + " → " + col("after") + " (" + col("attribution") + ")"
 }
 
 func stateLine(r inspect.Report) string {

@@ -50,6 +50,10 @@ const (
 	Naive Design = "naive"
 	// Anchored is docs/design.md's design: state row, lease, CAS, intents.
 	Anchored Design = "anchored"
+	// Seed is seed 000's consumer exactly as its author describes it, on
+	// its own tables (testdata/schema/seed000.sql in Config.DB): a plain
+	// guarded UPDATE, a ledger insert stopped by its unique key, no state.
+	Seed Design = "seed"
 )
 
 // URLs are the base URLs (http://host:port, no trailing slash) of the
@@ -334,8 +338,15 @@ func (cfg *Config) validate() error {
 	}
 	switch cfg.Design {
 	case Naive, Anchored:
+	case Seed:
+		if cfg.Kind != Settlement {
+			return fmt.Errorf("consumer: design seed is seed 000's settlement consumer, not %s", cfg.Kind)
+		}
+		if cfg.ResumeFromState {
+			return errors.New("consumer: seed 000's consumer has no state row to resume from")
+		}
 	default:
-		return fmt.Errorf("consumer: unknown design %q (want naive or anchored)", cfg.Design)
+		return fmt.Errorf("consumer: unknown design %q (want naive, anchored or seed)", cfg.Design)
 	}
 	switch {
 	case cfg.Topic == "" || cfg.Group == "" || cfg.ClientID == "":

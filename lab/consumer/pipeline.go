@@ -36,6 +36,8 @@ func newPipeline(c *Consumer) pipeline {
 	switch {
 	case c.cfg.Kind == Settlement && c.cfg.Design == Naive:
 		return &settlementNaive{c: c}
+	case c.cfg.Kind == Settlement && c.cfg.Design == Seed:
+		return &settlementSeed{c: c}
 	case c.cfg.Kind == Settlement:
 		return newSettlementAnchored(c)
 	case c.cfg.Kind == Fulfilment && c.cfg.Design == Naive:

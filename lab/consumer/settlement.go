@@ -64,21 +64,7 @@ func (p *settlementNaive) process(ctx context.Context, d *delivery) result {
 			return err
 		})
 	}
-	// ledger: the unique key (biz_order_id, direction) stops a second row,
-	// which is taken as "already done".
-	ledger := func() (string, bool, error) {
-		_, err := db.ExecContext(ctx, "INSERT INTO ledger_entry (biz_order_id, direction, amount, created_at) VALUES (?, 'OUT', CAST(? AS DECIMAL(18,2)), NOW(3))", m.BizID, m.Amount)
-		if isDup(err) {
-			return "unique key uk_biz_dir: already written", true, nil
-		}
-		return "", false, err
-	}
-	// notify: a new request id on every attempt, no intent.
-	notify := func() (string, bool, error) {
-		rid := freshRequestID(m.BizID, stepNotify)
-		_, err := c.call(ctx, c.cfg.Services.Notify, rid, m.BizID, settlementPayload(m))
-		return rid, false, err
-	}
+	ledger, notify := seedLedger(ctx, db, m), seedNotify(ctx, c, m)
 	for _, s := range []struct {
 		name, done string
 		effect     func() (string, bool, error)
@@ -88,6 +74,72 @@ func (p *settlementNaive) process(ctx context.Context, d *delivery) result {
 		{stepNotify, "DONE", notify},
 	} {
 		if r := c.naiveStep(ctx, d, s.name, s.effect, status(s.done)); r.out != outNext {
+			return r
+		}
+	}
+	c.emitD(d, "done", "", "")
+	return done()
+}
+
+// seedLedger is seed 000's ledger step: the unique key (biz_order_id,
+// direction) stops a second row, which is taken as "already done".
+func seedLedger(ctx context.Context, db *sql.DB, m Message) func() (string, bool, error) {
+	return func() (string, bool, error) {
+		_, err := db.ExecContext(ctx, "INSERT INTO ledger_entry (biz_order_id, direction, amount, created_at) VALUES (?, 'OUT', CAST(? AS DECIMAL(18,2)), NOW(3))", m.BizID, m.Amount)
+		if isDup(err) {
+			return "unique key uk_biz_dir: already written", true, nil
+		}
+		return "", false, err
+	}
+}
+
+// seedNotify is seed 000's notify step: a new request id on every attempt,
+// no intent.
+func seedNotify(ctx context.Context, c *Consumer, m Message) func() (string, bool, error) {
+	return func() (string, bool, error) {
+		rid := freshRequestID(m.BizID, stepNotify)
+		_, err := c.call(ctx, c.cfg.Services.Notify, rid, m.BizID, settlementPayload(m))
+		return rid, false, err
+	}
+}
+
+// settlementSeed is seed 000's consumer on the seed's own tables: the debit
+// is the seed's statement, `UPDATE account_balance SET balance = balance - ?
+// WHERE account_id = ? AND balance >= ?` (guarded against overdraft, not
+// against a second run), then the ledger insert, whose unique key
+// (biz_order_id, direction) stops a second row and is taken as "already
+// done", then the notify with a new request id. No journal, no state row:
+// a redelivered record debits again.
+type settlementSeed struct{ c *Consumer }
+
+func (p *settlementSeed) steps() []string {
+	return []string{stepDebit, stepLedger, stepNotify}
+}
+func (p *settlementSeed) release(context.Context, *delivery) {}
+
+func (p *settlementSeed) process(ctx context.Context, d *delivery) result {
+	c, db, m := p.c, p.c.cfg.DB, d.m
+	if err := settlementFields(m); err != nil {
+		return invalid(err.Error())
+	}
+	none := func() error { return nil } // no state to advance
+	debit := func() (string, bool, error) {
+		res, err := db.ExecContext(ctx, "UPDATE account_balance SET balance = balance - CAST(? AS DECIMAL(18,2)) WHERE account_id = ? AND balance >= CAST(? AS DECIMAL(18,2))",
+			m.Amount, m.AccountID, m.Amount)
+		if err != nil {
+			return "", false, err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return "", false, fmt.Errorf("account %d: insufficient balance for %s", m.AccountID, m.Amount)
+		}
+		return "-" + m.Amount, false, nil
+	}
+	ledger, notify := seedLedger(ctx, db, m), seedNotify(ctx, c, m)
+	for _, s := range []struct {
+		name   string
+		effect func() (string, bool, error)
+	}{{stepDebit, debit}, {stepLedger, ledger}, {stepNotify, notify}} {
+		if r := c.naiveStep(ctx, d, s.name, s.effect, none); r.out != outNext {
 			return r
 		}
 	}

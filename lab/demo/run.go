@@ -139,9 +139,21 @@ func startLab(ctx context.Context, opts *options, progress func(format string, a
 
 // runLab is startLab on a started env: it runs opts.selected.
 func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(format string, args ...any)) (demoReport, error) {
-	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(opts.selected))
+	selected := opts.selected
+	if len(opts.Scenarios) == 0 {
+		// Seed 000 on its own schema needs a binlog: run it where there is
+		// one, and say why not elsewhere.
+		for _, s := range lab.BinlogScenarios() {
+			if env.Binlog {
+				selected = append(selected, s)
+			} else {
+				progress("lab: %s skipped: this server keeps no ROW binlog (the embedded server never does); run the demo with --mysql-dsn on a server with log_bin ON and binlog_format=ROW\n", s.Name)
+			}
+		}
+	}
+	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(selected))
 
-	results, runErr := env.Run(ctx, opts.selected, func(p lab.Progress) {
+	results, runErr := env.Run(ctx, selected, func(p lab.Progress) {
 		if !p.Done {
 			progress("[%d/%d] %-26s ", p.Index+1, p.Total, p.Scenario)
 			return

@@ -9,7 +9,13 @@ import "testing"
 // parts partitions each.
 func Seeded(t testing.TB, sqlFiles, stmts, topics []string, parts int32) (*DB, *Kafka) {
 	t.Helper()
-	db := MySQL(t)
+	return SeededOn(t, MySQL(t), sqlFiles, stmts, topics, parts)
+}
+
+// SeededOn is Seeded on the database db (one on the binlog test server,
+// StartBinlogServer).
+func SeededOn(t testing.TB, db *DB, sqlFiles, stmts, topics []string, parts int32) (*DB, *Kafka) {
+	t.Helper()
 	for _, f := range sqlFiles {
 		db.ExecFile(t, f)
 	}

@@ -652,14 +652,43 @@ func liveRows(v inspect.StepView) []inspect.EvidenceRow {
 }
 
 // identityLess orders identities numerically when both are integers, else
-// as strings.
+// as strings whose runs of digits compare as numbers: a binlog change's
+// "0-1-9#0" is older than "0-1-10#0", "bin.000002:120#0" than
+// "bin.000002:1024#0" (docs/repair.md#binlog-evidence).
 func identityLess(a, b string) bool {
 	x, ea := strconv.ParseInt(a, 10, 64)
 	y, eb := strconv.ParseInt(b, 10, 64)
 	if ea == nil && eb == nil {
 		return x < y
 	}
-	return a < b
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// digitRun is the length of s's leading run of ASCII digits.
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // ImageOf converts an evidence row to plain text (values as ValueText

@@ -271,3 +271,31 @@ func TestBuildIncident(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentityLess: "the newest duplicate" is the greatest identity;
+// integers compare as numbers, and so do the digit runs of a binlog
+// change's identity.
+func TestIdentityLess(t *testing.T) {
+	cases := []struct {
+		a, b string
+		less bool
+	}{
+		{"9", "10", true},
+		{"10", "9", false},
+		{"0-1-9#0", "0-1-10#0", true},
+		{"0-1-10#0", "0-1-9#1", false},
+		{"0-1-10#0", "0-1-10#1", true},
+		{"bin.000002:1024#0", "bin.000002:120#0", false},
+		{"bin.000002:9999#0", "bin.000003:4#0", true},
+		{"3e11fa47-71ca-11e1-9e33-c80aa9429562:99#0", "3e11fa47-71ca-11e1-9e33-c80aa9429562:100#0", true},
+		{"a", "b", true},
+		{"x", "x", false},
+	}
+	for _, c := range cases {
+		t.Run(c.a+"<"+c.b, func(t *testing.T) {
+			if got := identityLess(c.a, c.b); got != c.less {
+				t.Fatalf("identityLess(%q, %q) = %v", c.a, c.b, got)
+			}
+		})
+	}
+}

@@ -330,7 +330,7 @@ func (j judge) retention() Result {
 		return res(CheckRetention, Warn, "retention is not stated: doctor cannot tell whether a redelivered message can find its state and idempotency rows gone",
 			fmt.Sprintf("add retention: <how long the consumers keep state and idempotency rows, e.g. 30d> to pipeline %s (docs/design.md#retention)", j.p.Name))
 	}
-	keep, err := sources.ParseDuration(j.p.Retention)
+	keep, err := config.ParseDuration(j.p.Retention)
 	if err != nil || keep <= 0 {
 		return res(CheckRetention, Fail, fmt.Sprintf("retention %q is not a duration", j.p.Retention), "write it as 30d, 720h, ...")
 	}
@@ -432,8 +432,7 @@ func sameZone(tz, global, system string) bool {
 }
 
 // binlog: for a pipeline with binlog evidence, log_bin, ROW, FULL and the
-// retained binlogs. No pipeline has binlog evidence in this configuration
-// format yet: the check reports skip for it.
+// retained binlogs; skip for the others.
 func (j judge) binlog() Result {
 	if !hasBinlogEvidence(j.p) {
 		return res(CheckBinlog, Skip, "no step has binlog evidence", "")
@@ -442,9 +441,15 @@ func (j judge) binlog() Result {
 }
 
 // hasBinlogEvidence reports whether a step reads its evidence from the
-// binlog. The config's binlog blocks arrive with the binlog evidence
-// (docs/doctor.md "binlog"): until then no step does.
-func hasBinlogEvidence(*config.Pipeline) bool { return false }
+// binlog (a `binlog` block, docs/config.md#binlog).
+func hasBinlogEvidence(p *config.Pipeline) bool {
+	for _, s := range p.Steps {
+		if s.Binlog != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // judgeBinlog is the binlog check on the server's facts: log_bin on,
 // binlog_format ROW, binlog_row_image FULL, and binlogs retained for the
@@ -471,7 +476,7 @@ func judgeBinlog(srv sources.ServerFacts, retention string) Result {
 		return res(CheckBinlog, Warn, "the server lists no binary log", "")
 	}
 	detail := fmt.Sprintf("log_bin ON, ROW, FULL; %d binary log(s) retained, oldest %s", len(srv.BinaryLogs), srv.BinaryLogs[0])
-	if keep, err := sources.ParseDuration(retention); err == nil && !srv.OldestBinlog.IsZero() {
+	if keep, err := config.ParseDuration(retention); err == nil && !srv.OldestBinlog.IsZero() {
 		age := time.Since(srv.OldestBinlog)
 		if age < keep {
 			return res(CheckBinlog, Warn, fmt.Sprintf("%s, from %s: %s of binlog for a retention of %s", detail, srv.OldestBinlog.UTC().Format(time.RFC3339), days(age.Truncate(time.Hour)), retention),

@@ -35,6 +35,12 @@ type MySQL struct {
 	// TimeZone is the session time zone the consumers write DATETIMEs in
 	// (see ParseTimeZone); "" is the server's @@global.time_zone.
 	TimeZone string `yaml:"time_zone"`
+	// BinlogDSN is the server and user the binlog is read from as a replica
+	// (REPLICATION SLAVE, REPLICATION CLIENT); it defaults to DSN.
+	BinlogDSN string `yaml:"binlog_dsn"`
+	// ServerID is the replica server id of the binlog connection; 0 picks a
+	// random one in [2^31, 2^32).
+	ServerID uint32 `yaml:"server_id"`
 }
 
 // Kafka describes how to reach the cluster the pipelines consume from.
@@ -163,6 +169,9 @@ type Step struct {
 	// effect; the first column is the row's identity.
 	Evidence string `yaml:"evidence"`
 	Scan     *Scan  `yaml:"scan"`
+	// Binlog reads the step's effects from the binlog's row changes instead
+	// of an evidence query (docs/config.md#binlog).
+	Binlog *Binlog `yaml:"binlog"`
 	// Reverse is a list of statements run in one transaction, bound from one
 	// evidence row (:col) and :biz_id.
 	Reverse []string `yaml:"reverse"`

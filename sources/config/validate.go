@@ -255,8 +255,8 @@ func (v *validator) pipeline(p *Pipeline, pp string) {
 	if len(p.Steps) == 0 {
 		v.at(pp+".steps", "%sno steps: a pipeline needs at least one step", label)
 	}
-	if p.State == nil && p.Idempotency == nil {
-		v.at(pp, "%sneeds a state block or an idempotency block (or both): without one opctl cannot tell how far an operation got", label)
+	if p.State == nil && p.Idempotency == nil && !p.UsesBinlog() {
+		v.at(pp, "%sneeds a state block or an idempotency block (or both), or a step with a binlog block: without one opctl cannot tell how far an operation got", label)
 	}
 	if p.State != nil {
 		v.state(p.State, pp+".state", label)
@@ -337,7 +337,7 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 		case "":
 			v.at(sp+".kind", "%skind is required: one of local, remote, outbox", sl)
 		case KindLocal, KindOutbox:
-			if s.Evidence == "" {
+			if s.Evidence == "" && s.Binlog == nil {
 				article := "a"
 				if s.Kind == KindOutbox {
 					article = "an"
@@ -370,6 +370,9 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 			v.at(sp+".reverse", "%sreverse is only allowed on local steps (this step is %s)", sl, s.Kind)
 		}
 		v.reverse(s, sp, sl, evidenceOK)
+		if s.Binlog != nil {
+			v.binlog(s, sp, sl)
+		}
 		v.probe(s, sp, sl)
 		if s.Scan != nil {
 			v.ident(sp+".scan.table", sl, "scan.table", s.Scan.Table, true, false)
@@ -413,7 +416,11 @@ func (v *validator) steps(p *Pipeline, pp, label string) {
 func (v *validator) reverse(s *Step, sp, sl string, evidenceOK bool) {
 	var cols []string
 	known := false
-	if evidenceOK {
+	switch {
+	case s.Binlog != nil:
+		// A binlog change binds :key and :delta (docs/config.md#binlog).
+		cols, known = slices.Clone(binlogReverseParams), true
+	case evidenceOK:
 		cols, known = selectColumns(s.Evidence)
 	}
 	for k, r := range s.Reverse {
@@ -651,6 +658,11 @@ func (c *Config) ValidateMySQL() error {
 	if c.MySQL.WriteDSN != "" {
 		if p := CheckDSN(c.MySQL.WriteDSN); p != "" {
 			at("mysql.write_dsn", loadedWrite, c.MySQL.WriteDSN, "mysql.write_dsn %q %s", RedactDSN(c.MySQL.WriteDSN), p)
+		}
+	}
+	if c.MySQL.BinlogDSN != "" {
+		if p := CheckDSN(c.MySQL.BinlogDSN); p != "" {
+			errs = append(errs, c.Errorf("mysql.binlog_dsn", "mysql.binlog_dsn %q %s", RedactDSN(c.MySQL.BinlogDSN), p))
 		}
 	}
 	if tz := c.MySQL.TimeZone; tz != "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/sources"
+	binlogsrc "github.com/opctl-dev/opctl/sources/binlog"
 	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
@@ -92,7 +93,26 @@ func Open(cfg *config.Config, o Options) (*Clients, error) {
 	if c.Kafka != nil {
 		c.Collector.Kafka = c.Kafka
 	}
+	if usesBinlog(cfg) {
+		b, err := binlogsrc.New(cfg.MySQL.EffectiveBinlogDSN(), cfg.MySQL.ServerID, o.Timeout)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		c.Collector.Binlog, c.Collector.BinlogSchema = b, b.Database()
+	}
 	return c, nil
+}
+
+// usesBinlog reports whether a step of cfg reads its evidence from the
+// binlog.
+func usesBinlog(cfg *config.Config) bool {
+	for i := range cfg.Pipelines {
+		if cfg.Pipelines[i].UsesBinlog() {
+			return true
+		}
+	}
+	return false
 }
 
 func noBrokers(b []string) bool {

@@ -1,4 +1,4 @@
-package sources
+package config
 
 import (
 	"fmt"
@@ -7,12 +7,9 @@ import (
 	"time"
 )
 
-// MaxDurationDays bounds the days of a duration (docs/reconcile.md).
-const MaxDurationDays = 100000
-
 // ParseDuration parses a Go duration (a flag of opctl reconcile, a wait in a
-// runbook), also accepting a leading number of days ("8d", "1d12h"). The
-// error quotes the whole input.
+// runbook, a retention in the config), also accepting a leading number of
+// days ("8d", "1d12h"). The error quotes the whole input.
 func ParseDuration(s string) (time.Duration, error) {
 	bad := func() error { return fmt.Errorf("invalid duration %q (want e.g. 30s, 5m, 2h, 7d)", s) }
 	t := strings.TrimSpace(s)
@@ -38,3 +35,6 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return sum, nil
 }
+
+// MaxDurationDays bounds the days of a duration (docs/reconcile.md).
+const MaxDurationDays = 100000
