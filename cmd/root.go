@@ -22,17 +22,28 @@ import (
 
 // Main runs opctl with the process's arguments and streams and returns the
 // exit code; main.go passes it to os.Exit.
-func Main() int {
+func Main() int { return MainConsole(nil) }
+
+// Run runs opctl with the given streams and arguments (tests call it).
+func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
+	return RunConsole(ctx, io, args, nil)
+}
+
+// MainConsole is Main with the console in the process (nil: opctl's own
+// main, which runs the opctl-tui binary for it): the opctl-tui binary's
+// main (docs/tui.md#the-opctl-tui-binary).
+func MainConsole(c Console) int {
 	// SIGTERM and SIGHUP are an interrupt like Ctrl-C: commands stop
 	// cleanly and say how far they got.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	return Run(ctx, iostreams.System(), os.Args[1:])
+	return RunConsole(ctx, iostreams.System(), os.Args[1:], c)
 }
 
-// Run runs opctl with the given streams and arguments (tests call it).
-func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
-	return guard(io.ErrOut, func() int { return run(ctx, io, args) })
+// RunConsole is Run with c running `opctl tui` in this process (nil: it
+// runs the opctl-tui binary).
+func RunConsole(ctx context.Context, io *iostreams.IOStreams, args []string, c Console) int {
+	return guard(io.ErrOut, func() int { return run(ctx, io, args, c) })
 }
 
 // guard runs fn and turns a panic into one line on stderr and exit 1: no
@@ -48,8 +59,9 @@ func guard(stderr stdio.Writer, fn func() int) (code int) {
 	return fn()
 }
 
-func run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
+func run(ctx context.Context, io *iostreams.IOStreams, args []string, c Console) int {
 	f := NewFactory(io, BuildVersion())
+	f.Console, f.Args = c, args
 	defer f.Close()
 	root := NewCmdRoot(f)
 	root.SetArgs(args)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,10 +233,29 @@ func consolePID(t *testing.T, p *tmuxPane) int {
 	return pid
 }
 
-// consoleRSS is the peak RSS (VmHWM, KiB) of the opctl process in the pane.
+// consoleRSS is the peak RSS (VmHWM, KiB) of the console in the pane: the
+// opctl-tui process that `opctl tui` runs (docs/tui.md).
 func consoleRSS(t *testing.T, p *tmuxPane) int {
 	t.Helper()
-	kib, err := testenv.PeakRSS(consolePID(t, p))
+	pid := strconv.Itoa(consolePID(t, p))
+	// Any of opctl's threads may have started it.
+	tasks, err := filepath.Glob("/proc/" + pid + "/task/*/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f []string
+	for _, task := range tasks {
+		kids, _ := os.ReadFile(task)
+		f = append(f, strings.Fields(string(kids))...)
+	}
+	if len(f) == 0 {
+		t.Fatalf("opctl %s runs no opctl-tui", pid)
+	}
+	if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); strings.TrimSpace(string(comm)) != "opctl-tui" {
+		t.Fatalf("opctl's child %s is %q, not opctl-tui", f[0], comm)
+	}
+	child, _ := strconv.Atoi(f[0])
+	kib, err := testenv.PeakRSS(child)
 	if err != nil {
 		t.Fatal(err)
 	}
