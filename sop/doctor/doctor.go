@@ -434,21 +434,10 @@ func sameZone(tz, global, system string) bool {
 // binlog: for a pipeline with binlog evidence, log_bin, ROW, FULL and the
 // retained binlogs; skip for the others.
 func (j judge) binlog() Result {
-	if !hasBinlogEvidence(j.p) {
+	if !j.p.UsesBinlog() {
 		return res(CheckBinlog, Skip, "no step has binlog evidence", "")
 	}
 	return judgeBinlog(j.f.Server, j.p.Retention)
-}
-
-// hasBinlogEvidence reports whether a step reads its evidence from the
-// binlog (a `binlog` block, docs/config.md#binlog).
-func hasBinlogEvidence(p *config.Pipeline) bool {
-	for _, s := range p.Steps {
-		if s.Binlog != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // judgeBinlog is the binlog check on the server's facts: log_bin on,
@@ -694,7 +683,7 @@ func (j judge) grants() Result {
 			}
 		}
 	}
-	if hasBinlogEvidence(j.p) {
+	if j.p.UsesBinlog() {
 		bg := j.f.BinlogGrants
 		if bg == nil {
 			bg = &j.f.ReadGrants // the binlog is read through the read DSN

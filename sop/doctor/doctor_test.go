@@ -169,6 +169,19 @@ func TestJudge(t *testing.T) {
 		{name: "time zone unset", yaml: func(s string) string { return strings.Replace(s, "  time_zone: \"+00:00\"\n", "", 1) },
 			check: CheckTimeZone, status: Warn, detail: "SYSTEM (UTC)"},
 		{name: "binlog without binlog evidence", check: CheckBinlog, status: Skip, detail: "no step has binlog evidence"},
+		// A step with a binlog block is judged on the server's binlog facts.
+		{name: "binlog evidence, log_bin off", yaml: func(s string) string {
+			return strings.Replace(s, `        evidence: "SELECT id, delta FROM balance_journal WHERE biz_id = ?"
+        reverse:
+          - "DELETE FROM balance_journal WHERE id = :id"`, `        binlog:
+          table: account_balance
+          key: account_id
+          delta: balance
+          message_key: "$.account_id"
+          message_delta: "-$.amount"
+        reverse:
+          - "UPDATE account_balance SET balance = balance - :delta WHERE account_id = :key"`, 1)
+		}, check: CheckBinlog, status: Fail, detail: "log_bin is OFF"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
