@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -70,6 +71,16 @@ Kafka metadata, DescribeConfigs and DescribeGroups. Exit 3 when a check fails.`,
 // readDoctorFacts reads every fact of doctor: the read path's (tables,
 // snippets, grants, server, samples), the schema check's items, the write
 // DSN's grants when it is another DSN, and the cluster's.
+// usesBinlog reports whether a pipeline of ps reads a step from the binlog.
+func usesBinlog(ps []*config.Pipeline) bool {
+	for _, p := range ps {
+		if p.UsesBinlog() {
+			return true
+		}
+	}
+	return false
+}
+
 func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config, ps []*config.Pipeline) (sources.DoctorFacts, error) {
 	// A MySQL that cannot be reached at all: doctor cannot run (exit 1).
 	if _, err := c.Reader.Now(ctx); err != nil {
@@ -98,6 +109,17 @@ func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config
 				g = wr.Grants(ctx)
 			}
 			f.WriteGrants = &g
+		}
+	}
+	// How far back the binlog reaches, from the binlog reader itself (its
+	// oldest file's first event), for the binlog check's retention.
+	if o, ok := c.Collector.Binlog.(interface {
+		Oldest(context.Context) (time.Time, error)
+	}); ok && usesBinlog(ps) {
+		if t, err := o.Oldest(ctx); err == nil {
+			f.Server.OldestBinlog = t
+		} else if f.Server.BinlogErr == "" {
+			f.Server.BinlogErr = err.Error()
 		}
 	}
 	if c.Kafka == nil {

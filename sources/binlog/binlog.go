@@ -130,21 +130,9 @@ func (r *Reader) inspect(ctx context.Context, req sources.BinlogRequest) (*serve
 	case strings.EqualFold(image, "MINIMAL"):
 		return nil, &UnavailableError{Addr: r.addr, Reason: "binlog_row_image is MINIMAL: the before image has no " + req.DeltaColumn + " (set binlog_row_image=FULL)"}
 	}
-	srv := &server{flavor: gomysql.MySQLFlavor, txPos: -1}
-	if strings.Contains(strings.ToLower(version), "mariadb") {
-		srv.flavor = gomysql.MariaDBFlavor
-	}
-	res, err = conn.Execute("SHOW BINARY LOGS")
-	if err != nil {
-		return nil, r.sqlErr("SHOW BINARY LOGS (the binlog user needs REPLICATION CLIENT)", err)
-	}
-	for i := 0; i < res.RowNumber(); i++ {
-		name, _ := res.GetString(i, 0)
-		size, _ := res.GetInt(i, 1)
-		srv.files = append(srv.files, file{name: name, size: size})
-	}
-	if len(srv.files) == 0 {
-		return nil, &UnavailableError{Addr: r.addr, Reason: "SHOW BINARY LOGS lists no file"}
+	srv := &server{flavor: flavorOf(version), txPos: -1}
+	if srv.files, err = r.binaryLogs(conn); err != nil {
+		return nil, err
 	}
 	cols, err := columns(conn, req.Schema, req.Table)
 	if err != nil {
@@ -242,6 +230,58 @@ func (r *Reader) startFile(ctx context.Context, srv *server, from int64) (int, e
 		}
 	}
 	return lo, nil
+}
+
+// flavorOf is go-mysql's flavor of a server by its VERSION().
+func flavorOf(version string) string {
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return gomysql.MariaDBFlavor
+	}
+	return gomysql.MySQLFlavor
+}
+
+// binaryLogs is SHOW BINARY LOGS, oldest first.
+func (r *Reader) binaryLogs(conn *client.Conn) ([]file, error) {
+	res, err := conn.Execute("SHOW BINARY LOGS")
+	if err != nil {
+		return nil, r.sqlErr("SHOW BINARY LOGS (the binlog user needs REPLICATION CLIENT)", err)
+	}
+	var files []file
+	for i := 0; i < res.RowNumber(); i++ {
+		name, _ := res.GetString(i, 0)
+		size, _ := res.GetInt(i, 1)
+		files = append(files, file{name: name, size: size})
+	}
+	if len(files) == 0 {
+		return nil, &UnavailableError{Addr: r.addr, Reason: "SHOW BINARY LOGS lists no file"}
+	}
+	return files, nil
+}
+
+// Oldest returns the time of the oldest retained binlog's first event: how
+// far back the binlog reaches (doctor's binlog check, docs/doctor.md). It
+// reads that file's first events only.
+func (r *Reader) Oldest(ctx context.Context) (time.Time, error) {
+	conn, err := r.connect(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	res, err := conn.Execute("SELECT VERSION()")
+	if err != nil {
+		conn.Close()
+		return time.Time{}, r.sqlErr("read the server version", err)
+	}
+	version, _ := res.GetString(0, 0)
+	files, err := r.binaryLogs(conn)
+	conn.Close()
+	if err != nil {
+		return time.Time{}, err
+	}
+	start, _, err := r.fileStart(ctx, &server{flavor: flavorOf(version), files: files, txPos: -1}, 0)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(start, 0), nil
 }
 
 // fileStart reads the timestamp of file i's format description event: the

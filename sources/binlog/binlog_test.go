@@ -250,3 +250,18 @@ func TestChangesWrongPassword(t *testing.T) {
 		t.Fatalf("unix DSN: %v", err)
 	}
 }
+
+// TestOldest: how far back the binlog reaches is its oldest file's first
+// event: on the test server, started moments ago, a time of the last
+// minutes and never in the future.
+func TestOldest(t *testing.T) {
+	f := newFixture(t)
+	before := time.Now()
+	got, err := f.reader.Oldest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.IsZero() || got.After(before.Add(time.Second)) || got.Before(before.Add(-30*time.Minute)) {
+		t.Errorf("oldest binlog event at %v, want within the last 30 minutes of %v", got, before)
+	}
+}
