@@ -91,7 +91,9 @@ applies it after you type the biz_id and a reason (the guarded path of 'opctl
 repair apply'), A shows its audit. ? lists every key.
 
 --readonly disables apply. --incident NAME is recorded in every plan and audit
-row made from the console. Needs a terminal.`,
+row made from the console. Needs a terminal. The console is the opctl-tui
+program, which opctl runs from beside its own executable or from $PATH
+(go build -o opctl-tui ./cmd/opctl-tui).`,
 		Example: `  opctl tui
   opctl tui PAY-20261201-0042 --incident INC-4711
   opctl tui --pipeline settlement --since 30m --refresh 5s --readonly`,
