@@ -891,9 +891,7 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 		cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order", sc.Table, use.Index.Name))
 		return use.Index.Name, nil
 	}
-	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-	n, known, err := r.d.DB.RangeRows(ctx, sc.Table, a.index, sc.Time, from)
-	cancel()
+	n, known, err := r.rangeRows(sc.Table, a.index, sc.Time, from)
 	if err != nil {
 		return "", err
 	}
@@ -913,6 +911,33 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window holds %s of its ~%d rows (optimizer estimate): swept %s in key order",
 		sc.Table, held, total, use.Index.Name))
 	return use.Index.Name, nil
+}
+
+// rangeRows is the optimizer's estimate of table's rows with col >= from
+// through index (mysql.Reader.RangeRows), asked once per run for each.
+type rangeRows struct {
+	n     int64
+	known bool
+}
+
+func (r *run) rangeRows(table, index, col string, from time.Time) (int64, bool, error) {
+	r.rangesMu.Lock()
+	defer r.rangesMu.Unlock()
+	k := table + "\x00" + index + "\x00" + col
+	if e, ok := r.ranges[k]; ok {
+		return e.n, e.known, nil
+	}
+	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+	n, known, err := r.d.DB.RangeRows(ctx, table, index, col, from)
+	cancel()
+	if err != nil {
+		return 0, false, err
+	}
+	if r.ranges == nil {
+		r.ranges = map[string]rangeRows{}
+	}
+	r.ranges[k] = rangeRows{n: n, known: known}
+	return n, known, nil
 }
 
 // sweepLookup is one table an orphans sweep looks keys up in: its key

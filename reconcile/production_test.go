@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -411,9 +412,17 @@ func TestAccessPathByShare(t *testing.T) {
 			o.Since = tc.since
 			o.Checks = []string{reconcile.CheckDuplicates, reconcile.CheckOrphans}
 			var c collected
-			sum, err := reconcile.Run(ctx, e.deps(nil), o, c.emit)
+			d := e.deps(nil)
+			db := &countingDB{DB: d.DB}
+			d.DB = db
+			sum, err := reconcile.Run(ctx, d, o, c.emit)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The window's share of each of the 3 scan tables is asked once,
+			// though both checks read them.
+			if n := db.ranges.Load(); n != 3 {
+				t.Errorf("%d RangeRows estimates, want 3 (one per scan table)", n)
 			}
 			for _, cs := range sum.Checks {
 				if cs.Status != reconcile.StatusOK {
@@ -436,4 +445,15 @@ func TestAccessPathByShare(t *testing.T) {
 			diff(t, "targets", want, c.keys(t, "action"))
 		})
 	}
+}
+
+// countingDB counts the window estimates a run asks for.
+type countingDB struct {
+	reconcile.DB
+	ranges atomic.Int32
+}
+
+func (c *countingDB) RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error) {
+	c.ranges.Add(1)
+	return c.DB.RangeRows(ctx, table, index, col, from)
 }

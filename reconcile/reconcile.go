@@ -318,6 +318,11 @@ type run struct {
 	// stopped part-way (stoppedKeys).
 	stoppedMu  sync.Mutex
 	stoppedOps map[string][]string
+	// ranges caches, by scan table, index and column, the optimizer's estimate of its rows in
+	// the window (accessPath): duplicates and orphans read the same table
+	// over the same window.
+	rangesMu sync.Mutex
+	ranges   map[string]rangeRows
 
 	totalRows atomic.Int64
 	found     atomic.Int64

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,28 +139,9 @@ func (r *Reader) SweepPage(ctx context.Context, s Sweep, after, upTo Bound, limi
 		return end, r.queryError("sweep "+s.Table, err)
 	}
 	if end.Keys > 0 {
-		end.Last = KeyCount{Key: string(last), Value: sweepValue(dbType, last)}
+		end.Last = KeyCount{Key: string(last), Value: keysetValue(dbType, last)}
 	}
 	return end, nil
-}
-
-// sweepValue is a key read as text (a RawBytes) as the next page binds
-// it: binary strings as bytes, integers as integers, text as a string.
-func sweepValue(dbType string, b []byte) any {
-	switch {
-	case strings.Contains(dbType, "BINARY") || strings.Contains(dbType, "BLOB"):
-		return slices.Clone(b)
-	case strings.Contains(dbType, "INT"):
-		if strings.HasPrefix(dbType, "UNSIGNED") {
-			if v, err := strconv.ParseUint(string(b), 10, 64); err == nil {
-				return v
-			}
-		}
-		if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-			return v
-		}
-	}
-	return string(b)
 }
 
 // KeysSince returns which of keys have a row in table whose timeCol is at
@@ -320,7 +300,7 @@ func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([
 			return nil, end, r.queryError(what, err)
 		}
 		end.Keys, end.Rows = n, int64(n)
-		end.Last = KeyCount{Key: string(hi), Value: sweepValue(types[0].DatabaseTypeName(), hi)}
+		end.Last = KeyCount{Key: string(hi), Value: keysetValue(types[0].DatabaseTypeName(), []byte(hi))}
 	}
 	err = rows.Err()
 	done()
