@@ -155,6 +155,7 @@ func BindNamed(stmt string, placeholder func(name string) string) (string, []str
 type sqlToken struct {
 	text string
 	kind sqlTokenKind
+	pos  int // byte offset of the token in the snippet
 }
 
 type sqlTokenKind uint8
@@ -172,7 +173,10 @@ func (t sqlToken) is(w string) bool { return t.kind == tokWord && strings.EqualF
 // sqlTokens cuts the parts of a snippet into tokens; comments are dropped.
 func sqlTokens(parts []sqlPart) []sqlToken {
 	var toks []sqlToken
+	off := 0 // the parts cut the snippet without gaps
 	for _, p := range parts {
+		at := off
+		off += len(p.text)
 		if !p.code {
 			if isComment(p.text) {
 				continue
@@ -181,7 +185,7 @@ func sqlTokens(parts []sqlPart) []sqlToken {
 			if p.text[0] == '`' {
 				kind = tokIdent
 			}
-			toks = append(toks, sqlToken{text: unquoteSQL(p.text), kind: kind})
+			toks = append(toks, sqlToken{text: unquoteSQL(p.text), kind: kind, pos: at})
 			continue
 		}
 		s := p.text
@@ -195,10 +199,10 @@ func sqlTokens(parts []sqlPart) []sqlToken {
 				for j < len(s) && (isWordByte(s[j]) || s[j] >= 0x80) {
 					j++
 				}
-				toks = append(toks, sqlToken{text: s[i:j], kind: tokWord})
+				toks = append(toks, sqlToken{text: s[i:j], kind: tokWord, pos: at + i})
 				i = j
 			default:
-				toks = append(toks, sqlToken{text: s[i : i+1], kind: tokPunct})
+				toks = append(toks, sqlToken{text: s[i : i+1], kind: tokPunct, pos: at + i})
 				i++
 			}
 		}

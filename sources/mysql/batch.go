@@ -2,11 +2,13 @@ package mysql
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -25,27 +27,38 @@ type BatchStats struct {
 	Batches, Operations int
 	// Statements is the number of statements they executed; Fallbacks the
 	// batched statements the server rejected, whose query was then run once
-	// per operation (Statements counts those too).
-	Statements, Fallbacks int
+	// per operation (Statements counts those too); Keyed the statements
+	// that read a batch in its keyed form (fetchKeyed), failed ones
+	// included.
+	Statements, Fallbacks, Keyed int
 }
 
 // ReadOperations reads the operations bizIDs of pipeline p, as ReadOperation
 // reads one, with one statement per query for the whole batch instead of
-// one per operation: the per-operation statements are joined with UNION ALL
-// into
+// one per operation (docs/reconcile.md#how-the-work-is-bounded).
+//
+// The statement is the query's keyed form where the server reads it: the
+// query joined with the batch's keys, bound as one JSON array,
+//
+//	SELECT opctl_ids.opctl_n - 1 AS opctl_op, <list> FROM JSON_TABLE(?, ...) AS opctl_ids, <tables> WHERE ... = JSON_UNQUOTE(opctl_ids.opctl_k) ...
+//
+// one text whatever the batch, where each key compares as the bound biz_id
+// would (keyedOK). Otherwise, and for a snippet that is not a plain SELECT
+// (config.CutKeyedSelect), it is the per-operation statements joined with
+// UNION ALL,
 //
 //	SELECT ? AS opctl_op, b.* FROM (<query>) AS b UNION ALL SELECT ?, b.* FROM (<query>) AS b ...
 //
-// each branch binding its operation's ordinal and its values, so the rows of
-// every operation come back tagged with it whatever the collation of the
-// key. opctl's own queries (state, idempotency, audit) are written as plain
-// branches ("SELECT ? AS opctl_op, cols FROM t WHERE key = ?"), ordered once
-// for the whole batch, which costs the server less than derived tables.
+// each branch binding its operation's ordinal and its values (opctl's own
+// queries as plain branches, "SELECT ? AS opctl_op, cols FROM t WHERE key =
+// ?"). Either way the rows of every operation come back tagged with it
+// whatever the collation of the key, and opctl's own queries are ordered
+// once for the whole batch.
 //
-// The configured evidence, intent and entity snippets are run as they are,
-// with bound values only, so evs[i] and errs[i] are what
-// ReadOperation(bizIDs[i]) returns, with two differences: the rows of a
-// snippet come in the order the server returns them for the batch (a
+// The configured evidence, intent and entity snippets are run with bound
+// values only, so evs[i] and errs[i] are what ReadOperation(bizIDs[i])
+// returns, with two differences: the rows of a snippet come in the order
+// the server returns them for the batch (a keyed snippet has no ORDER BY; a
 // snippet's ORDER BY without LIMIT may not survive in a derived table;
 // opctl's own queries keep their order), and all operations of a batch
 // share one database clock.
@@ -89,9 +102,10 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	var wg sync.WaitGroup
 	for j := range slots {
 		wg.Go(func() {
-			stmts, fellBack := r.fetchBatch(ctx, qss, j, results)
+			stmts, keyed, fellBack := r.fetchBatch(ctx, qss, j, results)
 			mu.Lock()
 			stats.Statements += stmts
+			stats.Keyed += keyed
 			if fellBack {
 				stats.Fallbacks++
 			}
@@ -120,6 +134,7 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	r.batch.Operations += n
 	r.batch.Statements += stats.Statements
 	r.batch.Fallbacks += stats.Fallbacks
+	r.batch.Keyed += stats.Keyed
 	r.mu.Unlock()
 	if !reachable && connErr != nil {
 		return nil, nil, connErr
@@ -135,9 +150,11 @@ func (r *Reader) BatchStats() BatchStats {
 }
 
 // fetchBatch runs query j of every operation as one statement and fills
-// results[i][j]. It returns the statements it executed and whether it had
+// results[i][j]: its keyed form when the server reads it (fetchKeyed), else
+// a UNION ALL of one branch per operation (batchSQL). It returns the
+// statements it executed, how many of them were keyed, and whether it had
 // to fall back to one statement per operation.
-func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [][]result) (int, bool) {
+func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [][]result) (stmts, keyed int, fellBack bool) {
 	q0 := qss[0][j]
 	n := len(qss)
 	if len(q0.args) == 0 {
@@ -146,42 +163,93 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 		for i := range n {
 			results[i][j] = res
 		}
-		return 1, false
+		return 1, 0, false
 	}
 	if n == 1 {
 		results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
-		return 1, false
+		return 1, 0, false
 	}
-	text, args, branches := batchSQL(qss, j)
-	// One row more than the branches may keep: when it comes, some
-	// operation has more rows than it keeps and the ones after it might
-	// have been cut off, so the batch is not used.
-	capRows := branches * q0.limit()
-	if q0.clock != "" {
-		capRows++
-	}
-	res := r.fetch(ctx, text, capRows+1, args...)
-	if res.err == nil && len(res.rows) <= capRows {
-		split(res, n, q0.limit(), j, results)
-		return 1, false
-	}
-	if res.err != nil && isConnError(res.err) {
+	allErr := func(err error) {
 		for i := range n {
-			results[i][j] = result{err: res.err}
-		}
-		return 1, false
-	}
-	// Rejected as a batch, or too many rows: the first operation alone. If
-	// the server rejects that too, the query itself is broken (a missing
-	// table, a bad column: the text is the same for every operation, only
-	// the bound values differ) and every operation gets its error, as a
-	// single read would; otherwise one statement per operation.
-	results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
-	if err := results[0][j].err; err != nil {
-		for i := 1; i < n; i++ {
 			results[i][j] = result{err: err}
 		}
-		return 2, true
+	}
+	// ok is what to do with the outcome of a batched statement that may
+	// keep capRows rows: split it and stop, or give every operation the
+	// connection error and stop; false when the batch is not to be used
+	// (rejected, or more rows than its operations may keep: an operation
+	// after one with too many rows might have been cut off).
+	ok := func(res result, capRows int) bool {
+		switch {
+		case res.err == nil && len(res.rows) <= capRows:
+			split(res, n, q0.limit(), j, results)
+			return true
+		case res.err != nil && isConnError(res.err):
+			allErr(res.err)
+			return true
+		}
+		return false
+	}
+	if ascii, other := byKeys(qss, j); len(ascii) > 1 && len(other) > 0 && r.keyable(ctx, q0) {
+		// The keyed form for the ASCII keys, a UNION ALL for the others.
+		for _, part := range [][]int{ascii, other} {
+			sub := make([][]query, len(part))
+			subRes := make([][]result, len(part))
+			for k, i := range part {
+				sub[k] = qss[i]
+				subRes[k] = make([]result, len(qss[i]))
+			}
+			s, kd, fb := r.fetchBatch(ctx, sub, j, subRes)
+			stmts, keyed, fellBack = stmts+s, keyed+kd, fellBack || fb
+			for k, i := range part {
+				results[i][j] = subRes[k][j]
+			}
+		}
+		return stmts, keyed, fellBack
+	}
+	union := true
+	if res, capRows, tried := r.fetchKeyed(ctx, qss, j); tried {
+		stmts, keyed = 1, 1
+		if ok(res, capRows) {
+			return stmts, keyed, false
+		}
+		// A UNION ALL of the same rows would hold too many rows as well;
+		// after an error, it is tried once the query is known to work.
+		union = false
+		if res.err != nil {
+			results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
+			stmts++
+			if err := results[0][j].err; err != nil {
+				allErr(err)
+				return stmts, keyed, true
+			}
+			union = true
+		}
+	}
+	if union {
+		text, args, branches := batchSQL(qss, j)
+		capRows := branches * q0.limit()
+		if q0.clock != "" {
+			capRows++
+		}
+		stmts++
+		if ok(r.fetch(ctx, text, capRows+1, args...), capRows) {
+			return stmts, keyed, false
+		}
+	}
+	// Rejected as a batch, or too many rows: the first operation alone
+	// (unless that ran already). If the server rejects that too, the query
+	// itself is broken (a missing table, a bad column: the text is the same
+	// for every operation, only the bound values differ) and every
+	// operation gets its error, as a single read would; otherwise one
+	// statement per operation.
+	if results[0][j].cols == nil {
+		results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
+		stmts++
+		if err := results[0][j].err; err != nil {
+			allErr(err)
+			return stmts, keyed, true
+		}
 	}
 	var wg sync.WaitGroup
 	for i := 1; i < n; i++ {
@@ -189,7 +257,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 		wg.Go(func() { results[i][j] = r.fetch(ctx, q.text, q.limit(), q.args...) })
 	}
 	wg.Wait()
-	return 1 + n, true
+	return stmts + n - 1, keyed, true
 }
 
 // batchSQL joins query j of every operation into one statement whose first
@@ -230,13 +298,7 @@ func batchSQL(qss [][]query, j int) (string, []any, int) {
 		sb.WriteString(" UNION ALL ")
 		sb.WriteString(q0.clock)
 	}
-	if len(q0.order) > 0 {
-		sb.WriteString(" ORDER BY 1")
-		for _, pos := range q0.order {
-			sb.WriteString(", ")
-			sb.WriteString(strconv.Itoa(pos + 1))
-		}
-	}
+	sb.WriteString(orderBy(q0.order))
 	return sb.String(), args, branches
 }
 
@@ -276,4 +338,148 @@ func split(res result, n, limit, j int, results [][]result) {
 			}
 		}
 	}
+}
+
+// fetchKeyed runs query j of every operation as its keyed form, one
+// statement whose text does not depend on the batch
+// (docs/reconcile.md#how-the-work-is-bounded), and returns its result and
+// the rows the batch may keep. It is not tried (tried false; the caller
+// reads the batch as a UNION ALL) when the server's keys would not compare
+// as bound values do (keyedOK), when the query has no keyed form or the
+// server rejected that form before, and when a key is not valid UTF-8
+// (JSON could not carry it unchanged). A keyed text the server rejects is
+// not tried again by this Reader.
+func (r *Reader) fetchKeyed(ctx context.Context, qss [][]query, j int) (res result, capRows int, tried bool) {
+	q0 := qss[0][j]
+	if !r.keyable(ctx, q0) {
+		return result{}, 0, false
+	}
+	keys := make([]string, len(qss))
+	for i, qs := range qss {
+		k, ok := qs[j].args[0].(string)
+		if !ok || !plainKey(k) {
+			return result{}, 0, false
+		}
+		keys[i] = k
+	}
+	text := keyedText(q0)
+	base := text
+	doc, err := json.Marshal(keys)
+	if err != nil {
+		return result{}, 0, false
+	}
+	if q0.clock != "" {
+		text += " UNION ALL " + q0.clock
+	}
+	text += orderBy(q0.order)
+	capRows = len(qss) * q0.limit()
+	if q0.clock != "" {
+		capRows++
+	}
+	res = r.fetch(ctx, text, capRows+1, append([]any{string(doc)}, q0.args[1:]...)...)
+	if res.err != nil && !isConnError(res.err) && ctx.Err() == nil {
+		r.mu.Lock()
+		if r.unkeyed == nil {
+			r.unkeyed = map[string]bool{}
+		}
+		r.unkeyed[base] = true
+		r.mu.Unlock()
+	}
+	return res, capRows, true
+}
+
+// keyedText is q's keyed form, or "".
+func keyedText(q query) string {
+	if q.keyed == "" && q.branch == "" {
+		return keyedSnippet(q.text)
+	}
+	return q.keyed
+}
+
+// keyable reports whether query q may be read in its keyed form: it has
+// one, the server reads keyed forms (keyedOK) and has not rejected this
+// one.
+func (r *Reader) keyable(ctx context.Context, q query) bool {
+	text := keyedText(q)
+	if text == "" || len(q.args) == 0 || !r.keyedOK(ctx) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.unkeyed[text]
+}
+
+// plainKey reports whether the keyed form carries key k exactly as a bound
+// value: ASCII without NUL. A key with other characters compares as a bound
+// one only where the column's character set holds them (a bound '工单-1'
+// against a latin1 column is an error, the same key from JSON no match), so
+// such keys are read with UNION ALL branches that bind them.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if k[i] == 0 || k[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// byKeys splits the operations of a batch by their key (the first argument
+// of query j): those plainKey accepts, and the others.
+func byKeys(qss [][]query, j int) (plain, other []int) {
+	for i, qs := range qss {
+		if k, ok := qs[j].args[0].(string); ok && plainKey(k) {
+			plain = append(plain, i)
+		} else {
+			other = append(other, i)
+		}
+	}
+	return plain, other
+}
+
+// orderBy orders a batched statement by the operation's ordinal (its first
+// column), then by the query's own order columns (1-based positions in the
+// query's select list).
+func orderBy(order []int) string {
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" ORDER BY 1")
+	for _, pos := range order {
+		b.WriteString(", ")
+		b.WriteString(strconv.Itoa(pos + 1))
+	}
+	return b.String()
+}
+
+// keyedProbe is a key that JSON escapes in every way a biz_id might need:
+// quotes, a backslash, <, > and & (which Go writes as \u003c ...), and
+// multibyte letters.
+const keyedProbe = `O'Re"il\-<&>-工单-é`
+
+// keyedOK reports, once per Reader, whether the server reads the keyed form
+// of a batch: JSON_TABLE exists (MySQL 8.0.4, MariaDB 10.6) and a key from
+// it is the same string, with the same coercibility, as the same key bound
+// to a ? (then a column's collation decides each comparison as it does for
+// the bound biz_id). Anything else, an error included, leaves the batches
+// to UNION ALL.
+func (r *Reader) keyedOK(ctx context.Context) bool {
+	if r.unionOnly {
+		return false
+	}
+	r.keyedOnce.Do(func() {
+		doc, err := json.Marshal([]string{keyedProbe})
+		if err != nil {
+			return
+		}
+		q := "SELECT COERCIBILITY(" + keyedKey + ") = COERCIBILITY(?), HEX(" + keyedKey + ") = HEX(?) FROM " + keyedFrom
+		res := r.fetch(ctx, q, 2, keyedProbe, keyedProbe, string(doc))
+		if res.err != nil || len(res.rows) != 1 || len(res.rows[0]) != 2 {
+			return
+		}
+		a, ok1 := asInt64(res.rows[0][0])
+		b, ok2 := asInt64(res.rows[0][1])
+		r.keyed = ok1 && ok2 && a == 1 && b == 1
+	})
+	return r.keyed
 }

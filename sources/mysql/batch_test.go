@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +74,35 @@ func sameAsSingle(t *testing.T, r *Reader, p *config.Pipeline, audit string, ids
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := after.Statements - before.Statements; (got != len(qs) || after.Fallbacks != before.Fallbacks) && audit != "no_audit_table" {
-		t.Errorf("%s: %d operations read with %d statements (%d fallbacks), want one per query: %d",
-			p.Name, len(ids), got, after.Fallbacks-before.Fallbacks, len(qs))
+	// Every query that binds the biz_id has a keyed form here (the
+	// fixtures' snippets are plain SELECTs): with the keyed form on, each
+	// one is read so, or the test would not test it; the ids that are not
+	// ASCII (plainKey) are read by a UNION ALL of their own.
+	plain, other := 0, 0
+	for _, id := range ids {
+		if plainKey(id) {
+			plain++
+		} else {
+			other++
+		}
+	}
+	wantKeyed, wantStmts := 0, len(qs)
+	if !r.unionOnly && len(ids) > 1 && plain > 1 {
+		for _, q := range qs {
+			if len(q.args) > 0 {
+				wantKeyed++
+				if other > 0 {
+					wantStmts++
+				}
+			}
+		}
+	}
+	if got := after.Statements - before.Statements; (got != wantStmts || after.Fallbacks != before.Fallbacks) && audit != "no_audit_table" {
+		t.Errorf("%s: %d operations read with %d statements (%d fallbacks), want %d",
+			p.Name, len(ids), got, after.Fallbacks-before.Fallbacks, wantStmts)
+	}
+	if got := after.Keyed - before.Keyed; got != wantKeyed && audit != "no_audit_table" {
+		t.Errorf("%s: %d keyed statements, want %d", p.Name, got, wantKeyed)
 	}
 	if len(evs) != len(ids) || len(errs) != len(ids) {
 		t.Fatalf("%d evidences, %d errors for %d ids", len(evs), len(errs), len(ids))
@@ -112,9 +139,9 @@ func TestBatchEqualsSingle(t *testing.T) {
 		name string
 		p    *config.Pipeline
 	}{{"settlement", settlementPipeline()}, {"fulfilment", fulfilmentPipeline()}, {"skip", skipPipeline()}} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+		bothForms(t, c.name, func(t *testing.T, unionOnly bool) {
 			db, r := incident(t, c.name)
+			r.unionOnly = unionOnly
 			db.Exec(t, auditDDL)
 			ids := incidentIDs(t, db)
 			for i, id := range ids[:2] {
@@ -138,8 +165,28 @@ func TestBatchEqualsSingle(t *testing.T) {
 	}
 }
 
-// TestBatchFallback: a snippet that cannot be a derived table (two columns
-// with one name) is run once per operation, with the same result.
+// bothForms runs f as a parallel subtest name/keyed and name/union: with
+// the keyed form of the batches on, and with every batch a UNION ALL.
+func bothForms(t *testing.T, name string, f func(t *testing.T, unionOnly bool)) {
+	t.Helper()
+	for _, unionOnly := range []bool{false, true} {
+		form := "keyed"
+		if unionOnly {
+			form = "union"
+		}
+		t.Run(name+"/"+form, func(t *testing.T) {
+			t.Parallel()
+			f(t, unionOnly)
+		})
+	}
+}
+
+// TestBatchFallback: a snippet that neither form can read in one statement
+// (its ? inside a derived table, which the keyed form cannot reach, and two
+// columns with one name, which a UNION ALL branch cannot nest) is run once
+// per operation, with the same result. The keyed form reads the
+// duplicate-name snippet itself; the keyed text the server rejected is not
+// tried again.
 func TestBatchFallback(t *testing.T) {
 	t.Parallel()
 	db := testenv.MySQL(t)
@@ -150,35 +197,136 @@ func TestBatchFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	p := &config.Pipeline{Name: "dup", Steps: []config.Step{{Name: "s", Kind: config.KindLocal,
+	check := func(p *config.Pipeline, want BatchStats) {
+		t.Helper()
+		before := r.BatchStats()
+		evs, errs, err := r.ReadOperations(context.Background(), p, "", []string{"a", "b", "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := r.BatchStats()
+		got := BatchStats{Batches: st.Batches - before.Batches, Operations: st.Operations - before.Operations,
+			Statements: st.Statements - before.Statements, Fallbacks: st.Fallbacks - before.Fallbacks, Keyed: st.Keyed - before.Keyed}
+		if got != want {
+			t.Errorf("%s: stats %+v, want %+v", p.Steps[0].Evidence, got, want)
+		}
+		for i, want := range []int{2, 1, 0} {
+			if errs[i] != nil || evs[i].Steps[0].Err != "" {
+				t.Errorf("op %d: error %v / step error %q", i, errs[i], evs[i].Steps[0].Err)
+			}
+			if n := len(evs[i].Steps[0].Rows); n != want {
+				t.Errorf("op %d: %d rows, want %d", i, n, want)
+			}
+		}
+	}
+	dup := &config.Pipeline{Name: "dup", Steps: []config.Step{{Name: "s", Kind: config.KindLocal,
 		Evidence: "SELECT e.id, f.id FROM ev e JOIN ev f ON f.id = e.id WHERE e.k = ?"}}}
-	evs, errs, err := r.ReadOperations(context.Background(), p, "", []string{"a", "b", "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := r.BatchStats(); st.Fallbacks != 1 {
-		t.Errorf("stats %+v: want the evidence query to fall back once", st)
-	}
-	for i, want := range []int{2, 1, 0} {
-		if errs[i] != nil || evs[i].Steps[0].Err != "" {
-			t.Errorf("op %d: error %v / step error %q", i, errs[i], evs[i].Steps[0].Err)
-		}
-		if n := len(evs[i].Steps[0].Rows); n != want {
-			t.Errorf("op %d: %d rows, want %d", i, n, want)
-		}
-	}
+	// The clock (SELECT NOW(6), no ?) and the snippet, keyed.
+	check(dup, BatchStats{Batches: 1, Operations: 3, Statements: 2, Keyed: 1})
+	derived := &config.Pipeline{Name: "derived", Steps: []config.Step{{Name: "s", Kind: config.KindLocal,
+		Evidence: "SELECT d.id, d.id FROM (SELECT id FROM ev WHERE k = ?) AS d"}}}
+	// Keyed (rejected: opctl_ids is not visible in the derived table), the
+	// first operation alone, the UNION ALL (rejected), the other two alone.
+	check(derived, BatchStats{Batches: 1, Operations: 3, Statements: 1 + 5, Fallbacks: 1, Keyed: 1})
+	// Again: the rejected keyed text is not tried.
+	check(derived, BatchStats{Batches: 1, Operations: 3, Statements: 1 + 4, Fallbacks: 1})
+
 	// A snippet that fails for every operation fails the step of each, as
 	// in a single read.
-	p.Steps[0].Evidence = "SELECT nope FROM ev WHERE k = ?"
-	evs, errs, err = r.ReadOperations(context.Background(), p, "", []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range evs {
-		if errs[i] != nil || !strings.Contains(evs[i].Steps[0].Err, "Unknown column") {
-			t.Errorf("op %d: error %v, step error %q: want the step's query error", i, errs[i], evs[i].Steps[0].Err)
+	for _, unionOnly := range []bool{false, true} {
+		r.unionOnly = unionOnly
+		p := &config.Pipeline{Name: "bad", Steps: []config.Step{{Name: "s", Kind: config.KindLocal,
+			Evidence: "SELECT nope FROM ev WHERE k = ?"}}}
+		evs, errs, err := r.ReadOperations(context.Background(), p, "", []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range evs {
+			if errs[i] != nil || !strings.Contains(evs[i].Steps[0].Err, "Unknown column") {
+				t.Errorf("union only %v, op %d: error %v, step error %q: want the step's query error", unionOnly, i, errs[i], evs[i].Steps[0].Err)
+			}
 		}
 	}
+}
+
+// TestBatchKeysCompareAsBound: in either form, each key of a batch finds
+// exactly the rows the same key bound to the snippet's ? finds, whatever
+// the column's character set and collation: case- and accent-insensitive
+// (pay-x finds PAY-X and pÁy-x), PAD SPACE ("pay-x " finds pay-x), binary,
+// latin1, a numeric column compared with a string key; keys with quotes,
+// backslashes, <&>, multibyte letters (bound in a UNION ALL of their own:
+// plainKey), keys longer than any JSON_VALUE default, and a key that is
+// not valid UTF-8.
+func TestBatchKeysCompareAsBound(t *testing.T) {
+	t.Parallel()
+	bothForms(t, "collations", func(t *testing.T, unionOnly bool) {
+		db := testenv.MySQL(t)
+		db.Exec(t, `CREATE TABLE kc (id INT AUTO_INCREMENT PRIMARY KEY,
+			ci VARCHAR(600) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci,
+			bin VARCHAR(600) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+			lat VARCHAR(600) CHARACTER SET latin1 COLLATE latin1_swedish_ci,
+			num BIGINT,
+			KEY (ci), KEY (bin), KEY (lat), KEY (num))`)
+		long := strings.Repeat("長", 520)
+		vals := []string{"pay-x", "PAY-X", "pÁy-x", "pay-x ", `O'Re"il\-<&>`, "工单-1", long, strings.Repeat("k", 590), "42", "café"}
+		for _, v := range vals {
+			var lat any = v // latin1 holds it, or NULL
+			for _, c := range v {
+				if c > 0xff {
+					lat = nil
+				}
+			}
+			db.Exec(t, "INSERT INTO kc (ci, bin, lat, num) VALUES (?, ?, ?, ?)", v, v, lat, 42)
+		}
+		r, err := Open(db.DSN, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		r.unionOnly = unionOnly
+		keys := append(slices.Clone(vals), "PAY-x", "pay-X  ", "CAFE", "nope", "42.0", string([]byte{0xff, 'p'}))
+		for _, col := range []string{"ci", "bin", "lat", "num"} {
+			p := &config.Pipeline{Name: col, Steps: []config.Step{{Name: "s", Kind: config.KindLocal,
+				Evidence: "SELECT id FROM kc WHERE " + col + " = ?"}}}
+			for _, batch := range [][]string{keys[:len(keys)-1], keys} {
+				evs, errs, err := r.ReadOperations(context.Background(), p, "", batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				matched := 0
+				for i, k := range batch {
+					one := read(t, r, p, "", k)
+					// A key the column's character set cannot hold is an
+					// error when bound ('工单-1' against latin1): the same
+					// error in the batch.
+					if errs[i] != nil || evs[i].Steps[0].Err != one.Steps[0].Err {
+						t.Fatalf("%s %q: batch error %v %q, single %q", col, k, errs[i], evs[i].Steps[0].Err, one.Steps[0].Err)
+					}
+					if got, want := ids(evs[i].Steps[0].Rows), ids(one.Steps[0].Rows); !reflect.DeepEqual(got, want) {
+						t.Errorf("%s %q: batch rows %v, bound alone %v", col, k, got, want)
+					}
+					matched += len(one.Steps[0].Rows)
+				}
+				if matched < len(vals) {
+					t.Errorf("%s: only %d rows matched for %d keys: the comparison proves little", col, matched, len(batch))
+				}
+			}
+		}
+		st := r.BatchStats()
+		if unionOnly && st.Keyed != 0 || !unionOnly && st.Keyed != 8 {
+			t.Errorf("stats %+v: want a keyed statement per batch (for its ASCII keys) when keyed", st)
+		}
+	})
+}
+
+// ids is the sorted first column of rows.
+func ids(rows []sources.Row) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprint(r.Values[0]))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestBatchRowCap: each operation keeps at most MaxRows rows; when the

@@ -50,6 +50,49 @@ type query struct {
 	// clock with every state column NULL, for the operations without a row
 	// (ordinal -1).
 	clock string
+	// keyed, for opctl's own queries, is the same read for every operation
+	// of a batch at once, joined with the batch's keys (keyedFrom): its
+	// first ? is the keys, then the args after the biz_id; its first column
+	// the operation's ordinal (keyedOp). A configured query's is made when a
+	// batch needs it (keyedSnippet).
+	keyed string
+}
+
+// The keyed form of a batched read: the batch's keys as a JSON array bound
+// to one ?, a row per key numbered from 1, each key compared as the bound
+// biz_id would be (JSON_UNQUOTE of a JSON value is a coercible string, as a
+// bound one is, so the column's own collation decides: Reader.keyedOK
+// checks that the server agrees).
+const (
+	keyedFrom = "JSON_TABLE(?, '$[*]' COLUMNS (opctl_n FOR ORDINALITY, opctl_k JSON PATH '$')) AS opctl_ids"
+	keyedKey  = "JSON_UNQUOTE(opctl_ids.opctl_k)"
+	keyedOp   = "opctl_ids.opctl_n - 1 AS opctl_op"
+)
+
+// keyedSnippet is the keyed form of a configured query, or "".
+func keyedSnippet(text string) string {
+	k, ok := config.CutKeyedSelect(text)
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(text[:k.AfterSelect])
+	b.WriteString(" " + keyedOp + ",")
+	at := k.AfterSelect
+	cut := func(to int, insert string, skip int) {
+		b.WriteString(text[at:to])
+		b.WriteString(insert)
+		at = to + skip
+	}
+	if k.Placeholder < k.AfterFrom {
+		cut(k.Placeholder, keyedKey, 1)
+		cut(k.AfterFrom, " "+keyedFrom+",", 0)
+	} else {
+		cut(k.AfterFrom, " "+keyedFrom+",", 0)
+		cut(k.Placeholder, keyedKey, 1)
+	}
+	b.WriteString(text[at:])
+	return b.String()
 }
 
 // stateCol is one selected column of the state row.
@@ -290,7 +333,8 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		// (or FALSE) made it read the whole table through an index in every
 		// batch — a full pass over the state table per 256 candidates.
 		clock := fmt.Sprintf("SELECT -1, %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = NULL", sel, q(st.Table), q(st.Key))
-		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock})
+		keyed := fmt.Sprintf("SELECT %s, %s FROM %s, %s AS s WHERE s.%s = %s", keyedOp, sel, keyedFrom, q(st.Table), q(st.Key), keyedKey)
+		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock, keyed: keyed})
 	} else {
 		qs = append(qs, query{kind: kindState, text: "SELECT NOW(6)"})
 	}
@@ -323,7 +367,8 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		if id.CreatedAt != "" {
 			pos = []int{3, 1}
 		}
-		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}, order: pos, branch: branch})
+		keyed := fmt.Sprintf("SELECT %s, %s FROM %s, %s WHERE %s = %s", keyedOp, sel, keyedFrom, q(id.Table), q(id.BizID), keyedKey)
+		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}, order: pos, branch: branch, keyed: keyed})
 	}
 
 	if e := p.Entity; e != nil && e.Query != "" {
@@ -334,7 +379,8 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		sel := auditSelect(q(auditTable))
 		text := fmt.Sprintf("SELECT %s ORDER BY id LIMIT %d", sel, MaxRows)
 		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, order: []int{7},
-			branch: "SELECT ? AS opctl_op, " + sel})
+			branch: "SELECT ? AS opctl_op, " + sel,
+			keyed:  fmt.Sprintf("SELECT %s, %s FROM %s, %s WHERE biz_id = %s AND pipeline = ?", keyedOp, auditCols, keyedFrom, q(auditTable), keyedKey)})
 	}
 
 	if len(bad) > 0 {
@@ -349,8 +395,11 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 // only to order a batched read by it. The read path and the locking read
 // of the guards share it.
 func auditSelect(table string) string {
-	return "plan_id, action_index, action, outcome, after_image, created_at, id FROM " + table + " WHERE biz_id = ? AND pipeline = ?"
+	return auditCols + " FROM " + table + " WHERE biz_id = ? AND pipeline = ?"
 }
+
+// auditCols are the columns auditSelect selects.
+const auditCols = "plan_id, action_index, action, outcome, after_image, created_at, id"
 
 // stateSelect is the select list of a state read: NOW(6) AS c0, then each
 // configured column of the state table (alias s) as c1, c2, ...; cols says

@@ -51,6 +51,14 @@ type Reader struct {
 	stmts map[string]*sql.Stmt
 	stats ReadStats
 	batch BatchStats
+	// unkeyed are the keyed batch texts the server rejected (fetchKeyed).
+	unkeyed map[string]bool
+
+	// keyed says whether batches may use their keyed form (keyedOK);
+	// unionOnly (tests) makes every batch a UNION ALL.
+	keyedOnce sync.Once
+	keyed     bool
+	unionOnly bool
 }
 
 // ReadStats describes the statements of the most recent ReadOperation of a
