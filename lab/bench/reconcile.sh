@@ -48,6 +48,8 @@
 #                             (ix_action_created): its table had only uk_msg_id)
 #                             and with the index reconcile uses
 #   naive skipped, windowed   the same with created_at >= NOW() - the window
+#   naive stuck, evidence     the stuck statement with each step's evidence
+#                             (what a verdict needs) for every row it finds
 #   naive (all checks)        one statement per question: stuck, duplicates
 #                             (GROUP BY ... HAVING per scan table), orphans
 #                             (anti-join per scan table), skipped
@@ -184,6 +186,16 @@ for n in "${SIZES[@]}"; do
   n_seed=$(naive "$db" "naive skipped, seed 003 schema" "$(printf "$SKIP" "IGNORE INDEX (ix_action_created)")")
   n_seed_w=$(naive "$db" "naive skipped, seed 003 schema, created_at in the window" "$(printf "$SKIP" "IGNORE INDEX (ix_action_created)") AND i.created_at >= NOW() - INTERVAL $WINDOW_H HOUR")
   n_skip_w=$(naive "$db" "naive skipped, created_at in the window, with the index" "$(printf "$SKIP" "") AND i.created_at >= NOW() - INTERVAL $WINDOW_H HOUR")
+  # The stuck question with what a verdict needs: each stuck operation's
+  # state row and what each of its steps left (reconcile's stuck targets
+  # carry the verdict; the bare list below does not).
+  n_stuck_ev=$(naive "$db" "naive stuck, with each step's evidence" "SELECT s.biz_id, s.status, s.updated_at, s.lease_until,
+      (SELECT COUNT(*) FROM balance_journal j WHERE j.biz_id = s.biz_id AND j.kind = 'DEBIT'
+        AND NOT EXISTS (SELECT 1 FROM balance_journal r WHERE r.biz_id = j.biz_id AND r.kind = 'REVERSAL' AND r.reverses_id = j.id)) AS debits,
+      (SELECT COUNT(*) FROM ledger_entry l WHERE l.biz_order_id = s.biz_id) AS ledger_rows,
+      (SELECT COUNT(*) FROM step_intent i WHERE i.biz_id = s.biz_id AND i.step = 'notify') AS intents
+    FROM biz_operation s WHERE s.status NOT IN ('DONE','FAILED') AND s.updated_at < NOW() - INTERVAL 5 MINUTE
+      AND (s.lease_until IS NULL OR s.lease_until < NOW())")
   # One question a statement, as a DBA would ask it (no time bound), on the
   # same indexes; the check each one answers.
   n_all_t=0; n_all_rows=0; n_all_rss=0
@@ -206,7 +218,7 @@ for n in "${SIZES[@]}"; do
   n_all="naive (all checks, 8 statements)|$n_all_t|$n_all_rows|$n_all_rss"
 
   RESULTS+=("$n|$r_all|$exact" "$n|$r_full|$exact_full"
-    "$n|$n_seed|" "$n|$n_skip|" "$n|$n_seed_w|" "$n|$n_skip_w|" "$n|$n_all|")
+    "$n|$n_seed|" "$n|$n_skip|" "$n|$n_seed_w|" "$n|$n_skip_w|" "$n|$n_stuck_ev|" "$n|$n_all|")
   for c in stuck duplicates orphans skipped; do
     IFS='|' read -r _ t rows rss _ <<<"${r_check[$c]}"
     IFS='|' read -r _ ft frows frss _ <<<"${f_check[$c]}"

@@ -458,3 +458,58 @@ func TestBatchClockBranchReadsNoTable(t *testing.T) {
 		t.Logf("EXPLAIN has no row for the state table (the optimizer removed it): %s", clock)
 	}
 }
+
+// TestKeyLookupsEitherForm: the lookups of reconcile's walks
+// (MultiRowKeys, ExistingKeys) answer the same whether they join the keys
+// (keyed) or list them (IN): under a case-insensitive collation pay-x and
+// PAY-X are one key of two rows, named by one stored spelling; a key
+// listed twice counts once; a key that is not ASCII is looked up by IN.
+func TestKeyLookupsEitherForm(t *testing.T) {
+	t.Parallel()
+	db := testenv.MySQL(t)
+	db.Exec(t, `CREATE TABLE lk (id INT AUTO_INCREMENT PRIMARY KEY,
+		k VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci, KEY (k))`)
+	for _, v := range []string{"pay-x", "PAY-X", "solo", "pair", "pair", "工单-1", "工单-1", "O'R\"x\\"} {
+		db.Exec(t, "INSERT INTO lk (k) VALUES (?)", v)
+	}
+	answers := map[bool][2]string{}
+	for _, unionOnly := range []bool{false, true} {
+		r, err := Open(db.DSN, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.unionOnly = unionOnly
+		ctx := context.Background()
+		var got [2]string
+		for _, keys := range [][]string{
+			{"pay-x", "PAY-X", "Pay-X", "solo", "pair", "pair", "none", `O'R"x\`},
+			{"pay-x", "工单-1", "solo"},
+		} {
+			multi, err := r.MultiRowKeys(ctx, "lk", "k", keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			has, err := r.ExistingKeys(ctx, "lk", "k", keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[0] += fmt.Sprint(multi)
+			got[1] += fmt.Sprint(has)
+		}
+		answers[unionOnly] = got
+		// Keyed: both lookups of the ASCII list; the other list by IN.
+		if want := map[bool]int{false: 2, true: 0}[unionOnly]; r.keyedLookups != want {
+			t.Errorf("union only %v: %d keyed lookups, want %d", unionOnly, r.keyedLookups, want)
+		}
+		r.Close()
+	}
+	if answers[false] != answers[true] {
+		t.Errorf("keyed %v\nIN    %v", answers[false], answers[true])
+	}
+	if want := "map[pair:2 pay-x:2]map[pay-x:2 工单-1:2]"; answers[true][0] != want {
+		t.Errorf("counts %s, want %s", answers[true][0], want)
+	}
+	if want := `map[O'R"x\:true pair:true pay-x:true solo:true]map[pay-x:true solo:true 工单-1:true]`; answers[true][1] != want {
+		t.Errorf("existing %s, want %s", answers[true][1], want)
+	}
+}

@@ -51,8 +51,10 @@ type Reader struct {
 	stmts map[string]*sql.Stmt
 	stats ReadStats
 	batch BatchStats
-	// unkeyed are the keyed batch texts the server rejected (fetchKeyed).
-	unkeyed map[string]bool
+	// unkeyed are the keyed batch texts the server rejected (fetchKeyed);
+	// keyedLookups counts byKeys' keyed statements (tests).
+	unkeyed      map[string]bool
+	keyedLookups int
 
 	// keyed says whether batches may use their keyed form (keyedOK);
 	// unionOnly (tests) makes every batch a UNION ALL.
