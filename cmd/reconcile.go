@@ -222,12 +222,13 @@ func parseShard(s string) (int, int, error) {
 
 func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	// A run allocates every page and batch anew and keeps little of them:
-	// collecting at 4× the live heap (soft limit 48 MiB) instead of 2×
-	// halves the collections of a short run (docs/performance.md#reconcile).
-	// GOGC and GOMEMLIMIT, when set, decide instead.
+	// collecting at 4× the live heap instead of 2× halves the collections
+	// of a short run, and the soft limit of 32 MiB keeps a long one's peak
+	// where it was (docs/performance.md#reconcile). GOGC and GOMEMLIMIT,
+	// when set, decide instead.
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(48 << 20))
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(32 << 20))
 	}
 	cfg, err := opts.Config()
 	if err != nil {

@@ -25,6 +25,17 @@ const (
 // report partial. The findings and the verdict come from the rule table
 // (see table, docs/verdicts.md).
 func Diagnose(ev sources.Evidence) Report {
+	r := Judge(ev)
+	r.Verdict.Next = NextCommands(&r, ev.Pipeline)
+	r.Timeline = timeline(ev, &r)
+	return r
+}
+
+// Judge is Diagnose without what only a reader of one report needs: the
+// verdict's next commands and the timeline stay empty. Everything else —
+// verdict, findings, steps, state, sources, partial — is what Diagnose
+// gives. reconcile judges thousands of candidates and keeps only that.
+func Judge(ev sources.Evidence) Report {
 	r, reached := survey(ev)
 	f := newFacts(ev, &r, reached)
 	verdict, findings := judge(table[:], &f)
@@ -35,7 +46,7 @@ func Diagnose(ev sources.Evidence) Report {
 		// (docs/where.md).
 		r.Partial = r.Sources["mysql"] != sources.StatusOK
 	}
-	r.finish(ev, verdict)
+	r.Verdict = Verdict{Code: verdict.Code, Severity: SeverityOf(verdict.Code), Summary: summary(verdict, &r)}
 	return r
 }
 
@@ -78,14 +89,6 @@ func survey(ev sources.Evidence) (Report, reachedInfo) {
 	r.Kafka = kafkaView(p, ev)
 	r.Repair = IncompleteRepair(ev.DB.Audit)
 	return r, reached
-}
-
-// finish writes the verdict from the verdict finding f, the next commands
-// and the timeline.
-func (r *Report) finish(ev sources.Evidence, f Finding) {
-	r.Verdict = Verdict{Code: f.Code, Severity: SeverityOf(f.Code), Summary: summary(f, r)}
-	r.Verdict.Next = NextCommands(r, ev.Pipeline)
-	r.Timeline = timeline(ev, r)
 }
 
 // reachedInfo is what the state status claims, and the lists of the config

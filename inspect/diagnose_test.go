@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -239,6 +240,13 @@ func TestVerdicts(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := Diagnose(newEv(c.p, c.opts...))
+			// Judge is the same report without the next commands and the
+			// timeline.
+			j, want := Judge(newEv(c.p, c.opts...)), r
+			want.Verdict.Next, want.Timeline = nil, []Event{}
+			if !reflect.DeepEqual(j, want) {
+				t.Errorf("Judge differs from Diagnose:\njudge    %+v\ndiagnose %+v", j, want)
+			}
 			if r.Verdict.Code != c.want {
 				t.Fatalf("verdict %s, want %s; findings %v", r.Verdict.Code, c.want, r.Findings)
 			}

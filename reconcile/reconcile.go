@@ -2,7 +2,7 @@
 // (docs/reconcile.md). Each check walks an index in keyset-paginated chunks (never
 // OFFSET, never a JOIN over a whole table), keeps only the candidates the
 // table-level facts point at, and triages every candidate with the same
-// sources.Collector and inspect.Diagnose as `opctl where`: in batches, the
+// sources.Collector and verdict rules as `opctl where` (inspect.Judge): in batches, the
 // MySQL rows of a whole batch read with one statement per query
 // (Collector.CollectMany), a few batches at a time. The Kafka group view is
 // read once per pipeline for the whole run; a candidate's message position
@@ -577,7 +577,7 @@ func (r *run) triage(out chan<- Result) {
 			continue
 		}
 		for _, ev := range evs {
-			rep := inspect.Diagnose(ev)
+			rep := inspect.Judge(ev) // no timeline, no next commands: a Result keeps neither
 			res := resultOf(cs, rep)
 			if cs.check == CheckStuck && r.stuckTarget(cs.p, rep) {
 				res.Severity = inspect.SeverityAction

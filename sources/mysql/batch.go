@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,8 +61,9 @@ type BatchStats struct {
 // returns, with two differences: the rows of a snippet come in the order
 // the server returns them for the batch (a keyed snippet has no ORDER BY; a
 // snippet's ORDER BY without LIMIT may not survive in a derived table;
-// opctl's own queries keep their order), and all operations of a batch
-// share one database clock.
+// opctl's own queries keep their order), and the operations read by one
+// statement share one database clock (a batch whose ids are not all ASCII
+// is read by two: plainKey).
 //
 // A batched statement the server rejects (a snippet whose columns repeat a
 // name cannot be a derived table, for one) is run for the first operation
@@ -82,11 +84,20 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	if n == 0 {
 		return nil, nil, nil
 	}
+	// The statements are the same for every operation, only the biz_id
+	// (each query's first argument) differs: built once.
+	qs0, err := buildQueries(p, auditTable, bizIDs[0])
+	if err != nil {
+		return nil, nil, err
+	}
 	qss := make([][]query, n)
 	for i, id := range bizIDs {
-		qs, err := buildQueries(p, auditTable, id)
-		if err != nil {
-			return nil, nil, err
+		qs := slices.Clone(qs0)
+		for k := range qs {
+			if len(qs[k].args) > 0 {
+				qs[k].args = slices.Clone(qs[k].args)
+				qs[k].args[0] = id
+			}
 		}
 		qss[i] = qs
 	}
