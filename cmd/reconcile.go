@@ -224,7 +224,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	// A run allocates every page and batch anew and keeps little of them:
 	// collecting at 4× the live heap instead of 2× halves the collections
 	// of a short run, and the soft limit of 32 MiB keeps a long one's peak
-	// where it was (docs/performance.md#reconcile). GOGC and GOMEMLIMIT,
+	// where it was (docs/performance.md#opctl-reconcile). GOGC and GOMEMLIMIT,
 	// when set, decide instead.
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(400))

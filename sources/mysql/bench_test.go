@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -149,4 +150,52 @@ func delayProxy(b *testing.B, target string, rtt time.Duration) string {
 		}
 	})
 	return l.Addr().String()
+}
+
+// BenchmarkReadOperations reads batches of 256 settlement operations (of
+// 20,000 in the tables: a state row, a debit, a ledger row and an acked
+// intent each, and an audit table) with one ReadOperations call: keyed, each
+// query joined with the batch's keys; union, each query a UNION ALL of a
+// branch per operation (docs/reconcile.md#how-the-work-is-bounded).
+func BenchmarkReadOperations(b *testing.B) {
+	db := testenv.MySQL(b)
+	db.ExecFile(b, "../../testdata/schema/settlement.sql")
+	db.Exec(b, auditDDL)
+	const ops = 20000
+	db.Exec(b, `INSERT INTO biz_operation (biz_id, status, version, msg_id, created_at, updated_at)
+		SELECT CONCAT('PAY-', LPAD(seq, 6, '0')), 'LEDGER_DONE', 2, CONCAT('m-', seq), NOW(3), NOW(3) FROM seq_1_to_20000`)
+	db.Exec(b, `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at)
+		SELECT CONCAT('PAY-', LPAD(seq, 6, '0')), seq, -1.00, 'DEBIT', NOW(3) FROM seq_1_to_20000`)
+	db.Exec(b, `INSERT INTO ledger_entry (biz_order_id, direction, amount, created_at)
+		SELECT CONCAT('PAY-', LPAD(seq, 6, '0')), 'OUT', 1.00, NOW(3) FROM seq_1_to_20000`)
+	db.Exec(b, `INSERT INTO step_intent (request_id, biz_id, step, attempt, sent_at, acked_at, result)
+		SELECT CONCAT('r-', seq), CONCAT('PAY-', LPAD(seq, 6, '0')), 'notify', 1, NOW(3), NOW(3), 'OK' FROM seq_1_to_20000`)
+	db.Exec(b, "ANALYZE TABLE biz_operation, balance_journal, ledger_entry, step_intent, opctl_audit")
+	p := settlementPipeline()
+	for _, form := range []string{"keyed", "union"} {
+		b.Run(form, func(b *testing.B) {
+			r, err := Open(db.DSN, 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			r.unionOnly = form == "union"
+			ctx := context.Background()
+			batch := 0
+			for b.Loop() {
+				ids := make([]string, 256)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("PAY-%06d", (batch*256+i)%ops+1)
+				}
+				batch++
+				evs, errs, err := r.ReadOperations(ctx, p, "opctl_audit", ids)
+				if err != nil || errs[0] != nil || !evs[0].State.Found || len(evs[255].Steps[0].Rows) != 1 {
+					b.Fatalf("read: %v %v", err, errs[0])
+				}
+			}
+			st := r.BatchStats()
+			b.ReportMetric(float64(st.Statements)/float64(st.Batches), "stmts/batch")
+			b.ReportMetric(float64(st.Keyed)/float64(st.Batches), "keyed/batch")
+		})
+	}
 }
