@@ -253,6 +253,9 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	}
 	io := opts.IO
 	view := newReconcileView(io, opts.Output)
+	if hv, ok := view.(*reconcileHumanView); ok {
+		hv.out = opts.Out
+	}
 	var bar *progressBar
 	if opts.Output == FormatTable && io.IsStdoutTTY() {
 		bar = newProgressBar(io.ErrOut, io.ColorEnabled())

@@ -68,6 +68,8 @@ func targetRow(t reconcile.Target) []string {
 type reconcileHumanView struct {
 	w   io.Writer
 	tty bool
+	// out is --out ("" when not given): the next command reads it.
+	out string
 	// width is the terminal's (tty only): the tables fit it.
 	width    int
 	st       ui.Styles
@@ -174,7 +176,10 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 		}
 		b.WriteString(v.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")) + "\n")
 	}
-	if sum.Targets > 0 {
+	switch {
+	case sum.Targets > 0 && v.out != "":
+		b.WriteString("next: opctl repair plan --from-file " + ui.Safe(inspect.ShellQuote(v.out)) + " --reason \"$REASON\" --out plans.jsonl\n")
+	case sum.Targets > 0:
 		b.WriteString("next: opctl repair plan --from-file targets.jsonl --reason \"$REASON\" --out plans.jsonl   (write the file with --out)\n")
 	}
 	_, err := io.WriteString(v.w, b.String())

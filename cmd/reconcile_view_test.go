@@ -150,3 +150,30 @@ func TestReconcileGroupLagLine(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileNextReadsTheOutFile: the next command names the file --out
+// wrote (quoted for the shell), so that it works as printed; without --out
+// it says to write one.
+func TestReconcileNextReadsTheOutFile(t *testing.T) {
+	for _, c := range []struct{ out, want string }{
+		{"", "next: opctl repair plan --from-file targets.jsonl --reason \"$REASON\" --out plans.jsonl   (write the file with --out)"},
+		{"t.jsonl", "next: opctl repair plan --from-file t.jsonl --reason \"$REASON\" --out plans.jsonl\n"},
+		{"my targets.jsonl", "next: opctl repair plan --from-file 'my targets.jsonl' --reason \"$REASON\" --out plans.jsonl\n"},
+	} {
+		io, _, out, _ := iostreams.Test()
+		io.SetNoColor(true)
+		v := newReconcileView(io, FormatTable)
+		v.(*reconcileHumanView).out = c.out
+		for _, r := range viewTargets() {
+			if err := v.Result(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := v.Finish(viewSummary()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("--out %q: no %q in\n%s", c.out, c.want, out.String())
+		}
+	}
+}
