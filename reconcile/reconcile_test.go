@@ -720,3 +720,38 @@ func TestBrokenEvidenceQueryHidesNoDoubleDebit(t *testing.T) {
 }
 
 func eqTime(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }
+
+// TestDuplicateSpelledTwice: under a case-insensitive collation, a double
+// debit whose first row (yesterday, PAY-SPELL) lies before the window and
+// whose second (pay-spell) lies in it is one duplicated key: the walk of a
+// one-day window finds it, once, whichever spelling the count names it by;
+// so does the sweep. The same with an accent (pÁy-accent, not ASCII: the
+// lookups list it instead of joining it). Two spellings of another key both
+// in the window are one target too.
+func TestDuplicateSpelledTwice(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 200, AnomalyRate: 0, Seed: 11, Pipelines: []string{gen.Settlement}}, false)
+	e.db.Exec(t, `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES
+		('PAY-SPELL', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-spell', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+		('PAY-TWICE', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 2 HOUR), ('pay-twice', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+		('PAY-ACCENT', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pÁy-accent', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR)`)
+	for _, access := range []string{reconcile.AccessWalk, reconcile.AccessSweep} {
+		o := baseOptions(e)
+		o.Since, o.Access = 24*time.Hour, access
+		o.Checks = []string{reconcile.CheckDuplicates}
+		var c collected
+		if _, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit); err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]int{}
+		for _, r := range c.results {
+			if r.IsTarget() && r.Verdict == inspect.DuplicateEffect && r.Step == "debit" {
+				found[strings.ToUpper(strings.ReplaceAll(r.BizID, "Á", "A"))]++
+			}
+		}
+		for _, k := range []string{"PAY-SPELL", "PAY-TWICE", "PAY-ACCENT"} {
+			if found[k] != 1 {
+				t.Errorf("--access %s: %s reported %d times as a double debit, want once (%v)", access, k, found[k], found)
+			}
+		}
+	}
+}

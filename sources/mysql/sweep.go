@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -145,11 +146,16 @@ func (r *Reader) SweepPage(ctx context.Context, s Sweep, after, upTo Bound, limi
 }
 
 // KeysSince returns which of keys have a row in table whose timeCol is at
-// or after from. One statement, served by an index that starts with
-// keyCol.
+// or after from, each under the spelling it was asked by: under a case- or
+// accent-insensitive collation the row in the window may be spelled
+// otherwise (pay-1 for the PAY-1 a sweep names). ASCII keys are joined with
+// the table (keyedFrom) in one statement; otherwise each key is looked up
+// alone (a sweep asks for the few keys of a page that have duplicates).
+// Served by an index that starts with keyCol.
 func (r *Reader) KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
 	if len(keys) == 0 {
-		return map[string]bool{}, nil
+		return out, nil
 	}
 	t, err := qident(table)
 	if err != nil {
@@ -163,25 +169,62 @@ func (r *Reader) KeysSince(ctx context.Context, table, keyCol, timeCol string, f
 	if err != nil {
 		return nil, err
 	}
-	list, args := inList(keys)
-	text := fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE %s IN (%s) AND %s >= ?", k, t, k, list, c)
-	rows, done, err := r.query(ctx, text, append(args, from)...)
-	if err != nil {
-		return nil, r.queryError("keys of "+table+" since "+from.Format(time.DateTime), err)
-	}
-	defer done()
-	out := map[string]bool{}
-	for rows.Next() {
-		var key []byte
-		if err := rows.Scan(&key); err != nil {
-			return nil, r.queryError("keys of "+table, err)
+	what := "keys of " + table + " since " + from.Format(time.DateTime)
+	if r.keyedOK(ctx) && allPlain(keys) {
+		doc, err := json.Marshal(keys)
+		if err != nil {
+			return nil, err
 		}
-		out[string(key)] = true
+		text := fmt.Sprintf("SELECT DISTINCT opctl_ids.opctl_n FROM %s JOIN %s ON %s.%s = %s WHERE %s.%s >= ?",
+			keyedFrom, t, t, k, keyedKey, t, c)
+		rows, done, err := r.query(ctx, text, string(doc), from)
+		if err != nil {
+			return nil, r.queryError(what, err)
+		}
+		defer done()
+		for rows.Next() {
+			var n int64
+			if err := rows.Scan(&n); err != nil {
+				return nil, r.queryError(what, err)
+			}
+			if n >= 1 && n <= int64(len(keys)) {
+				out[keys[n-1]] = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, r.queryError(what, err)
+		}
+		return out, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, r.queryError("keys of "+table, err)
+	text := fmt.Sprintf("SELECT 1 FROM %s WHERE %s = ? AND %s >= ? LIMIT 1", t, k, c)
+	for _, key := range keys {
+		var one int
+		switch err := r.query1(ctx, text, &one, key, from); {
+		case err == nil:
+			out[key] = true
+		case errors.Is(err, sql.ErrNoRows):
+		default:
+			return nil, r.queryError(what, err)
+		}
 	}
 	return out, nil
+}
+
+// query1 runs a prepared statement that returns at most one row of one
+// column into dst: sql.ErrNoRows when it returns none.
+func (r *Reader) query1(ctx context.Context, text string, dst any, args ...any) error {
+	rows, done, err := r.query(ctx, text, args...)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	return rows.Scan(dst)
 }
 
 // RangeRows estimates how many rows of table have col >= from, from the
