@@ -90,6 +90,13 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	if err != nil {
 		return nil, nil, err
 	}
+	// A configured query's keyed form, once for the batch (opctl's own
+	// queries carry theirs).
+	for k := range qs0 {
+		if qs0[k].keyed == "" && qs0[k].branch == "" && len(qs0[k].args) > 0 && n > 1 {
+			qs0[k].keyed = keyedSnippet(qs0[k].text)
+		}
+	}
 	qss := make([][]query, n)
 	for i, id := range bizIDs {
 		qs := slices.Clone(qs0)
@@ -201,7 +208,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 		}
 		return false
 	}
-	if ascii, other := byKeys(qss, j); len(ascii) > 1 && len(other) > 0 && r.keyable(ctx, q0) {
+	if ascii, other := splitPlain(qss, j); len(ascii) > 1 && len(other) > 0 && r.keyable(ctx, q0) {
 		// The keyed form for the ASCII keys, a UNION ALL for the others.
 		for _, part := range [][]int{ascii, other} {
 			sub := make([][]query, len(part))
@@ -373,8 +380,7 @@ func (r *Reader) fetchKeyed(ctx context.Context, qss [][]query, j int) (res resu
 		}
 		keys[i] = k
 	}
-	text := keyedText(q0)
-	base := text
+	text := q0.keyed
 	doc, err := json.Marshal(keys)
 	if err != nil {
 		return result{}, 0, false
@@ -393,31 +399,22 @@ func (r *Reader) fetchKeyed(ctx context.Context, qss [][]query, j int) (res resu
 		if r.unkeyed == nil {
 			r.unkeyed = map[string]bool{}
 		}
-		r.unkeyed[base] = true
+		r.unkeyed[q0.keyed] = true
 		r.mu.Unlock()
 	}
 	return res, capRows, true
-}
-
-// keyedText is q's keyed form, or "".
-func keyedText(q query) string {
-	if q.keyed == "" && q.branch == "" {
-		return keyedSnippet(q.text)
-	}
-	return q.keyed
 }
 
 // keyable reports whether query q may be read in its keyed form: it has
 // one, the server reads keyed forms (keyedOK) and has not rejected this
 // one.
 func (r *Reader) keyable(ctx context.Context, q query) bool {
-	text := keyedText(q)
-	if text == "" || len(q.args) == 0 || !r.keyedOK(ctx) {
+	if q.keyed == "" || len(q.args) == 0 || !r.keyedOK(ctx) {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.unkeyed[text]
+	return !r.unkeyed[q.keyed]
 }
 
 // plainKey reports whether the keyed form carries key k exactly as a bound
@@ -434,9 +431,9 @@ func plainKey(k string) bool {
 	return true
 }
 
-// byKeys splits the operations of a batch by their key (the first argument
-// of query j): those plainKey accepts, and the others.
-func byKeys(qss [][]query, j int) (plain, other []int) {
+// splitPlain splits the operations of a batch by their key (the first
+// argument of query j): those plainKey accepts, and the others.
+func splitPlain(qss [][]query, j int) (plain, other []int) {
 	for i, qs := range qss {
 		if k, ok := qs[j].args[0].(string); ok && plainKey(k) {
 			plain = append(plain, i)

@@ -53,8 +53,8 @@ type query struct {
 	// keyed, for opctl's own queries, is the same read for every operation
 	// of a batch at once, joined with the batch's keys (keyedFrom): its
 	// first ? is the keys, then the args after the biz_id; its first column
-	// the operation's ordinal (keyedOp). A configured query's is made when a
-	// batch needs it (keyedSnippet).
+	// the operation's ordinal (keyedOp). ReadOperations makes a configured
+	// query's, once a batch (keyedSnippet).
 	keyed string
 }
 

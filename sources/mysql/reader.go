@@ -258,6 +258,23 @@ func (r *Reader) query(ctx context.Context, text string, args ...any) (*sql.Rows
 	}, nil
 }
 
+// query1 runs a prepared statement that returns at most one row of one
+// column into dst: sql.ErrNoRows when it returns none.
+func (r *Reader) query1(ctx context.Context, text string, dst any, args ...any) error {
+	rows, done, err := r.query(ctx, text, args...)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	return rows.Scan(dst)
+}
+
 // result is the raw outcome of one statement.
 type result struct {
 	cols []string

@@ -210,23 +210,6 @@ func (r *Reader) KeysSince(ctx context.Context, table, keyCol, timeCol string, f
 	return out, nil
 }
 
-// query1 runs a prepared statement that returns at most one row of one
-// column into dst: sql.ErrNoRows when it returns none.
-func (r *Reader) query1(ctx context.Context, text string, dst any, args ...any) error {
-	rows, done, err := r.query(ctx, text, args...)
-	if err != nil {
-		return err
-	}
-	defer done()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	return rows.Scan(dst)
-}
-
 // RangeRows estimates how many rows of table have col >= from, from the
 // optimizer's estimate for that range of index (EXPLAIN: index dives, no
 // row read). ok is false when the server gives no estimate it can read
