@@ -130,9 +130,9 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
 				opts.Shard, opts.Shards = i, n
 			}
 			switch opts.Access {
-			case reconcile.AccessAuto, reconcile.AccessSweep, reconcile.AccessWalk:
+			case reconcile.AccessAuto, reconcile.AccessSweep, reconcile.AccessWalk, reconcile.AccessRange:
 			default:
-				return usageErrorf("--access %q: want auto, sweep or walk", opts.Access)
+				return usageErrorf("--access %q: want auto, sweep, walk or range", opts.Access)
 			}
 			if opts.Rate < 0 || opts.Chunk <= 0 || opts.Chunk > 10000 || opts.Concurrency <= 0 || opts.Concurrency > 64 {
 				return usageErrorf("--rate must be >= 0, --chunk 1..10000, --concurrency 1..64")
@@ -153,7 +153,7 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
 	fl.IntVar(&opts.Chunk, "chunk", reconcile.DefaultChunk, "rows per page of an index walk")
 	fl.StringVar(&shard, "shard", "", "i/n: keep the keys with CRC32(key) mod n = i (split one table between n workers)")
 	fl.BoolVar(&opts.AllowFullScan, "allow-full-scan", false, "run checks that have no usable index (full table scans)")
-	fl.StringVar(&opts.Access, "access", reconcile.AccessAuto, "how duplicates and orphans read a scan table: auto (by the window's share of the table), sweep (its key index, in key order) or walk (its time index)")
+	fl.StringVar(&opts.Access, "access", reconcile.AccessAuto, "how duplicates and orphans read a scan table: auto (by the window's share of the table), sweep (its key index, in key order), walk (its time index) or range (duplicates: the key range of the window's keys; orphans walk)")
 	fl.IntVar(&opts.Concurrency, "concurrency", reconcile.DefaultConcurrency, "batches of candidates triaged at once (each batch: one statement per query)")
 	fl.StringVar(&opts.Out, "out", "", "write the targets as JSONL to this file (for 'opctl repair plan --from-file')")
 	// A local -o shadows the global one: reconcile adds "prometheus".

@@ -653,10 +653,12 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			continue
 		}
 		sc := p.Steps[p.StepIndex(q.Step)].Scan
-		if ix, err := r.accessPath(cs, sc, acc[i], tables, from); err != nil {
+		if path, err := r.accessPath(cs, sc, acc[i], tables, from); err != nil {
 			return err
-		} else if ix != "" {
-			if err := r.sweep(cs, sc, ix, lookups, tables, from); err != nil {
+		} else if path.empty {
+			continue
+		} else if path.index != "" {
+			if err := r.sweep(cs, sc, path, lookups, tables, from); err != nil {
 				return err
 			}
 			continue
@@ -860,6 +862,9 @@ const (
 	AccessAuto  = "auto"
 	AccessSweep = "sweep"
 	AccessWalk  = "walk"
+	// AccessRange: duplicates sweep the key range of the window's keys
+	// whatever its size; orphans walk.
+	AccessRange = "range"
 )
 
 // SweepShare is the share of a scan table's rows inside the window from
@@ -875,16 +880,41 @@ const SweepShare = 0.15
 // longer than a walk's and still be short statements.
 func (r *run) sweepPage() int { return min(10*r.o.Chunk, 10000) }
 
-// accessPath decides how duplicates or orphans read scan table sc: it
-// returns the key index to sweep, or "" to walk the time index of a. A
+// RangeFactor bounds the key range a narrow window's duplicates sweep
+// (windowRange): at most this many times the window's rows, by the
+// optimizer's estimates. A walk pays an index dive per key (3-6 us
+// measured) and a sweep two reads of each entry of the range (about
+// 0.3 us each), so a range a few times the window still costs less
+// (docs/reconcile.md#access-path).
+const RangeFactor = 4
+
+// windowSlice is the rows of one statement of windowRange's pass over the
+// window (by the optimizer's estimate): the window is read in slices of
+// time of about that many rows each (a variable for the tests).
+var windowSlice int64 = 200000
+
+// sweepPath is how duplicates or orphans read a scan table: a sweep of
+// its key index (index), limited to a key range when lo and hi are set,
+// or (index "") a walk of its time index; empty means the window holds
+// no row, and there is nothing to read.
+type sweepPath struct {
+	index  string
+	lo, hi mysqlsrc.Bound
+	est    int64
+	empty  bool
+}
+
+// accessPath decides how duplicates or orphans read scan table sc. A
 // sweep needs an index whose leading column is the key; without a time
 // column (or without a time index, on --allow-full-scan) the whole table
 // is read either way, so it sweeps; otherwise it sweeps when the
 // optimizer's estimate of the rows in the window is at least SweepShare
-// of the table's (--access sweep|walk decides instead).
-func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]mysqlsrc.TableInfo, from time.Time) (string, error) {
+// of the table's (--access sweep|walk decides instead). A narrower window
+// is walked by time, except for duplicates, which sweep the window's key
+// range when it is narrow (windowRange).
+func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]mysqlsrc.TableInfo, from time.Time) (sweepPath, error) {
 	if r.o.Access == AccessWalk {
-		return "", nil
+		return sweepPath{}, nil
 	}
 	info := tables[sc.Table]
 	use, ok := info.WalkIndex([]string{sc.Key}, sc.Key)
@@ -892,23 +922,37 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 		if r.o.Access == AccessSweep {
 			cs.notes = append(cs.notes, fmt.Sprintf("%s: no index starting with %s to sweep: walked by time", sc.Table, sc.Key))
 		}
-		return "", nil
+		return sweepPath{}, nil
+	}
+	whole := sweepPath{index: use.Index.Name, est: info.RowsEstimate}
+	if r.o.Access == AccessRange && sc.Time != "" && a.index != "" {
+		if cs.check != CheckDuplicates {
+			return sweepPath{}, nil
+		}
+		n, _, err := r.rangeRows(sc.Table, a.index, sc.Time, from)
+		if err != nil {
+			return sweepPath{}, err
+		}
+		return r.windowRange(cs, sc, a, use.Index.Name, n, from)
 	}
 	if r.o.Access == AccessSweep || sc.Time == "" || a.index == "" {
 		cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order", sc.Table, use.Index.Name))
-		return use.Index.Name, nil
+		return whole, nil
 	}
 	n, known, err := r.rangeRows(sc.Table, a.index, sc.Time, from)
 	if err != nil {
-		return "", err
+		return sweepPath{}, err
 	}
 	total := info.RowsEstimate
 	if !known || total <= 0 {
-		return "", nil
+		return sweepPath{}, nil
 	}
 	share := float64(n) / float64(total)
 	if share < SweepShare {
-		return "", nil
+		if cs.check == CheckDuplicates {
+			return r.windowRange(cs, sc, a, use.Index.Name, n, from)
+		}
+		return sweepPath{}, nil
 	}
 	// InnoDB caps a range's estimate at half the table.
 	held := fmt.Sprintf("about %.0f%%", 100*share)
@@ -917,7 +961,77 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 	}
 	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window holds %s of its ~%d rows (optimizer estimate): swept %s in key order",
 		sc.Table, held, total, use.Index.Name))
-	return use.Index.Name, nil
+	return whole, nil
+}
+
+// windowRange is the duplicates path of a narrow window (n rows by the
+// optimizer's estimate) of scan table sc: it reads the window through its
+// time index, in slices of about windowSlice rows, for the least and the
+// greatest key it holds under the column's collation (no row leaves the
+// server), and sweeps the key index between them (keys when ids grow with
+// time: a day's keys are a day's range of the key index) when the
+// optimizer puts that range at most RangeFactor times the window;
+// otherwise (keys spread over the table: random ids) it walks the time
+// index. Every key with a row in the window lies in that range, and the
+// sweep keeps only the keys with a row in the window (KeysSince), so both
+// paths find the same keys (docs/reconcile.md#access-path).
+func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex string, n int64, from time.Time) (sweepPath, error) {
+	parts := max(1, (n+windowSlice-1)/windowSlice)
+	step := r.now.Sub(from) / time.Duration(parts)
+	var ends []mysqlsrc.KeyCount // each slice's least and greatest key
+	var rows int64
+	for i := int64(0); i < parts; i++ {
+		if r.stopped() {
+			return sweepPath{}, errStop
+		}
+		at, to := from.Add(time.Duration(i)*step), time.Time{}
+		if i < parts-1 && step > 0 {
+			to = at.Add(step)
+		}
+		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+		l, h, m, err := r.d.DB.WindowKeys(ctx, sc.Table, a.index, sc.Key, sc.Time, at, to)
+		cancel()
+		if err != nil {
+			return sweepPath{}, err
+		}
+		r.count(cs, m)
+		if m > 0 {
+			ends = append(ends, l, h)
+			rows += m
+		}
+		if err := r.throttle(); err != nil {
+			return sweepPath{}, err
+		}
+		if step <= 0 {
+			break
+		}
+	}
+	if rows == 0 {
+		cs.notes = append(cs.notes, fmt.Sprintf("%s: no row in the window", sc.Table))
+		return sweepPath{empty: true}, nil
+	}
+	lo, hi := ends[0], ends[1]
+	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+	defer cancel()
+	if len(ends) > 2 {
+		// The slices' ends are stored keys: the server orders them.
+		var err error
+		if lo, hi, err = r.d.DB.KeysExtent(ctx, sc.Table, keyIndex, sc.Key, ends); err != nil {
+			return sweepPath{}, err
+		}
+	}
+	m, known, err := r.d.DB.KeyRangeRows(ctx, sc.Table, keyIndex, sc.Key, lo.Value, hi.Value)
+	if err != nil {
+		return sweepPath{}, err
+	}
+	if r.o.Access != AccessRange && (!known || m > RangeFactor*max(n, rows)) {
+		cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys spread over ~%d entries of %s (optimizer estimate): walked by time",
+			sc.Table, rows, m, keyIndex))
+		return sweepPath{}, nil
+	}
+	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys in a range of ~%d entries of %s (optimizer estimate): swept that range in key order",
+		sc.Table, rows, m, keyIndex))
+	return sweepPath{index: keyIndex, lo: mysqlsrc.Bound{Set: true, Value: lo.Value}, hi: mysqlsrc.Bound{Set: true, Value: hi.Value}, est: m}, nil
 }
 
 // rangeRows is the optimizer's estimate of table's rows with col >= from
@@ -956,15 +1070,18 @@ type sweepLookup struct {
 }
 
 // sweep reads the distinct keys of scan table sc in key order through
-// index ix, a page of sweepPage keys per statement (docs/reconcile.md#access-path).
+// path's index, a page of sweepPage keys per statement, only between
+// path's lo and hi when they are set (a duplicates window's key range:
+// the orphans merge reads its lookup tables from the first key on)
+// (docs/reconcile.md#access-path).
 // Duplicates keeps the keys with more than one row; orphans the keys that
 // neither lookup table holds, read as a merge: for each page (after, last],
 // the same range of each lookup table's key index, paged alike (a lookup
 // table that cannot be swept alongside is asked by the page's keys). The
 // keys found are kept when a row of theirs lies in the window (one lookup
 // per page of keys found), and queued for the triage, which decides.
-func (r *run) sweep(cs *checkState, sc *config.Scan, ix string, lookups []Requirement, tables map[string]mysqlsrc.TableInfo, from time.Time) error {
-	s := mysqlsrc.Sweep{Table: sc.Table, Index: ix, KeyCol: sc.Key}
+func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]mysqlsrc.TableInfo, from time.Time) error {
+	s := mysqlsrc.Sweep{Table: sc.Table, Index: path.index, KeyCol: sc.Key, Lo: path.lo, Hi: path.hi}
 	if r.o.Shards > 1 {
 		s.Shard, s.Shards = r.o.Shard, r.o.Shards
 	}
@@ -978,7 +1095,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, ix string, lookups []Requir
 		}
 		ls = append(ls, sl)
 	}
-	est := tables[sc.Table].RowsEstimate
+	est := path.est
 	var after mysqlsrc.Bound
 	var read int64
 	for {

@@ -18,6 +18,7 @@ import (
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
@@ -393,10 +394,12 @@ func TestPartialReasonNeverEmpty(t *testing.T) {
 }
 
 // TestAccessPathByShare: on a 40-day history whose anomalies lie in the
-// newest day, --access auto walks the time index for a one-day window
-// (about 2.5% of each table) and sweeps the key index for the whole
-// history; both find exactly the seeded duplicates and orphans, and the
-// notes say which path each table took.
+// newest day, --access auto reads a one-day window (about 2.5% of each
+// table) by walking the time index (orphans) or by sweeping the key range
+// of the window's keys (duplicates: the generator's ids grow with time),
+// and sweeps the key index for the whole history; every path finds
+// exactly the seeded duplicates and orphans, and the notes say which path
+// each table took. A window whose keys spread over the table is walked.
 func TestAccessPathByShare(t *testing.T) {
 	e := setupAltered(t, gen.Options{Ops: 4000, AnomalyRate: 0.02, Seed: 23, Span: 40 * 24 * time.Hour, AnomalySpan: 20 * time.Hour}, true, productionAlters...)
 	ctx := context.Background()
@@ -405,8 +408,12 @@ func TestAccessPathByShare(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		since time.Duration
-		swept bool
-	}{{24 * time.Hour, false}, {41 * 24 * time.Hour, true}} {
+		// the note each check's tables have: "" none (walked by time)
+		notes map[string]string
+	}{
+		{24 * time.Hour, map[string]string{reconcile.CheckDuplicates: "swept that range in key order", reconcile.CheckOrphans: ""}},
+		{41 * 24 * time.Hour, map[string]string{reconcile.CheckDuplicates: "in key order", reconcile.CheckOrphans: "in key order"}},
+	} {
 		t.Run(tc.since.String(), func(t *testing.T) {
 			o := baseOptions(e)
 			o.Since = tc.since
@@ -428,9 +435,17 @@ func TestAccessPathByShare(t *testing.T) {
 				if cs.Status != reconcile.StatusOK {
 					t.Errorf("%s/%s %s: %s", cs.Pipeline, cs.Check, cs.Status, cs.Reason)
 				}
-				swept := slices.ContainsFunc(cs.Notes, func(n string) bool { return strings.Contains(n, "in key order") })
-				if swept != tc.swept {
-					t.Errorf("%s/%s since %s: swept %v, want %v (notes %q)", cs.Pipeline, cs.Check, tc.since, swept, tc.swept, cs.Notes)
+				tables := 0
+				for _, n := range cs.Notes {
+					if strings.Contains(n, "in key order") || strings.Contains(n, "walked by time") {
+						tables++
+						if want := tc.notes[cs.Check]; want == "" || !strings.Contains(n, want) {
+							t.Errorf("%s/%s since %s: note %q, want %q", cs.Pipeline, cs.Check, tc.since, n, want)
+						}
+					}
+				}
+				if want := map[string]int{"settlement": 2, "orders": 1}[cs.Pipeline]; tc.notes[cs.Check] != "" && tables != want {
+					t.Errorf("%s/%s since %s: %d tables noted, want %d (notes %q)", cs.Pipeline, cs.Check, tc.since, tables, want, cs.Notes)
 				}
 			}
 			var want []string
@@ -447,13 +462,119 @@ func TestAccessPathByShare(t *testing.T) {
 	}
 }
 
-// countingDB counts the window estimates a run asks for.
+// countingDB counts the window estimates, window key ranges and extents
+// a run asks for.
 type countingDB struct {
 	reconcile.DB
-	ranges atomic.Int32
+	ranges, windows, extents atomic.Int32
+}
+
+func (c *countingDB) WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi mysqlsrc.KeyCount, rows int64, err error) {
+	c.windows.Add(1)
+	return c.DB.WindowKeys(ctx, table, index, keyCol, timeCol, from, to)
+}
+
+func (c *countingDB) KeysExtent(ctx context.Context, table, index, keyCol string, keys []mysqlsrc.KeyCount) (lo, hi mysqlsrc.KeyCount, err error) {
+	c.extents.Add(1)
+	return c.DB.KeysExtent(ctx, table, index, keyCol, keys)
 }
 
 func (c *countingDB) RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error) {
 	c.ranges.Add(1)
 	return c.DB.RangeRows(ctx, table, index, col, from)
+}
+
+// TestWindowKeysSpread: when the window's keys spread over the key index
+// (two rows in the window whose keys sort before and after every other),
+// duplicates walk that table by time, sweep the others' key ranges, and
+// find the same targets; an empty window reads nothing.
+func TestWindowKeysSpread(t *testing.T) {
+	e := setupAltered(t, gen.Options{Ops: 4000, AnomalyRate: 0.02, Seed: 29, Span: 40 * 24 * time.Hour, AnomalySpan: 20 * time.Hour}, true, productionAlters...)
+	e.db.Exec(t, `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES
+		('!first', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 2 HOUR), ('~last', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 2 HOUR)`)
+	for _, q := range []string{"balance_journal", "ledger_entry", "points_grant", "biz_operation", "consumer_idempotency"} {
+		e.db.Exec(t, "ANALYZE TABLE "+q)
+	}
+	o := baseOptions(e)
+	o.Since = 24 * time.Hour
+	o.Checks = []string{reconcile.CheckDuplicates}
+	var c collected
+	sum, err := reconcile.Run(context.Background(), e.deps(nil), o, c.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, cs := range sum.Checks {
+		notes = append(notes, cs.Notes...)
+	}
+	for _, want := range []string{"balance_journal: the window's", "ledger_entry: the window's", "points_grant: the window's"} {
+		i := slices.IndexFunc(notes, func(n string) bool { return strings.HasPrefix(n, want) })
+		if i < 0 {
+			t.Errorf("no note %q… in %q", want, notes)
+			continue
+		}
+		path := "swept that range"
+		if strings.HasPrefix(want, "balance_journal") {
+			path = "walked by time"
+		}
+		if !strings.Contains(notes[i], path) {
+			t.Errorf("note %q: want %q", notes[i], path)
+		}
+	}
+	var want []string
+	for _, k := range expected(e.m, "action", false) {
+		if strings.Contains(k, " | "+reconcile.CheckDuplicates+" | ") {
+			want = append(want, k)
+		}
+	}
+	if len(want) < 3 {
+		t.Fatalf("only %d duplicates seeded", len(want))
+	}
+	diff(t, "targets", want, c.keys(t, "action"))
+
+	// The window read in slices of 7 rows: the same paths and targets.
+	reconcile.SetWindowSlice(t, 7)
+	d := e.deps(nil)
+	db := &countingDB{DB: d.DB}
+	d.DB = db
+	var cs collected
+	sliced, err := reconcile.Run(context.Background(), d, o, cs.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := db.windows.Load(); n < 6 {
+		t.Errorf("%d window statements for windows of ~24 to ~60 rows in slices of 7, want more", n)
+	}
+	if db.extents.Load() != 3 {
+		t.Errorf("%d extents of the slices' keys, want 3 (one per scan table)", db.extents.Load())
+	}
+	for i, cs := range sliced.Checks {
+		if !slices.Equal(cs.Notes, sum.Checks[i].Notes) {
+			t.Errorf("sliced notes %q, want %q", cs.Notes, sum.Checks[i].Notes)
+		}
+	}
+	diff(t, "targets, sliced", want, cs.keys(t, "action"))
+
+	// A window before the first row: nothing to read, nothing found.
+	e.db.Exec(t, "UPDATE balance_journal SET created_at = created_at - INTERVAL 100 DAY")
+	o.Checks = []string{reconcile.CheckDuplicates}
+	o.Since = time.Hour
+	e.db.Exec(t, "ANALYZE TABLE balance_journal")
+	var c2 collected
+	sum, err = reconcile.Run(context.Background(), e.deps(nil), o, c2.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes = nil
+	for _, cs := range sum.Checks {
+		notes = append(notes, cs.Notes...)
+	}
+	if !slices.Contains(notes, "balance_journal: no row in the window") {
+		t.Errorf("notes %q: want balance_journal: no row in the window", notes)
+	}
+	for _, k := range c2.keys(t, "action") {
+		if strings.Contains(k, "debit") {
+			t.Errorf("a debit target from an empty window: %s", k)
+		}
+	}
 }

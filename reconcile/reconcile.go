@@ -49,6 +49,9 @@ type DB interface {
 	SweepMulti(ctx context.Context, s mysqlsrc.Sweep, after mysqlsrc.Bound, n int) ([]string, mysqlsrc.SweepEnd, error)
 	KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error)
 	RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error)
+	KeyRangeRows(ctx context.Context, table, index, col string, lo, hi any) (int64, bool, error)
+	WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi mysqlsrc.KeyCount, rows int64, err error)
+	KeysExtent(ctx context.Context, table, index, keyCol string, keys []mysqlsrc.KeyCount) (lo, hi mysqlsrc.KeyCount, err error)
 }
 
 var _ DB = (*mysqlsrc.Reader)(nil)
@@ -104,8 +107,8 @@ type Options struct {
 	// AllowFullScan lets a check run without the index it needs.
 	AllowFullScan bool
 	// Access is how duplicates and orphans read a scan table: AccessAuto
-	// (the default: by the window's share of the table), AccessSweep or
-	// AccessWalk (docs/reconcile.md#access-path).
+	// (the default: by the window's share of the table), AccessSweep,
+	// AccessWalk or AccessRange (docs/reconcile.md#access-path).
 	Access string
 	// Concurrency bounds the batches triaged at once (default 4).
 	Concurrency int
@@ -538,9 +541,9 @@ func (o *Options) normalize() error {
 	switch o.Access {
 	case "":
 		o.Access = AccessAuto
-	case AccessAuto, AccessSweep, AccessWalk:
+	case AccessAuto, AccessSweep, AccessWalk, AccessRange:
 	default:
-		return fmt.Errorf("reconcile: unknown access path %q (want %s, %s or %s)", o.Access, AccessAuto, AccessSweep, AccessWalk)
+		return fmt.Errorf("reconcile: unknown access path %q (want %s, %s, %s or %s)", o.Access, AccessAuto, AccessSweep, AccessWalk, AccessRange)
 	}
 	if o.Shards > 1 && (o.Shard < 0 || o.Shard >= o.Shards) {
 		return fmt.Errorf("reconcile: shard %d/%d: want 0 <= shard < %d", o.Shard, o.Shards, o.Shards)

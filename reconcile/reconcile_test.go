@@ -733,14 +733,31 @@ func TestDuplicateSpelledTwice(t *testing.T) {
 	e.db.Exec(t, `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES
 		('PAY-SPELL', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-spell', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
 		('PAY-TWICE', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 2 HOUR), ('pay-twice', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
-		('PAY-ACCENT', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pÁy-accent', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR)`)
-	for _, access := range []string{reconcile.AccessWalk, reconcile.AccessSweep} {
+		('PAY-ACCENT', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pÁy-accent', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+		('PAY-!LOW', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-!low', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+		('PAY-~HIGH', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-~high', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR)`)
+	// The window's least and greatest keys (pay-!low, pay-~high) have a
+	// spelling outside it: --access range bounds its sweep by the window's
+	// spellings, and the collation puts the other one inside.
+	for _, access := range []string{reconcile.AccessWalk, reconcile.AccessSweep, reconcile.AccessRange} {
 		o := baseOptions(e)
 		o.Since, o.Access = 24*time.Hour, access
 		o.Checks = []string{reconcile.CheckDuplicates}
 		var c collected
-		if _, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit); err != nil {
+		sum, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if access == reconcile.AccessRange {
+			var notes []string
+			for _, cs := range sum.Checks {
+				notes = append(notes, cs.Notes...)
+			}
+			if !slices.ContainsFunc(notes, func(n string) bool {
+				return strings.HasPrefix(n, "balance_journal: the window's") && strings.Contains(n, "swept that range")
+			}) {
+				t.Errorf("--access range: balance_journal not swept by its window's key range (notes %q)", notes)
+			}
 		}
 		found := map[string]int{}
 		for _, r := range c.results {
@@ -748,7 +765,7 @@ func TestDuplicateSpelledTwice(t *testing.T) {
 				found[strings.ToUpper(strings.ReplaceAll(r.BizID, "Á", "A"))]++
 			}
 		}
-		for _, k := range []string{"PAY-SPELL", "PAY-TWICE", "PAY-ACCENT"} {
+		for _, k := range []string{"PAY-SPELL", "PAY-TWICE", "PAY-ACCENT", "PAY-!LOW", "PAY-~HIGH"} {
 			if found[k] != 1 {
 				t.Errorf("--access %s: %s reported %d times as a double debit, want once (%v)", access, k, found[k], found)
 			}

@@ -96,6 +96,19 @@ func qident(id string) (string, error) {
 	return config.QuoteIdent(id), nil
 }
 
+// qidents quotes each of ids as qident does.
+func qidents(ids ...string) ([]string, error) {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		q, err := qident(id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = q
+	}
+	return out, nil
+}
+
 // walkSQL builds the statement of one page and its arguments. The select
 // list is the keyset columns, then KeyCol and ExtraCol (a column named
 // twice is selected twice). After a cursor, the rows past it in keyset

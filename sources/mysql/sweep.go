@@ -29,6 +29,25 @@ type Sweep struct {
 	// MariaDB pushes a HAVING condition on the grouped column down to the
 	// rows.
 	Shard, Shards int
+	// Lo and Hi, when set, limit the sweep to the keys in [Lo, Hi] (under
+	// the column's collation): a window's key range (WindowKeys).
+	Lo, Hi Bound
+}
+
+// limits returns the conditions and arguments of s's Lo and Hi on the
+// quoted key column k.
+func (s Sweep) limits(k string) ([]string, []any) {
+	var conds []string
+	var args []any
+	if s.Lo.Set {
+		conds = append(conds, k+" >= ?")
+		args = append(args, s.Lo.Value)
+	}
+	if s.Hi.Set {
+		conds = append(conds, k+" <= ?")
+		args = append(args, s.Hi.Value)
+	}
+	return conds, args
 }
 
 // keeps reports whether key belongs to the sweep's shard.
@@ -76,8 +95,7 @@ func sweepSQL(s Sweep, after, upTo Bound, limit int) (string, []any, error) {
 		}
 		fmt.Fprintf(&sb, " FORCE INDEX (%s)", ix)
 	}
-	var conds []string
-	var args []any
+	conds, args := s.limits(k)
 	if after.Set {
 		conds = append(conds, k+" > ?")
 		args = append(args, after.Value)
@@ -216,19 +234,24 @@ func (r *Reader) KeysSince(ctx context.Context, table, keyCol, timeCol string, f
 // (go-mysql-server cannot EXPLAIN a bound statement); err is set only when
 // ctx ended.
 func (r *Reader) RangeRows(ctx context.Context, table, index, col string, from time.Time) (n int64, ok bool, err error) {
-	t, err := qident(table)
+	return r.explainRange(ctx, table, index, col, ">= ?", from)
+}
+
+// KeyRangeRows estimates, as RangeRows does, how many entries of index
+// (whose leading column is col) have col in [lo, hi].
+func (r *Reader) KeyRangeRows(ctx context.Context, table, index, col string, lo, hi any) (n int64, ok bool, err error) {
+	return r.explainRange(ctx, table, index, col, "BETWEEN ? AND ?", lo, hi)
+}
+
+// explainRange is the optimizer's row estimate of SELECT col FROM table
+// FORCE INDEX (index) WHERE col <cond>.
+func (r *Reader) explainRange(ctx context.Context, table, index, col, cond string, args ...any) (n int64, ok bool, err error) {
+	q, err := qidents(table, col, index)
 	if err != nil {
 		return 0, false, err
 	}
-	c, err := qident(col)
-	if err != nil {
-		return 0, false, err
-	}
-	ix, err := qident(index)
-	if err != nil {
-		return 0, false, err
-	}
-	rows, err := r.db.QueryContext(ctx, fmt.Sprintf("EXPLAIN SELECT %s FROM %s FORCE INDEX (%s) WHERE %s >= ?", c, t, ix, c), from)
+	t, c, ix := q[0], q[1], q[2]
+	rows, err := r.db.QueryContext(ctx, fmt.Sprintf("EXPLAIN SELECT %s FROM %s FORCE INDEX (%s) WHERE %s %s", c, t, ix, c, cond), args...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false, r.queryError("estimate rows of "+table, err)
@@ -270,6 +293,81 @@ func (r *Reader) RangeRows(ctx context.Context, table, index, col string, from t
 	return v, true, nil
 }
 
+// WindowKeys reads, through index (whose leading column is timeCol), the
+// rows of table with timeCol in [from, to) (to zero: no upper end) and
+// returns their least and greatest keyCol under the column's collation,
+// as stored, and how many rows it read. rows is 0 (and lo, hi unset) when
+// the range holds none. One statement that returns one row.
+func (r *Reader) WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi KeyCount, rows int64, err error) {
+	q, err := qidents(table, keyCol, timeCol, index)
+	if err != nil {
+		return lo, hi, 0, err
+	}
+	t, k, c, ix := q[0], q[1], q[2], q[3]
+	text := fmt.Sprintf("SELECT MIN(%s), MAX(%s), COUNT(*) FROM %s FORCE INDEX (%s) WHERE %s >= ?", k, k, t, ix, c)
+	args := []any{from}
+	if !to.IsZero() {
+		text += " AND " + c + " < ?"
+		args = append(args, to)
+	}
+	return r.extent(ctx, "key range of "+table+" since "+from.Format(time.DateTime), text, args...)
+}
+
+// extent runs text, a SELECT MIN(key), MAX(key), COUNT(*) of one row,
+// and returns the two keys as stored (unset when the count is 0) and the
+// count.
+func (r *Reader) extent(ctx context.Context, what, text string, args ...any) (lo, hi KeyCount, rows int64, err error) {
+	res, done, err := r.query(ctx, text, args...)
+	if err != nil {
+		return lo, hi, 0, r.queryError(what, err)
+	}
+	defer done()
+	types, err := res.ColumnTypes()
+	if err != nil {
+		return lo, hi, 0, r.queryError(what, err)
+	}
+	if !res.Next() {
+		return lo, hi, 0, r.queryError(what, errors.Join(res.Err(), errors.New("no row")))
+	}
+	var l, h sql.RawBytes
+	if err := res.Scan(&l, &h, &rows); err != nil {
+		return lo, hi, 0, r.queryError(what, err)
+	}
+	if rows == 0 || l == nil || h == nil {
+		return lo, hi, 0, res.Err()
+	}
+	db := types[0].DatabaseTypeName()
+	lo = KeyCount{Key: string(l), Value: keysetValue(db, []byte(l))}
+	hi = KeyCount{Key: string(h), Value: keysetValue(db, []byte(h))}
+	return lo, hi, rows, res.Err()
+}
+
+// KeysExtent returns the least and the greatest of keys (stored values
+// of keyCol, as WindowKeys returns them) under the column's collation:
+// one statement of an index dive per key through index (whose leading
+// column is keyCol).
+func (r *Reader) KeysExtent(ctx context.Context, table, index, keyCol string, keys []KeyCount) (lo, hi KeyCount, err error) {
+	if len(keys) == 0 {
+		return lo, hi, errors.New("mysql: the extent of no keys")
+	}
+	q, err := qidents(table, keyCol, index)
+	if err != nil {
+		return lo, hi, err
+	}
+	t, k, ix := q[0], q[1], q[2]
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", ")
+	args := make([]any, len(keys))
+	for i, key := range keys {
+		args[i] = key.Value
+	}
+	text := fmt.Sprintf("SELECT MIN(%s), MAX(%s), COUNT(*) FROM %s FORCE INDEX (%s) WHERE %s IN (%s)", k, k, t, ix, k, marks)
+	lo, hi, rows, err := r.extent(ctx, "key range of "+table, text, args...)
+	if err == nil && rows == 0 {
+		err = fmt.Errorf("mysql: key range of %s: none of the keys is stored", table)
+	}
+	return lo, hi, err
+}
+
 // SweepMulti reads the next page of a duplicates sweep of s after after:
 // the index entries up to the n-th one past after (one statement that
 // returns that entry's key: the page's last, hi), then the keys of (after,
@@ -302,7 +400,10 @@ func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([
 		from += " FORCE INDEX (" + ix + ")"
 	}
 	cond := k + " IS NOT NULL"
-	var args []any
+	lims, args := s.limits(k)
+	for _, c := range lims {
+		cond += " AND " + c
+	}
 	if after.Set {
 		cond += " AND " + k + " > ?"
 		args = append(args, after.Value)

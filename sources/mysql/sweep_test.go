@@ -211,6 +211,50 @@ func TestSweepPages(t *testing.T) {
 			t.Errorf("shards found %d keys of more than one row, want 3", total)
 		}
 	})
+	// Lo and Hi limit a sweep to a key range, inclusive, under the
+	// collation: the bound 'PAY-0006' holds 'pay-0006 ', 'pay-x' every
+	// spelling of pay-x; pay-0003 lies below.
+	t.Run("multi within [Lo, Hi]", func(t *testing.T) {
+		for _, n := range []int{1, 3, 1000} {
+			hits, _ := multi(t, Sweep{Table: "j", Index: "ix_biz", KeyCol: "biz_id", Lo: Bound{Set: true, Value: "PAY-0006"}, Hi: Bound{Set: true, Value: "pay-x"}}, n)
+			var got []string
+			for _, h := range hits {
+				got = append(got, strings.ToLower(strings.TrimRight(strings.ReplaceAll(h, "Á", "a"), " ")))
+			}
+			slices.Sort(got)
+			if want := []string{"pay-0006", "pay-x"}; !slices.Equal(got, want) {
+				t.Errorf("page %d: keys of more than one row in [PAY-0006, pay-x] %q, want %q", n, got, want)
+			}
+		}
+	})
+	// WindowKeys: the least and greatest key of a time range, as the
+	// collation orders them; none in an empty range. KeysExtent orders
+	// stored keys alike.
+	t.Run("window keys", func(t *testing.T) {
+		lo, hi, rows, err := r.WindowKeys(ctx, "j", "ix_created", "biz_id", "created_at", at, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wlo, whi string
+		if err := db.SQL.QueryRow("SELECT MIN(biz_id), MAX(biz_id) FROM j").Scan(&wlo, &whi); err != nil {
+			t.Fatal(err)
+		}
+		if lo.Key != wlo || hi.Key != whi || rows != total || !strings.HasPrefix(hi.Key, "工单-") {
+			t.Errorf("window keys [%q, %q] of %d rows, want [%q, %q] of %d", lo.Key, hi.Key, rows, wlo, whi, total)
+		}
+		for _, w := range [][2]time.Time{{at.Add(time.Second), {}}, {at.Add(-time.Hour), at}} {
+			if _, _, rows, err := r.WindowKeys(ctx, "j", "ix_created", "biz_id", "created_at", w[0], w[1]); err != nil || rows != 0 {
+				t.Errorf("window [%v, %v): %d rows, %v; want none", w[0], w[1], rows, err)
+			}
+		}
+		lo, hi, err = r.KeysExtent(ctx, "j", "ix_biz", "biz_id", []KeyCount{{Value: "q'\"\\-0002"}, {Value: "pay-0006 "}, {Value: "PAY-X"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimRight(strings.ToLower(lo.Key), " ") != "pay-0006" || hi.Key != `q'"\-0002` {
+			t.Errorf("extent [%q, %q], want [pay-0006, q'\"\\-0002]", lo.Key, hi.Key)
+		}
+	})
 	db.Exec(t, "DELETE FROM j WHERE n = 0 AND biz_id IN ('PAY-0003', 'pay-0006 ')")
 	t.Run("upTo", func(t *testing.T) {
 		got, _ := sweepAll(t, Sweep{Table: "j", Index: "ix_biz", KeyCol: "biz_id"}, 5, Bound{Set: true, Value: "PAY-0100"})
