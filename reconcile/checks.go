@@ -880,6 +880,15 @@ const SweepShare = 0.15
 // longer than a walk's and still be short statements.
 func (r *run) sweepPage() int { return min(10*r.o.Chunk, 10000) }
 
+// sweepRows is the index entries of one page of a whole duplicates sweep
+// between sampled keys (mysql.Reader.SweepBounds): one GROUP BY of
+// 0.3-0.6 s at the 0.3-0.6 us an entry measured, short beside --timeout.
+// A table of fewer is read in one statement with no bound, which is
+// cheapest: the server checks a page's upper bound on every entry (a
+// third to a half more per entry, measured under utf8mb4_general_ci)
+// (docs/reconcile.md#access-path).
+var sweepRows = 1000000 // a variable for the tests
+
 // RangeFactor bounds the key range a narrow window's duplicates sweep
 // (windowRange): at most this many times the window's rows, by the
 // optimizer's estimates. A walk pays an index dive per key (3-6 us
@@ -1096,6 +1105,33 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		ls = append(ls, sl)
 	}
 	est := path.est
+	// A whole duplicates sweep reads pages of about sweepRows entries (of
+	// sweepPage under --rate, which then keeps an even pace) between keys
+	// sampled by the table's integer primary key, a table of fewer in one
+	// statement: each entry is read once, as the naive GROUP BY reads it,
+	// where SweepMulti reads it twice. Without such a key it pages by
+	// SweepMulti.
+	ranged := false
+	var bounds []mysqlsrc.KeyCount
+	if cs.check == CheckDuplicates && !path.lo.Set && !path.hi.Set {
+		per := int64(sweepRows)
+		if r.o.Rate > 0 {
+			per = int64(r.sweepPage())
+		}
+		if n := (est + per - 1) / per; n <= 1 {
+			ranged = true
+		} else if pk := tables[sc.Table].PrimaryKey(); len(pk) == 1 {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			var err error
+			bounds, err = r.d.DB.SweepBounds(ctx, s, pk[0], int(n))
+			cancel()
+			if err != nil {
+				return err
+			}
+			ranged = bounds != nil
+		}
+	}
+	page := 0
 	var after mysqlsrc.Bound
 	var read int64
 	for {
@@ -1109,15 +1145,32 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		var end mysqlsrc.SweepEnd
 		var err error
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-		if cs.check == CheckDuplicates {
-			hits, end, err = r.d.DB.SweepMulti(ctx, s, after, r.sweepPage())
+		last := false // the page is the sweep's last
+		switch {
+		case ranged:
+			var upTo mysqlsrc.Bound
+			if page < len(bounds) {
+				upTo = mysqlsrc.Bound{Set: true, Value: bounds[page].Value}
+			}
+			hits, end, err = r.d.DB.SweepRange(ctx, s, after, upTo)
+			if page < len(bounds) {
+				end.Last = bounds[page]
+			} else {
+				last = true
+			}
+			page++
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
-		} else {
+		case cs.check == CheckDuplicates:
+			hits, end, err = r.d.DB.SweepMulti(ctx, s, after, r.sweepPage())
+			last = end.Keys < r.sweepPage()
+			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
+		default:
 			end, err = r.d.DB.SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
 				if !cs.seen[string(key)] {
 					keys = append(keys, string(key))
 				}
 			})
+			last = end.Keys < r.sweepPage()
 		}
 		cancel()
 		if err != nil {
@@ -1145,16 +1198,16 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 				return err
 			}
 		}
-		f := -1.0
-		if end.Keys > 0 {
+		if !last {
 			cs.lastKey.Store(end.Last.Key)
 			after = mysqlsrc.Bound{Set: true, Value: end.Last.Value}
-			if est > 0 {
-				f = min(1, float64(read)/float64(est))
-			}
+		}
+		f := -1.0
+		if est > 0 {
+			f = min(1, float64(read)/float64(est))
 		}
 		r.progress(cs, f)
-		if end.Keys < r.sweepPage() {
+		if last {
 			return nil
 		}
 		if err := r.throttle(); err != nil {

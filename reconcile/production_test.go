@@ -316,7 +316,9 @@ func TestInterruptNamesEachPipeline(t *testing.T) {
 	defer cancel()
 	o := baseOptions(e)
 	o.Checks = []string{reconcile.CheckDuplicates}
-	o.Chunk = 1 // the window holds every row: a sweep, 10 keys a page
+	o.Chunk = 1 // the window holds every row: a sweep
+	// in pages of about 10 entries between sampled keys
+	reconcile.SetSweepRows(t, 10)
 	// Each pipeline, at its third page, waits for the other to reach its
 	// own: the cancel finds both mid-walk, however fast either is.
 	var mu sync.Mutex
@@ -410,11 +412,18 @@ func TestAccessPathByShare(t *testing.T) {
 		since time.Duration
 		// the note each check's tables have: "" none (walked by time)
 		notes map[string]string
+		// sweepRows > 0: a whole duplicates sweep reads pages of that many
+		// entries between sampled keys (one statement otherwise)
+		sweepRows int
 	}{
-		{24 * time.Hour, map[string]string{reconcile.CheckDuplicates: "swept that range in key order", reconcile.CheckOrphans: ""}},
-		{41 * 24 * time.Hour, map[string]string{reconcile.CheckDuplicates: "in key order", reconcile.CheckOrphans: "in key order"}},
+		{since: 24 * time.Hour, notes: map[string]string{reconcile.CheckDuplicates: "swept that range in key order", reconcile.CheckOrphans: ""}},
+		{since: 41 * 24 * time.Hour, notes: map[string]string{reconcile.CheckDuplicates: "in key order", reconcile.CheckOrphans: "in key order"}},
+		{since: 41 * 24 * time.Hour, notes: map[string]string{reconcile.CheckDuplicates: "in key order", reconcile.CheckOrphans: "in key order"}, sweepRows: 300},
 	} {
-		t.Run(tc.since.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/pages%d", tc.since, tc.sweepRows), func(t *testing.T) {
+			if tc.sweepRows > 0 {
+				reconcile.SetSweepRows(t, tc.sweepRows)
+			}
 			o := baseOptions(e)
 			o.Since = tc.since
 			o.Checks = []string{reconcile.CheckDuplicates, reconcile.CheckOrphans}
@@ -430,6 +439,14 @@ func TestAccessPathByShare(t *testing.T) {
 			// though both checks read them.
 			if n := db.ranges.Load(); n != 3 {
 				t.Errorf("%d RangeRows estimates, want 3 (one per scan table)", n)
+			}
+			// Pages between sampled keys: the 3 tables' bounds, then more
+			// pages than tables.
+			if tc.sweepRows > 0 && (db.bounds.Load() != 3 || db.pages.Load() <= 6) {
+				t.Errorf("%d tables sampled, %d pages between samples; want 3 and many", db.bounds.Load(), db.pages.Load())
+			}
+			if tc.sweepRows == 0 && tc.since > 24*time.Hour && (db.bounds.Load() != 0 || db.pages.Load() != 3) {
+				t.Errorf("%d tables sampled, %d pages; want 0 and one statement per table", db.bounds.Load(), db.pages.Load())
 			}
 			for _, cs := range sum.Checks {
 				if cs.Status != reconcile.StatusOK {
@@ -466,7 +483,17 @@ func TestAccessPathByShare(t *testing.T) {
 // a run asks for.
 type countingDB struct {
 	reconcile.DB
-	ranges, windows, extents atomic.Int32
+	ranges, windows, extents, bounds, pages atomic.Int32
+}
+
+func (c *countingDB) SweepBounds(ctx context.Context, s mysqlsrc.Sweep, pk string, n int) ([]mysqlsrc.KeyCount, error) {
+	c.bounds.Add(1)
+	return c.DB.SweepBounds(ctx, s, pk, n)
+}
+
+func (c *countingDB) SweepRange(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound) ([]string, mysqlsrc.SweepEnd, error) {
+	c.pages.Add(1)
+	return c.DB.SweepRange(ctx, s, after, upTo)
 }
 
 func (c *countingDB) WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi mysqlsrc.KeyCount, rows int64, err error) {

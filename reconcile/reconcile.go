@@ -47,6 +47,8 @@ type DB interface {
 	AuditByOperation(ctx context.Context, auditTable, pipeline string) (map[string][]sources.AuditAction, error)
 	SweepPage(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound, limit int, each func(key []byte, rows int64)) (mysqlsrc.SweepEnd, error)
 	SweepMulti(ctx context.Context, s mysqlsrc.Sweep, after mysqlsrc.Bound, n int) ([]string, mysqlsrc.SweepEnd, error)
+	SweepBounds(ctx context.Context, s mysqlsrc.Sweep, pk string, n int) ([]mysqlsrc.KeyCount, error)
+	SweepRange(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound) ([]string, mysqlsrc.SweepEnd, error)
 	KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error)
 	RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error)
 	KeyRangeRows(ctx context.Context, table, index, col string, lo, hi any) (int64, bool, error)

@@ -383,6 +383,9 @@ func TestInterrupt(t *testing.T) {
 	o.Pipelines = e.pipelines[:1]
 	o.Checks = []string{reconcile.CheckDuplicates}
 	o.Chunk = 10
+	// The window holds every row: a sweep, in pages of about 100 entries
+	// between sampled keys.
+	reconcile.SetSweepRows(t, 100)
 	pages := 0
 	o.Progress = func(p reconcile.Progress) {
 		pages++

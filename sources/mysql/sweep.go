@@ -368,38 +368,102 @@ func (r *Reader) KeysExtent(ctx context.Context, table, index, keyCol string, ke
 	return lo, hi, err
 }
 
-// SweepMulti reads the next page of a duplicates sweep of s after after:
-// the index entries up to the n-th one past after (one statement that
-// returns that entry's key: the page's last, hi), then the keys of (after,
-// hi] that hold more than one row (one GROUP BY ... HAVING COUNT(*) > 1
-// over that range, which returns only those). Every row of hi's key lies in
-// the range, so the next page starts after it. The last page (fewer than n
-// entries left) runs to the end of the index. end.Rows counts the entries
-// read by the first statement (the second reads the same range; on the
-// last page, one COUNT(*) over what is left); end.Keys is n for a full
-// page, 0 for the last.
-func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([]string, SweepEnd, error) {
-	var end SweepEnd
-	t, err := qident(s.Table)
+// MaxSweepBounds caps the samples of SweepBounds (one placeholder each).
+const MaxSweepBounds = 4096
+
+// SweepBounds samples s's table for page boundaries of a sweep: the keys
+// of the rows at n evenly spaced values of its integer primary key pk
+// (one statement: MIN and MAX of pk, then one of n index dives),
+// distinct and in the key index's order, as stored. Rows sampled evenly
+// put about rows/n index entries between two neighbouring keys, whatever
+// the keys look like. nil (and no error) when pk is not an integer or the
+// table is empty: the sweep then pages by SweepMulti.
+func (r *Reader) SweepBounds(ctx context.Context, s Sweep, pk string, n int) ([]KeyCount, error) {
+	if n < 1 {
+		return nil, nil
+	}
+	n = min(n, MaxSweepBounds)
+	q, err := qidents(s.Table, s.KeyCol, pk)
 	if err != nil {
-		return nil, end, err
+		return nil, err
 	}
-	k, err := qident(s.KeyCol)
+	t, k, p := q[0], q[1], q[2]
+	what := "sample keys of " + s.Table
+	rows, done, err := r.query(ctx, fmt.Sprintf("SELECT MIN(%s), MAX(%s) FROM %s", p, p, t))
 	if err != nil {
-		return nil, end, err
+		return nil, r.queryError(what, err)
 	}
-	if n <= 0 {
-		return nil, end, errors.New("mysql: sweep with a non-positive page")
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		done()
+		return nil, r.queryError(what, err)
 	}
-	from := t
+	var lo, hi sql.NullInt64
+	var scanErr error
+	if rows.Next() {
+		scanErr = rows.Scan(&lo, &hi)
+	}
+	err = errors.Join(rows.Err(), scanErr)
+	done()
+	if !strings.Contains(types[0].DatabaseTypeName(), "INT") || err != nil || !lo.Valid || !hi.Valid || hi.Int64 <= lo.Int64 {
+		// Not an integer (a string or an out-of-range unsigned key
+		// fails the scan), or nothing to sample.
+		return nil, nil
+	}
+	step := float64(hi.Int64-lo.Int64) / float64(n)
+	args := make([]any, 0, n)
+	for i := 1; i < n; i++ {
+		v := lo.Int64 + int64(step*float64(i))
+		if len(args) == 0 || v != args[len(args)-1].(int64) {
+			args = append(args, v)
+		}
+	}
+	if len(args) == 0 {
+		return nil, nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")
+	text := fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE %s IN (%s) AND %s IS NOT NULL ORDER BY %s", k, t, p, marks, k, k)
+	res, done, err := r.query(ctx, text, args...)
+	if err != nil {
+		return nil, r.queryError(what, err)
+	}
+	defer done()
+	ktypes, err := res.ColumnTypes()
+	if err != nil {
+		return nil, r.queryError(what, err)
+	}
+	db := ktypes[0].DatabaseTypeName()
+	var out []KeyCount
+	var raw sql.RawBytes
+	for res.Next() {
+		if err := res.Scan(&raw); err != nil {
+			return nil, r.queryError(what, err)
+		}
+		out = append(out, KeyCount{Key: string(raw), Value: keysetValue(db, []byte(raw))})
+	}
+	if err := res.Err(); err != nil {
+		return nil, r.queryError(what, err)
+	}
+	return out, nil
+}
+
+// pageFrom returns the quoted key column of s, its FROM (with the forced
+// index) and the WHERE of a duplicates page after after (keys not NULL,
+// within Lo and Hi), with its arguments.
+func (s Sweep) pageFrom(after Bound) (k, from, cond string, args []any, err error) {
+	q, err := qidents(s.Table, s.KeyCol)
+	if err != nil {
+		return "", "", "", nil, err
+	}
+	k, from = q[1], q[0]
 	if s.Index != "" {
 		ix, err := qident(s.Index)
 		if err != nil {
-			return nil, end, err
+			return "", "", "", nil, err
 		}
 		from += " FORCE INDEX (" + ix + ")"
 	}
-	cond := k + " IS NOT NULL"
+	cond = k + " IS NOT NULL"
 	lims, args := s.limits(k)
 	for _, c := range lims {
 		cond += " AND " + c
@@ -407,6 +471,74 @@ func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([
 	if after.Set {
 		cond += " AND " + k + " > ?"
 		args = append(args, after.Value)
+	}
+	return k, from, cond, args, nil
+}
+
+// SweepRange reads one page of a duplicates sweep of s whose bounds are
+// known (SweepBounds): the keys in (after, upTo] (unset: open) that hold
+// more than one row, as stored; end.Keys counts them (all shards), and
+// end.Rows is the index entries the page holds (WITH ROLLUP: the server
+// counts them, and only the duplicates and that count come back; a page
+// of one entry counts 0). One statement, one read of each entry.
+func (r *Reader) SweepRange(ctx context.Context, s Sweep, after, upTo Bound) ([]string, SweepEnd, error) {
+	var end SweepEnd
+	k, from, cond, args, err := s.pageFrom(after)
+	if err != nil {
+		return nil, end, err
+	}
+	if upTo.Set {
+		cond += " AND " + k + " <= ?"
+		args = append(args, upTo.Value)
+	}
+	what := "sweep " + s.Table
+	rows, done, err := r.query(ctx, fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s GROUP BY %s WITH ROLLUP HAVING COUNT(*) > 1", k, from, cond, k), args...)
+	if err != nil {
+		return nil, end, r.queryError(what, err)
+	}
+	defer done()
+	var hits []string
+	var key sql.RawBytes
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&key, &c); err != nil {
+			return nil, end, r.queryError(what, err)
+		}
+		if key == nil {
+			// The rollup row: the page's entries (returned when more
+			// than one).
+			end.Rows = c
+			continue
+		}
+		end.Keys++
+		if s.keeps(key) {
+			hits = append(hits, string(key))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, end, r.queryError(what, err)
+	}
+	return hits, end, nil
+}
+
+// SweepMulti reads the next page of a duplicates sweep of s after after:
+// the index entries up to the n-th one past after (one statement that
+// returns that entry's key: the page's last, hi), then the keys of (after,
+// hi] that hold more than one row (SweepRange of that range: one GROUP BY
+// ... HAVING COUNT(*) > 1, which returns only those). Every row of hi's key lies in
+// the range, so the next page starts after it. The last page (fewer than n
+// entries left) runs to the end of the index. end.Rows counts the entries
+// read by the first statement (the second reads the same range; on the
+// last page, one COUNT(*) over what is left); end.Keys is n for a full
+// page, 0 for the last.
+func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([]string, SweepEnd, error) {
+	var end SweepEnd
+	if n <= 0 {
+		return nil, end, errors.New("mysql: sweep with a non-positive page")
+	}
+	k, from, cond, args, err := s.pageFrom(after)
+	if err != nil {
+		return nil, end, err
 	}
 	what := "sweep " + s.Table
 	// The page's last key: the n-th entry, or none on the last page.
@@ -440,31 +572,10 @@ func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([
 			return nil, end, r.queryError(what, err)
 		}
 	}
-	q := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s", k, from, cond)
-	gargs := append([]any(nil), args...)
+	var upTo Bound
 	if full {
-		q += " AND " + k + " <= ?"
-		gargs = append(gargs, end.Last.Value)
+		upTo = Bound{Set: true, Value: end.Last.Value}
 	}
-	q += " GROUP BY " + k + " HAVING COUNT(*) > 1"
-	rows, done, err = r.query(ctx, q, gargs...)
-	if err != nil {
-		return nil, end, r.queryError(what, err)
-	}
-	defer done()
-	var hits []string
-	var key sql.RawBytes
-	for rows.Next() {
-		var c int64
-		if err := rows.Scan(&key, &c); err != nil {
-			return nil, end, r.queryError(what, err)
-		}
-		if s.keeps(key) {
-			hits = append(hits, string(key))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, end, r.queryError(what, err)
-	}
-	return hits, end, nil
+	hits, _, err := r.SweepRange(ctx, s, after, upTo)
+	return hits, end, err
 }

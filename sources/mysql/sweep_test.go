@@ -186,11 +186,7 @@ func TestSweepPages(t *testing.T) {
 	for _, n := range []int{1, 2, 7, 1000} {
 		t.Run(fmt.Sprintf("multi%d", n), func(t *testing.T) {
 			hits, rows := multi(t, Sweep{Table: "j", Index: "ix_biz", KeyCol: "biz_id"}, n)
-			var got []string
-			for _, h := range hits {
-				got = append(got, strings.ToLower(strings.TrimRight(strings.ReplaceAll(h, "Á", "a"), " ")))
-			}
-			slices.Sort(got)
+			got := folded(hits)
 			if want := []string{"pay-0003", "pay-0006", "pay-x"}; !slices.Equal(got, want) {
 				t.Errorf("keys of more than one row %q (as stored %q), want %q", got, hits, want)
 			}
@@ -211,17 +207,57 @@ func TestSweepPages(t *testing.T) {
 			t.Errorf("shards found %d keys of more than one row, want 3", total)
 		}
 	})
+	// SweepBounds + SweepRange: pages between sampled keys find the same
+	// keys of more than one row, each once, and count every entry but
+	// those of one-entry pages; a key that is not an integer gives no
+	// bounds.
+	t.Run("ranges by sampled bounds", func(t *testing.T) {
+		s := Sweep{Table: "j", Index: "ix_biz", KeyCol: "biz_id"}
+		for _, n := range []int{1, 2, 9, 60, 5000} {
+			bounds, err := r.SweepBounds(ctx, s, "id", n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 1 && (len(bounds) == 0 || len(bounds) > n) {
+				t.Fatalf("%d samples asked, %d bounds", n, len(bounds))
+			}
+			var hits []string
+			var rows int64
+			var after Bound
+			for page := 0; page <= len(bounds); page++ {
+				var upTo Bound
+				if page < len(bounds) {
+					upTo = Bound{Set: true, Value: bounds[page].Value}
+				}
+				h, end, err := r.SweepRange(ctx, s, after, upTo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hits = append(hits, h...)
+				rows += end.Rows
+				if upTo.Set {
+					after = upTo
+				}
+			}
+			got := folded(hits)
+			if want := []string{"pay-0003", "pay-0006", "pay-x"}; !slices.Equal(got, want) {
+				t.Errorf("%d samples: keys of more than one row %q, want %q", n, got, want)
+			}
+			if rows > total || rows < total-int64(len(bounds))-1 {
+				t.Errorf("%d samples: %d rows counted, want %d less at most one a page", n, rows, total)
+			}
+		}
+		if b, err := r.SweepBounds(ctx, s, "biz_id", 5); err != nil || b != nil {
+			t.Errorf("bounds by a text key: %q, %v; want none", b, err)
+		}
+	})
 	// Lo and Hi limit a sweep to a key range, inclusive, under the
 	// collation: the bound 'PAY-0006' holds 'pay-0006 ', 'pay-x' every
 	// spelling of pay-x; pay-0003 lies below.
 	t.Run("multi within [Lo, Hi]", func(t *testing.T) {
 		for _, n := range []int{1, 3, 1000} {
 			hits, _ := multi(t, Sweep{Table: "j", Index: "ix_biz", KeyCol: "biz_id", Lo: Bound{Set: true, Value: "PAY-0006"}, Hi: Bound{Set: true, Value: "pay-x"}}, n)
-			var got []string
-			for _, h := range hits {
-				got = append(got, strings.ToLower(strings.TrimRight(strings.ReplaceAll(h, "Á", "a"), " ")))
-			}
-			slices.Sort(got)
+			got := folded(hits)
 			if want := []string{"pay-0006", "pay-x"}; !slices.Equal(got, want) {
 				t.Errorf("page %d: keys of more than one row in [PAY-0006, pay-x] %q, want %q", n, got, want)
 			}
@@ -327,4 +363,15 @@ func TestSweepPages(t *testing.T) {
 	if c := ti.Collation("n"); c != "" {
 		t.Errorf("collation of n = %q, want none", c)
 	}
+}
+
+// folded returns keys as utf8mb4_general_ci compares them (case, the
+// accent on Á, trailing spaces), sorted.
+func folded(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, strings.ToLower(strings.TrimRight(strings.ReplaceAll(k, "Á", "a"), " ")))
+	}
+	slices.Sort(out)
+	return out
 }
