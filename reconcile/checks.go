@@ -320,17 +320,42 @@ func (r *run) shard(w *mysqlsrc.Walk) {
 // walk pages through w, calling page with each page's rows. frac maps the
 // last row to the fraction of the range walked (nil: unknown).
 func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) float64, page func([]mysqlsrc.WalkRow) error) error {
+	type fetched struct {
+		rows []mysqlsrc.WalkRow
+		err  error
+	}
+	fetch := func(cur mysqlsrc.Cursor) fetched {
+		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+		defer cancel()
+		rows, err := r.d.DB.WalkPage(ctx, w, cur, r.o.Chunk)
+		return fetched{rows, err}
+	}
 	var cur mysqlsrc.Cursor
+	// next is the page read while page handles the one before (nil when
+	// none is in flight): the walk's read and the page's lookups overlap,
+	// as a single statement's would. Under --rate the pages are read one
+	// after another, at the rate's pace.
+	var next chan fetched
+	defer func() {
+		if next != nil {
+			<-next
+		}
+	}()
 	for {
 		if r.stopped() {
 			return errStop
 		}
-		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-		rows, err := r.d.DB.WalkPage(ctx, w, cur, r.o.Chunk)
-		cancel()
-		if err != nil {
-			return err
+		var got fetched
+		if next != nil {
+			got = <-next
+			next = nil
+		} else {
+			got = fetch(cur)
 		}
+		if got.err != nil {
+			return got.err
+		}
+		rows := got.rows
 		r.count(cs, int64(len(rows)))
 		f := -1.0
 		if len(rows) > 0 {
@@ -341,11 +366,17 @@ func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) 
 				f = frac(last)
 			}
 		}
+		more := len(rows) >= r.o.Chunk
+		if more && r.o.Rate <= 0 && !r.stopped() {
+			ch := make(chan fetched, 1)
+			go func(cur mysqlsrc.Cursor) { ch <- fetch(cur) }(cur)
+			next = ch
+		}
 		if err := page(rows); err != nil {
 			return err
 		}
 		r.progress(cs, f)
-		if len(rows) < r.o.Chunk {
+		if !more {
 			return nil
 		}
 		if err := r.throttle(); err != nil {

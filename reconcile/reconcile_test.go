@@ -377,44 +377,50 @@ func TestRefusesAFullScan(t *testing.T) {
 // this database.
 func TestInterrupt(t *testing.T) {
 	e := setup(t, gen.Options{Ops: 2000, Seed: 9, Pipelines: []string{gen.Settlement}}, false)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	o := baseOptions(e)
-	o.Pipelines = e.pipelines[:1]
-	o.Checks = []string{reconcile.CheckDuplicates}
-	o.Chunk = 10
 	// The window holds every row: a sweep, in pages of about 100 entries
-	// between sampled keys.
+	// between sampled keys; walked, pages of 10 rows, the next one read
+	// while the lookups of the last run.
 	reconcile.SetSweepRows(t, 100)
-	pages := 0
-	o.Progress = func(p reconcile.Progress) {
-		pages++
-		if pages == 3 {
-			cancel()
-		}
-	}
-	var c collected
-	sum, err := reconcile.Run(ctx, e.deps(nil), o, c.emit)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	in := sum.Interrupted
-	if in == nil || in.Check != reconcile.CheckDuplicates || in.Pipeline != gen.Settlement || in.Rows < 30 || !strings.HasPrefix(in.LastKey, "PAY-") {
-		t.Fatalf("interruption = %+v, want duplicates on settlement after >= 30 rows with the last key", in)
-	}
-	if sum.Checks[0].Status != reconcile.StatusInterrupted {
-		t.Errorf("status %q", sum.Checks[0].Status)
-	}
-	if n := e.r.PoolInUse(); n != 0 {
-		t.Errorf("%d connections still in use after Run returned", n)
-	}
-	var open int
-	if err := e.db.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+	for _, access := range []string{reconcile.AccessAuto, reconcile.AccessWalk} {
+		t.Run(access, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			o := baseOptions(e)
+			o.Pipelines = e.pipelines[:1]
+			o.Checks = []string{reconcile.CheckDuplicates}
+			o.Chunk = 10
+			o.Access = access
+			pages := 0
+			o.Progress = func(p reconcile.Progress) {
+				pages++
+				if pages == 3 {
+					cancel()
+				}
+			}
+			var c collected
+			sum, err := reconcile.Run(ctx, e.deps(nil), o, c.emit)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+			in := sum.Interrupted
+			if in == nil || in.Check != reconcile.CheckDuplicates || in.Pipeline != gen.Settlement || in.Rows < 30 || !strings.HasPrefix(in.LastKey, "PAY-") {
+				t.Fatalf("interruption = %+v, want duplicates on settlement after >= 30 rows with the last key", in)
+			}
+			if sum.Checks[0].Status != reconcile.StatusInterrupted {
+				t.Errorf("status %q", sum.Checks[0].Status)
+			}
+			if n := e.r.PoolInUse(); n != 0 {
+				t.Errorf("%d connections still in use after Run returned", n)
+			}
+			var open int
+			if err := e.db.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
 		JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = ?`, e.db.Name).Scan(&open); err != nil {
-		t.Fatal(err)
-	}
-	if open != 0 {
-		t.Errorf("%d open transactions on %s after the interrupt", open, e.db.Name)
+				t.Fatal(err)
+			}
+			if open != 0 {
+				t.Errorf("%d open transactions on %s after the interrupt", open, e.db.Name)
+			}
+		})
 	}
 }
 
