@@ -727,9 +727,12 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 				// spelled as another of its rows (PAY-1 for the window's
 				// pay-1, whose first row was yesterday's PAY-1), so the
 				// names are the candidates, not the page's spellings
-				// (docs/reconcile.md#access-path).
+				// (docs/reconcile.md#access-path). Under --shard the walk
+				// kept the page's rows of this shard by their own
+				// spelling: the name may hash elsewhere, and only this
+				// shard saw the row (docs/reconcile.md#how-the-work-is-bounded).
 				for k, n := range multi {
-					if n > 1 && !cs.seen[k] && r.inShard(k) {
+					if n > 1 && !cs.seen[k] {
 						keep = append(keep, k)
 					}
 				}

@@ -730,6 +730,16 @@ func TestBrokenEvidenceQueryHidesNoDoubleDebit(t *testing.T) {
 
 func eqTime(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }
 
+// spelledTwice inserts double debits of one key under two spellings
+// that utf8mb4_general_ci makes equal (case, accent), one before the
+// one-day window and one in it, or (PAY-TWICE) both in it.
+const spelledTwice = `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES
+	('PAY-SPELL', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-spell', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+	('PAY-TWICE', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 2 HOUR), ('pay-twice', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+	('PAY-ACCENT', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pÁy-accent', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+	('PAY-!LOW', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-!low', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
+	('PAY-~HIGH', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-~high', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR)`
+
 // TestDuplicateSpelledTwice: under a case-insensitive collation, a double
 // debit whose first row (yesterday, PAY-SPELL) lies before the window and
 // whose second (pay-spell) lies in it is one duplicated key: the walk of a
@@ -739,12 +749,7 @@ func eqTime(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil
 // in the window are one target too.
 func TestDuplicateSpelledTwice(t *testing.T) {
 	e := setup(t, gen.Options{Ops: 200, AnomalyRate: 0, Seed: 11, Pipelines: []string{gen.Settlement}}, false)
-	e.db.Exec(t, `INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES
-		('PAY-SPELL', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-spell', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
-		('PAY-TWICE', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 2 HOUR), ('pay-twice', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
-		('PAY-ACCENT', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pÁy-accent', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
-		('PAY-!LOW', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-!low', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR),
-		('PAY-~HIGH', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 3 DAY), ('pay-~high', 1, -5.00, 'DEBIT', NOW(3) - INTERVAL 1 HOUR)`)
+	e.db.Exec(t, spelledTwice)
 	// The window's least and greatest keys (pay-!low, pay-~high) have a
 	// spelling outside it: --access range bounds its sweep by the window's
 	// spellings, and the collation puts the other one inside.
@@ -778,6 +783,42 @@ func TestDuplicateSpelledTwice(t *testing.T) {
 			if found[k] != 1 {
 				t.Errorf("--access %s: %s reported %d times as a double debit, want once (%v)", access, k, found[k], found)
 			}
+		}
+	}
+}
+
+// TestDuplicateSpelledTwiceSharded: the same double debits, split by
+// --shard i/3. Each spelling hashes to another shard (CRC32 of its bytes),
+// and every double debit whose window holds one spelling is reported by
+// exactly one of the three workers, on every path; PAY-TWICE, with both
+// spellings in the window, by one or two.
+func TestDuplicateSpelledTwiceSharded(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 200, AnomalyRate: 0, Seed: 11, Pipelines: []string{gen.Settlement}}, false)
+	e.db.Exec(t, spelledTwice)
+	for _, access := range []string{reconcile.AccessWalk, reconcile.AccessSweep, reconcile.AccessRange} {
+		found := map[string]int{}
+		for shard := range 3 {
+			o := baseOptions(e)
+			o.Since, o.Access = 24*time.Hour, access
+			o.Checks = []string{reconcile.CheckDuplicates}
+			o.Shard, o.Shards = shard, 3
+			var c collected
+			if _, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range c.results {
+				if r.IsTarget() && r.Verdict == inspect.DuplicateEffect && r.Step == "debit" {
+					found[strings.ToUpper(strings.ReplaceAll(r.BizID, "Á", "A"))]++
+				}
+			}
+		}
+		for _, k := range []string{"PAY-SPELL", "PAY-ACCENT", "PAY-!LOW", "PAY-~HIGH"} {
+			if found[k] != 1 {
+				t.Errorf("--access %s, 3 shards: %s reported %d times, want once (%v)", access, k, found[k], found)
+			}
+		}
+		if n := found["PAY-TWICE"]; n < 1 || n > 2 || n == 2 && access != reconcile.AccessWalk {
+			t.Errorf("--access %s, 3 shards: PAY-TWICE reported %d times (%v)", access, n, found)
 		}
 	}
 }
