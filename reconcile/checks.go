@@ -1139,22 +1139,23 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		ls = append(ls, sl)
 	}
 	est := path.est
-	// A whole duplicates sweep reads pages of about sweepRows entries (of
-	// sweepPage under --rate, which then keeps an even pace) between keys
-	// sampled by the table's integer primary key, a table of fewer in one
-	// statement: each entry is read once, as the naive GROUP BY reads it,
-	// where SweepMulti reads it twice. Without such a key it pages by
-	// SweepMulti.
+	// A duplicates sweep of at most sweepRows entries (sweepPage under
+	// --rate, which then keeps an even pace) is one statement: a whole
+	// table, or a window's key range. A larger whole sweep reads pages of
+	// about that many entries between keys sampled by the table's integer
+	// primary key. Each entry is read once, as the naive GROUP BY reads
+	// it; otherwise (no such key, or a larger key range) SweepMulti pages
+	// read each twice.
 	ranged := false
 	var bounds []mysqlsrc.KeyCount
-	if cs.check == CheckDuplicates && !path.lo.Set && !path.hi.Set {
+	if cs.check == CheckDuplicates {
 		per := int64(sweepRows)
 		if r.o.Rate > 0 {
 			per = int64(r.sweepPage())
 		}
 		if n := (est + per - 1) / per; n <= 1 {
 			ranged = true
-		} else if pk := tables[sc.Table].PrimaryKey(); len(pk) == 1 {
+		} else if pk := tables[sc.Table].PrimaryKey(); len(pk) == 1 && !path.lo.Set && !path.hi.Set {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 			var err error
 			bounds, err = r.d.DB.SweepBounds(ctx, s, pk[0], int(n))
