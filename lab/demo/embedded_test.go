@@ -263,3 +263,44 @@ func TestEmbeddedReconcileBatches(t *testing.T) {
 		t.Errorf("batch stats %+v: want %d operations in batches of at most %d (at least %d batches), no statement rejected", st, n, limit, minBatches)
 	}
 }
+
+// TestEmbeddedDuplicatesSweep: the duplicates sweeps work on the demo's
+// go-mysql-server too, whatever it lacks (it has no index statistics, so
+// --access auto walks there; --access sweep and range must still answer):
+// the whole-table page, the window's key range and the sampled bounds
+// find the seeded double debits.
+func TestEmbeddedDuplicatesSweep(t *testing.T) {
+	stmts := settlementSQL(t)
+	for i := range 30 {
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES ('PAY-%02d', 1, -1.00, 'DEBIT', NOW(3) - INTERVAL %d HOUR)", i, 30-i))
+	}
+	stmts = append(stmts, "INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES ('PAY-03', 1, -1.00, 'DEBIT', NOW(3) - INTERVAL 40 HOUR), ('PAY-27', 1, -1.00, 'DEBIT', NOW(3))")
+	dsn := embeddedDB(t, stmts...).DSN
+	r, err := mysqlsrc.Open(dsn, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	s := mysqlsrc.Sweep{Table: "balance_journal", Index: "ix_biz", KeyCol: "biz_id"}
+	hits, end, err := r.SweepRange(ctx, s, mysqlsrc.Bound{}, mysqlsrc.Bound{})
+	if err != nil {
+		t.Fatalf("whole-table page: %v", err)
+	}
+	if !reflect.DeepEqual(hits, []string{"PAY-03", "PAY-27"}) || end.Rows != 32 {
+		t.Errorf("whole-table page: %q, %d rows; want PAY-03 and PAY-27 of 32 rows", hits, end.Rows)
+	}
+	bounds, err := r.SweepBounds(ctx, s, "id", 4)
+	if err != nil || len(bounds) == 0 {
+		t.Fatalf("bounds: %q, %v", bounds, err)
+	}
+	lo, hi, rows, err := r.WindowKeys(ctx, "balance_journal", "ix_created", "biz_id", "created_at", time.Now().Add(-5*time.Hour).UTC(), time.Time{})
+	if err != nil || rows == 0 || lo.Key > hi.Key {
+		t.Fatalf("window keys [%q, %q] of %d rows: %v", lo.Key, hi.Key, rows, err)
+	}
+	ranged := s
+	ranged.Lo, ranged.Hi = mysqlsrc.Bound{Set: true, Value: lo.Value}, mysqlsrc.Bound{Set: true, Value: hi.Value}
+	if hits, _, err := r.SweepRange(ctx, ranged, mysqlsrc.Bound{}, mysqlsrc.Bound{}); err != nil || !reflect.DeepEqual(hits, []string{"PAY-27"}) {
+		t.Errorf("window range [%q, %q]: %q, %v; want PAY-27", lo.Key, hi.Key, hits, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -61,6 +62,10 @@ type Reader struct {
 	keyedOnce sync.Once
 	keyed     bool
 	unionOnly bool
+
+	// noRollup: the server rejected GROUP BY ... WITH ROLLUP
+	// (go-mysql-server); SweepRange counts its pages apart.
+	noRollup atomic.Bool
 }
 
 // ReadStats describes the statements of the most recent ReadOperation of a
