@@ -412,10 +412,11 @@ func (r *Reader) SweepBounds(ctx context.Context, s Sweep, pk string, n int) ([]
 		// fails the scan), or nothing to sample.
 		return nil, nil
 	}
-	step := float64(hi.Int64-lo.Int64) / float64(n)
+	// In floating point: hi - lo may not fit an int64.
+	step := (float64(hi.Int64) - float64(lo.Int64)) / float64(n)
 	args := make([]any, 0, n)
 	for i := 1; i < n; i++ {
-		v := lo.Int64 + int64(step*float64(i))
+		v := min(hi.Int64, max(lo.Int64, int64(float64(lo.Int64)+step*float64(i))))
 		if len(args) == 0 || v != args[len(args)-1].(int64) {
 			args = append(args, v)
 		}

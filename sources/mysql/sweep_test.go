@@ -375,3 +375,34 @@ func folded(keys []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestSweepBoundsExtremeKeys: primary keys at the ends of BIGINT, or past
+// it (UNSIGNED), sample without overflow or give no bounds.
+func TestSweepBoundsExtremeKeys(t *testing.T) {
+	t.Parallel()
+	db := testenv.MySQL(t)
+	db.Exec(t, `CREATE TABLE s (id BIGINT PRIMARY KEY, biz_id VARCHAR(20) NOT NULL, KEY ix_biz (biz_id))`)
+	db.Exec(t, `INSERT INTO s VALUES (-9223372036854775808, 'a'), (-5, 'b'), (0, 'c'), (7, 'd'), (9223372036854775807, 'e')`)
+	db.Exec(t, `CREATE TABLE u (id BIGINT UNSIGNED PRIMARY KEY, biz_id VARCHAR(20) NOT NULL, KEY ix_biz (biz_id))`)
+	db.Exec(t, `INSERT INTO u VALUES (1, 'a'), (18446744073709551615, 'b')`)
+	r, err := Open(db.DSN, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for _, n := range []int{2, 4, 100} {
+		b, err := r.SweepBounds(ctx, Sweep{Table: "s", Index: "ix_biz", KeyCol: "biz_id"}, "id", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range b {
+			if !strings.Contains("abcde", k.Key) || i > 0 && b[i-1].Key >= k.Key {
+				t.Errorf("%d samples: bounds %q not stored keys in order", n, b)
+			}
+		}
+	}
+	if b, err := r.SweepBounds(ctx, Sweep{Table: "u", Index: "ix_biz", KeyCol: "biz_id"}, "id", 4); err != nil || b != nil {
+		t.Errorf("UNSIGNED past BIGINT: bounds %q, %v; want none", b, err)
+	}
+}
