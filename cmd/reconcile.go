@@ -47,6 +47,8 @@ type ReconcileOptions struct {
 	Concurrency   int
 	// Out is the targets file (JSONL), "" for none.
 	Out string
+	// Next are the global flags the next command carries.
+	Next NextFlags
 	// Output is table, json, jsonl or prometheus.
 	Output Format
 }
@@ -102,7 +104,7 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
   opctl reconcile --since 400d --check duplicates,orphans   # a sweep of the whole history`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Since, opts.OlderThan = since.d, older.d
+			opts.Since, opts.OlderThan, opts.Next = since.d, older.d, f.Globals.Next()
 			if opts.Since <= 0 || opts.OlderThan < 0 {
 				return usageErrorf("--since must be positive and --older-than not negative")
 			}
@@ -255,7 +257,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	io := opts.IO
 	view := newReconcileView(io, opts.Output)
 	if hv, ok := view.(*reconcileHumanView); ok {
-		hv.out = opts.Out
+		hv.out, hv.next = opts.Out, opts.Next
 	}
 	var bar *progressBar
 	if opts.Output == FormatTable && io.IsStdoutTTY() {

@@ -68,8 +68,10 @@ func targetRow(t reconcile.Target) []string {
 type reconcileHumanView struct {
 	w   io.Writer
 	tty bool
-	// out is --out ("" when not given): the next command reads it.
-	out string
+	// out is --out ("" when not given): the next command reads it; next
+	// are the global flags it carries.
+	out  string
+	next NextFlags
 	// width is the terminal's (tty only): the tables fit it.
 	width    int
 	st       ui.Styles
@@ -178,9 +180,12 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 	}
 	switch {
 	case sum.Targets > 0 && v.out != "":
-		b.WriteString("next: opctl repair plan --from-file " + ui.Safe(inspect.ShellQuote(v.out)) + " --reason \"$REASON\" --out plans.jsonl\n")
+		b.WriteString("next: " + ui.Safe(v.next.Apply("opctl repair plan --from-file "+inspect.ShellQuote(v.out)+" --reason \"$REASON\" --out plans.jsonl")) + "\n")
 	case sum.Targets > 0:
-		b.WriteString("next: opctl repair plan --from-file targets.jsonl --reason \"$REASON\" --out plans.jsonl   (write the file with --out)\n")
+		b.WriteString("next: " + ui.Safe(v.next.Apply("opctl repair plan --from-file targets.jsonl --reason \"$REASON\" --out plans.jsonl")) + "   (write the file with --out)\n")
+	}
+	if sum.Targets > 0 {
+		v.next.Note(&b)
 	}
 	_, err := io.WriteString(v.w, b.String())
 	return err

@@ -53,6 +53,8 @@ type RepairPlanOptions struct {
 	// SearchWindow and SearchLimit bound the message search, as for where.
 	SearchWindow time.Duration
 	SearchLimit  int
+	// Next are the global flags the printed apply commands carry.
+	Next NextFlags
 }
 
 // RepairShowOptions are the parsed flags of `opctl repair show`.
@@ -154,7 +156,7 @@ batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 			return exactArgs(1, "one <biz_id> (or --from-file)")(nil, args)
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Format = f.Globals.Output
+			opts.Format, opts.Next = f.Globals.Output, f.Globals.Next()
 			if len(args) == 1 {
 				opts.BizID = args[0]
 				if err := sources.ValidateBizID(opts.BizID); err != nil {
@@ -294,6 +296,9 @@ func runRepairPlan(ctx context.Context, opts *RepairPlanOptions) error {
 		return err
 	}
 	v := newRepairPlanView(opts.IO, opts.Format)
+	if hv, ok := v.(*repairPlanHuman); ok {
+		hv.next = opts.Next
+	}
 	if opts.FromFile != "" {
 		return runRepairPlanFile(ctx, svc, opts, v)
 	}

@@ -69,6 +69,8 @@ func renderOptions(st ui.Styles) plans.RenderOptions {
 type repairPlanHuman struct {
 	w, errw io.Writer
 	st      ui.Styles
+	// next are the global flags the printed apply commands carry.
+	next NextFlags
 }
 
 func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
@@ -79,7 +81,8 @@ func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
 	b.WriteString("\n")
 	if saved != "" {
 		fmt.Fprintf(&b, "Saved the plan to %s (id %s). Review it, then:\n", ui.Safe(saved), p.Short())
-		fmt.Fprintf(&b, "  %s\n  %s\n", ui.Safe("opctl repair apply "+inspect.ShellQuote(saved)+" --dry-run"), ui.Safe("opctl repair apply "+inspect.ShellQuote(saved)))
+		fmt.Fprintf(&b, "  %s\n  %s\n", ui.Safe(v.next.Apply("opctl repair apply "+inspect.ShellQuote(saved)+" --dry-run")), ui.Safe(v.next.Apply("opctl repair apply "+inspect.ShellQuote(saved))))
+		v.next.Note(&b)
 	} else {
 		b.WriteString("Not saved: add --out plan.json to apply it (apply only takes a saved, reviewed plan).\n")
 	}

@@ -29,6 +29,8 @@ type WhereOptions struct {
 	Pipeline     string
 	SearchWindow time.Duration
 	SearchLimit  int
+	// Next are the global flags the NEXT commands carry.
+	Next NextFlags
 }
 
 // NewCmdWhere builds `opctl where`. runF replaces the run function in tests.
@@ -53,7 +55,7 @@ id are reported (-o json then prints an array when more than one does).`,
   opctl where PAY-1 --search-window 10m --search-limit 100000`,
 		Args: exactArgs(1, "one <biz_id>"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.BizID, opts.Format = args[0], f.Globals.Output
+			opts.BizID, opts.Format, opts.Next = args[0], f.Globals.Output, f.Globals.Next()
 			if err := sources.ValidateBizID(opts.BizID); err != nil {
 				return err
 			}
@@ -93,8 +95,18 @@ func runWhere(ctx context.Context, opts *WhereOptions) error {
 		return err
 	}
 	shown := t.Reports()
+	next := false
+	for i := range shown {
+		for j, n := range shown[i].Verdict.Next {
+			shown[i].Verdict.Next[j] = opts.Next.Apply(n)
+			next = true
+		}
+	}
 	if err := newWhereView(opts.IO, opts.Format).Render(shown); err != nil {
 		return err
+	}
+	if next {
+		opts.Next.Note(opts.IO.ErrOut)
 	}
 	return exitWith(inspect.ExitCode(shown))
 }
