@@ -375,7 +375,7 @@ const MaxSweepBounds = 4096
 
 // SweepBounds samples s's table for page boundaries of a sweep: the keys
 // of the rows at n evenly spaced values of its integer primary key pk
-// (one statement: MIN and MAX of pk, then one of n index dives),
+// (two statements: MIN and MAX of pk, then one of n index dives),
 // distinct and in the key index's order, as stored. Rows sampled evenly
 // put about rows/n index entries between two neighbouring keys, whatever
 // the keys look like. nil (and no error) when pk is not an integer or the
