@@ -396,7 +396,15 @@ func wronglySkipped(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool { return ev.BizID == "O-S-1" && ev.What == "skipped" }, "O-S-1 skipped"); err != nil {
+	skip, err := r.rec.wait(ctx, func(ev consumer.Event) bool { return ev.BizID == "O-S-1" && ev.What == "skipped" }, "O-S-1 skipped")
+	if err != nil {
+		return err
+	}
+	// The skip committed too, as in seed 003 ("SKIPPED forever"): killed
+	// before its commit, the consumer would leave the PAID record to be
+	// delivered again, and the fixed consumer, deciding again by status,
+	// would skip it again before opctl's republished copy arrives.
+	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool { return ev.MsgID == skip.MsgID && ev.What == "committed" }, "O-S-1's skipped PAID committed"); err != nil {
 		return err
 	}
 	for _, id := range []string{"O-S-2", "O-S-3"} {
