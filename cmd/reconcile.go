@@ -89,7 +89,9 @@ only when a run ends: an interrupted or failed run leaves it as it was.
 
 duplicates and orphans walk a scan table's time index for a narrow window and
 sweep its key index in key order when the window holds a large share of it
-(--access auto); --access sweep|walk decides instead.
+(--access auto). In a narrow window duplicates sweep the key range that holds
+the window's keys instead, when that range is small (ids that grow with time);
+--access sweep|walk|range decides instead (docs/reconcile.md#access-path).
 
 Exit: 6 when a source could not be read (verdicts partial; before 3), 3 when
 a target was found (even when another check was refused: the refusal is
