@@ -119,6 +119,7 @@ func (f *Factory) Service(o connect.Options) (*repair.Service, error) {
 	defer f.mu.Unlock()
 	if f.svc == nil {
 		f.svc = repair.NewService(c)
+		f.svc.NextFlags = f.Globals.Next().Flags
 	}
 	return f.svc, nil
 }

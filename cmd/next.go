@@ -38,14 +38,9 @@ func (g GlobalOptions) Next() NextFlags {
 	return n
 }
 
-// Apply returns line with the flags after its leading "opctl"; a line that
-// is not an opctl command is returned as it is.
-func (n NextFlags) Apply(line string) string {
-	if n.Flags == "" || !strings.HasPrefix(line, "opctl ") {
-		return line
-	}
-	return "opctl" + n.Flags + line[len("opctl"):]
-}
+// Apply returns line with the flags after its leading "opctl"
+// (inspect.WithFlags).
+func (n NextFlags) Apply(line string) string { return inspect.WithFlags(line, n.Flags) }
 
 // Note writes, when a --mysql-dsn was left out of the next commands, a
 // line on w saying so.

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,7 +30,7 @@ type WhereOptions struct {
 	Pipeline     string
 	SearchWindow time.Duration
 	SearchLimit  int
-	// Next are the global flags the NEXT commands carry.
+	// Next are the global flags the NEXT commands carry (for its note).
 	Next NextFlags
 }
 
@@ -94,18 +95,13 @@ func runWhere(ctx context.Context, opts *WhereOptions) error {
 	if err != nil {
 		return err
 	}
+	// The NEXT commands carry the global flags (Factory.Service); a
+	// --mysql-dsn with a password they cannot carry is noted.
 	shown := t.Reports()
-	next := false
-	for i := range shown {
-		for j, n := range shown[i].Verdict.Next {
-			shown[i].Verdict.Next[j] = opts.Next.Apply(n)
-			next = true
-		}
-	}
 	if err := newWhereView(opts.IO, opts.Format).Render(shown); err != nil {
 		return err
 	}
-	if next {
+	if slices.ContainsFunc(shown, func(r inspect.Report) bool { return len(r.Verdict.Next) > 0 }) {
 		opts.Next.Note(opts.IO.ErrOut)
 	}
 	return exitWith(inspect.ExitCode(shown))

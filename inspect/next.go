@@ -117,6 +117,16 @@ func stepFlag(step string) string {
 	return " --from-step " + ShellQuote(step)
 }
 
+// WithFlags returns the command line with flags (" --config c.yaml ...")
+// after its leading "opctl"; a line that is not an opctl command is
+// returned as it is.
+func WithFlags(line, flags string) string {
+	if flags == "" || !strings.HasPrefix(line, "opctl ") {
+		return line
+	}
+	return "opctl" + flags + line[len("opctl"):]
+}
+
 // ShellQuote quotes s for a POSIX shell when it holds anything but safe
 // characters.
 func ShellQuote(s string) string {

@@ -918,17 +918,17 @@ func (r *run) sweepPage() int { return min(10*r.o.Chunk, 10000) }
 // between sampled keys (mysql.Reader.SweepBounds): one GROUP BY of
 // 0.3-0.6 s at the 0.3-0.6 us an entry measured, short beside --timeout.
 // A table of fewer is read in one statement with no bound, which is
-// cheapest: the server checks a page's upper bound on every entry (a
-// third to a half more per entry, measured under utf8mb4_general_ci)
-// (docs/reconcile.md#access-path).
+// cheapest: the server checks a page's upper bound on every entry (one
+// 1M-entry table under utf8mb4_general_ci, measured: 0.28 s unbounded,
+// 0.41-0.64 s in 5 to 10 bounded pages) (docs/reconcile.md#access-path).
 var sweepRows = 1000000 // a variable for the tests
 
 // RangeFactor bounds the key range a narrow window's duplicates sweep
 // (windowRange): at most this many times the window's rows, by the
 // optimizer's estimates. A walk pays an index dive per key (3-6 us
-// measured) and a sweep two reads of each entry of the range (about
-// 0.3 us each), so a range a few times the window still costs less
-// (docs/reconcile.md#access-path).
+// measured) and a sweep one read of each entry of the range (0.3-0.6 us;
+// two reads in OFFSET pages, past sweepRows entries), so a range a few
+// times the window still costs less (docs/reconcile.md#access-path).
 const RangeFactor = 4
 
 // windowSlice is the rows of one statement of windowRange's pass over the

@@ -64,6 +64,10 @@ type Service struct {
 	AuditLog AuditReader
 	// Now is the clock of a plan's created_at (nil: time.Now).
 	Now func() time.Time
+	// NextFlags go after the "opctl" of every next command Where returns
+	// (inspect.WithFlags): the global flags of the command line that asked,
+	// so that each line runs as printed (docs/README.md#next-commands).
+	NextFlags string
 
 	mu     sync.Mutex
 	mirror *Mirror
@@ -162,6 +166,11 @@ func (s *Service) Where(ctx context.Context, bizID, pipeline string) (*Triage, e
 		wg.Go(func() { s.next(ctx, &t.Ops[i]) })
 	}
 	wg.Wait()
+	for i := range t.Ops {
+		for j, n := range t.Ops[i].Report.Verdict.Next {
+			t.Ops[i].Report.Verdict.Next[j] = inspect.WithFlags(n, s.NextFlags)
+		}
+	}
 	return t, nil
 }
 

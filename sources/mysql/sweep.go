@@ -480,8 +480,8 @@ func (s Sweep) pageFrom(after Bound) (k, from, cond string, args []any, err erro
 
 // SweepRange reads one page of a duplicates sweep of s whose bounds are
 // known (SweepBounds): the keys in (after, upTo] (unset: open) that hold
-// more than one row, as stored; end.Keys counts them (all shards), and
-// end.Rows is the index entries the page holds (WITH ROLLUP: the server
+// more than one row, as stored, of s's shard; end.Rows is the index
+// entries the page holds (WITH ROLLUP: the server
 // counts them, and only the duplicates and that count come back; a page
 // of one entry counts 0). One statement, one read of each entry.
 func (r *Reader) SweepRange(ctx context.Context, s Sweep, after, upTo Bound) ([]string, SweepEnd, error) {
@@ -521,7 +521,7 @@ func (r *Reader) SweepRange(ctx context.Context, s Sweep, after, upTo Bound) ([]
 
 // sweepGroups runs text, a duplicates page of s grouped by key (with a
 // rollup row, whose key is NULL, when the server gives one), and returns
-// the keys of s's shard, the number of keys and the rollup row's count.
+// the keys of s's shard and the rollup row's count.
 // Errors are the driver's, unwrapped.
 func (r *Reader) sweepGroups(ctx context.Context, s Sweep, text string, args []any) ([]string, SweepEnd, error) {
 	var end SweepEnd
@@ -543,7 +543,6 @@ func (r *Reader) sweepGroups(ctx context.Context, s Sweep, text string, args []a
 			end.Rows = c
 			continue
 		}
-		end.Keys++
 		if s.keeps(key) {
 			hits = append(hits, string(key))
 		}
