@@ -83,6 +83,12 @@ type wantErr struct {
 // errors, in order, each rendered as "config t.yaml:LINE: ...".
 func checkErrs(t *testing.T, err error, want []wantErr) {
 	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("want a valid configuration, got: %v", err)
+		}
+		return
+	}
 	if err == nil {
 		t.Fatalf("no error; want %d", len(want))
 	}

@@ -120,6 +120,21 @@ type Pipeline struct {
 	// ("30d"); opctl doctor compares it with the topic's retention.ms and
 	// the broker's offsets.retention.minutes (docs/doctor.md).
 	Retention string `yaml:"retention" json:",omitempty"`
+	// Commit is when the consumer commits a message's offset: after_steps
+	// (the default: only after every step succeeded), before_steps, or
+	// auto (auto-commit: a commit proves nothing). Under after_steps a
+	// commit past the message is the consumer's statement that every step
+	// ran (docs/config.md#pipelines).
+	Commit string `yaml:"commit"`
+	// HonoursOpctlHeaders says the consumer acts on opctl's replay headers
+	// (opctl-from-step, opctl-force-effect: docs/design.md). Without it a
+	// republish is read as a plain redelivery, which the consumer's own
+	// rules may skip or redo from the first step.
+	HonoursOpctlHeaders bool `yaml:"honours_opctl_headers"`
+	// MySQL overrides the top-level mysql block for this pipeline's
+	// tables (dsn, write_dsn, binlog_dsn, time_zone): pipelines on
+	// different clusters in one file. Nil: the top-level block.
+	MySQL *PipelineMySQL `yaml:"mysql"`
 
 	// State is the per-operation anchor row. It is optional: a consumer that
 	// only records idempotency decisions (seed 003) has none.
@@ -129,6 +144,56 @@ type Pipeline struct {
 	Idempotency *Idempotency `yaml:"idempotency"`
 	// Entity is the business object a skip decision looked at; optional.
 	Entity *Entity `yaml:"entity"`
+}
+
+// Commit policies of pipelines[].commit.
+const (
+	CommitAfterSteps  = "after_steps"
+	CommitBeforeSteps = "before_steps"
+	CommitAuto        = "auto"
+)
+
+// EffectiveCommit is the pipeline's commit policy, after_steps by default.
+func (p *Pipeline) EffectiveCommit() string {
+	if p.Commit == "" {
+		return CommitAfterSteps
+	}
+	return p.Commit
+}
+
+// PipelineMySQL is a pipeline's override of the top-level mysql block:
+// every key it sets replaces the top-level one for this pipeline.
+type PipelineMySQL struct {
+	DSN       string `yaml:"dsn"`
+	WriteDSN  string `yaml:"write_dsn"`
+	BinlogDSN string `yaml:"binlog_dsn"`
+	TimeZone  string `yaml:"time_zone"`
+}
+
+// MySQLFor is the mysql block pipeline p uses: the top-level one with p's
+// overrides (pipelines[].mysql) applied. A pipeline that overrides dsn
+// but not write_dsn or binlog_dsn writes and reads the binlog through its
+// own dsn, never the top-level server's.
+func (c *Config) MySQLFor(p *Pipeline) MySQL {
+	m := c.MySQL
+	o := p.MySQL
+	if o == nil {
+		return m
+	}
+	if o.DSN != "" {
+		m.DSN = o.DSN
+		m.WriteDSN, m.BinlogDSN = "", ""
+	}
+	if o.WriteDSN != "" {
+		m.WriteDSN = o.WriteDSN
+	}
+	if o.BinlogDSN != "" {
+		m.BinlogDSN = o.BinlogDSN
+	}
+	if o.TimeZone != "" {
+		m.TimeZone = o.TimeZone
+	}
+	return m
 }
 
 // State names the state table and its columns. Empty optional columns are
@@ -161,8 +226,11 @@ const (
 type Step struct {
 	Name string `yaml:"name"`
 	Kind string `yaml:"kind"` // local | remote | outbox
-	// Idempotent marks a remote step whose downstream dedupes repeated calls;
-	// repeated effects of such a step are not a DUPLICATE_EFFECT.
+	// Idempotent marks a step that a redelivery cannot repeat: a remote
+	// step whose downstream dedupes repeated calls (repeated effects of such
+	// a step are not a DUPLICATE_EFFECT), or a local or outbox step whose
+	// write a unique key stops (seed 000's ledger_entry). Verdicts and
+	// plans use it to say what a redelivery or a republish would redo.
 	Idempotent bool   `yaml:"idempotent"`
 	DoneStatus string `yaml:"done_status"`
 	// Evidence is a SELECT with one `?` (the biz_id) whose rows prove the
@@ -182,6 +250,17 @@ type Step struct {
 	ProbeApplied []string `yaml:"probe_applied"`
 	ProbeAbsent  []string `yaml:"probe_absent"`
 	Compensate   string   `yaml:"compensate"`
+	// Redrive is an HTTP POST template ({biz_id}, {request_id}) that makes
+	// the step's effect at the downstream: the forward twin of Compensate,
+	// for an effect the consumer will not redo by itself (seed 003's
+	// points grant behind a SKIPPED record).
+	Redrive string `yaml:"redrive"`
+}
+
+// Unverified reports whether s is a remote step with neither intent nor
+// probe: opctl cannot see its effect (docs/verdicts.md#unverified-steps).
+func (s *Step) Unverified() bool {
+	return s.Kind == KindRemote && s.Intent == "" && s.Probe == ""
 }
 
 // Scan lets reconcile scan a step's effects table-wide.
@@ -193,17 +272,36 @@ type Scan struct {
 
 // Idempotency names the consumer's per-message record table.
 type Idempotency struct {
-	Table     string `yaml:"table"`
-	Key       string `yaml:"key"`
+	Table string `yaml:"table"`
+	Key   string `yaml:"key"`
+	// BizID is the column holding the operation's biz_id; optional: without
+	// it the records are linked to the operation through its messages
+	// (their msg_id header, or MsgIDPath into the value).
 	BizID     string `yaml:"biz_id"`
 	Action    string `yaml:"action"`
 	CreatedAt string `yaml:"created_at"`
+	// MsgIDPath is a JSON path into a message's value holding its msg id
+	// ("$.msg_id"), for messages without a msg_id header.
+	MsgIDPath string `yaml:"msg_id_path"`
+	// Reopen is how flip_skipped reopens a SKIPPED record: "pending" (set
+	// the action to PENDING) or "delete" (delete the record, its whole row
+	// kept in the audit). Empty: pending when the action column can hold
+	// PENDING, else delete (docs/repair.md#reopening-a-skipped-record).
+	Reopen string `yaml:"reopen"`
 }
+
+// Reopen policies of idempotency.reopen.
+const (
+	ReopenPending = "pending"
+	ReopenDelete  = "delete"
+)
 
 // Entity is the business object whose status a skip decision read.
 type Entity struct {
 	// Query is a SELECT with one `?` (the biz_id) whose first column is the
-	// entity's status.
+	// entity's status. A second column that is a DATETIME is a time of the
+	// entity that anchors the message search of an operation with no
+	// other timestamp (seed 003's orders.updated_at: docs/where.md).
 	Query string `yaml:"query"`
 	// Table, Key and Status (all or none) name the entity table, the column
 	// holding the biz_id and the status column: the same row Query reads.
@@ -276,6 +374,17 @@ func (c *Config) PipelineNames() []string {
 		out[i] = p.Name
 	}
 	return out
+}
+
+// leavesEvidence reports whether a step of p leaves something opctl can
+// read: evidence rows, binlog changes, intents or a probe's answer.
+func (p *Pipeline) leavesEvidence() bool {
+	for _, s := range p.Steps {
+		if s.Evidence != "" || s.Binlog != nil || s.Intent != "" || s.Probe != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // StepIndex returns the 0-based index of the named step, or -1.
