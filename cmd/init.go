@@ -23,12 +23,18 @@ type InitOptions struct {
 func NewCmdInit(f *Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
 	opts := &InitOptions{}
 	c := &cobra.Command{
-		Use:   "init --preset settlement|fulfilment|skip",
-		Short: "Write an opctl.yaml for one of the seed pipelines on the recommended schema",
-		Long: `Write a starting opctl.yaml: one pipeline of a seed incident (settlement,
-fulfilment or skip) on the tables 'opctl schema print' recommends. Edit the
-topic, group, URLs and your own tables, then compare with 'opctl schema check'.`,
+		Use:   "init --preset NAME",
+		Short: "Write an opctl.yaml for one of the seed pipelines",
+		Long: `Write a starting opctl.yaml: one pipeline of a seed incident.
+
+  settlement, fulfilment, skip   on the tables 'opctl schema print' recommends
+  seed000, seed001, seed003      on the seed's own tables, unmodified
+                                 (testdata/schema/seed000.sql, ...)
+
+Edit the topic, group, URLs and your own tables (lines marked # yours), then
+compare the database with 'opctl schema check'.`,
 		Example: `  opctl init --preset settlement
+  opctl init --preset seed003        # an idempotent(msg_id, action ENUM) table, no biz_id
   opctl init --preset skip --out /etc/opctl/config.yaml
   opctl init --preset fulfilment --force      # overwrite ./opctl.yaml`,
 		Args: noArgs,
@@ -42,7 +48,7 @@ topic, group, URLs and your own tables, then compare with 'opctl schema check'.`
 			return runInit(f, opts)
 		},
 	}
-	c.Flags().StringVar(&opts.Preset, "preset", "", "settlement | fulfilment | skip")
+	c.Flags().StringVar(&opts.Preset, "preset", "", strings.Join(config.PresetNames(), " | "))
 	c.Flags().StringVar(&opts.Out, "out", config.LocalFile, "where to write the config")
 	c.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing file")
 	_ = c.RegisterFlagCompletionFunc("preset", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/opctl-dev/opctl/sources"
 )
@@ -25,6 +26,14 @@ const (
 // AttestAll is the key that attests a step as a whole (a step whose only
 // evidence is a probe keyed by {biz_id}).
 const AttestAll = "*"
+
+// AttestUndonePrefix starts the attested keys of a step whose effects are
+// counted by the downstream ({biz_id} probe with a count) and have no
+// identity of their own: "undone#1" ... "undone#n" attest that n of its
+// effects were undone by hand (a manual action closing a
+// DUPLICATE_EFFECT), so the count stops including them
+// (docs/verdicts.md#counting-a-steps-effects).
+const AttestUndonePrefix = "undone#"
 
 // Attestation is one attested fact and the plan that recorded it.
 type Attestation struct {
@@ -76,6 +85,11 @@ func AuditAttestations(audit []sources.AuditAction) Attestations {
 			}
 		case sources.AuditManual, sources.AuditAdvanceState, sources.AuditCompensateRemote:
 			for id, o := range a.Attested {
+				if strings.HasPrefix(id, AttestUndonePrefix) {
+					// One per effect undone by hand, whatever plan: keyed
+					// by plan so that a second plan's do not replace them.
+					id += "@" + a.PlanID
+				}
 				set(a.Step, id, o, a.PlanID)
 			}
 		}
@@ -87,6 +101,18 @@ func AuditAttestations(audit []sources.AuditAction) Attestations {
 func (a Attestations) Of(step, id string) (Attestation, bool) {
 	x, ok := a[step][id]
 	return x, ok
+}
+
+// undone is how many effects of step the audit attests were undone by
+// hand without an identity (AttestUndonePrefix).
+func (a Attestations) undone(step string) int {
+	n := 0
+	for id, x := range a[step] {
+		if strings.HasPrefix(id, AttestUndonePrefix) && x.Outcome == AttestCompensated {
+			n++
+		}
+	}
+	return n
 }
 
 // is reports whether id of step is attested with outcome.

@@ -79,14 +79,14 @@ func survey(ev sources.Evidence) (Report, reachedInfo) {
 	}
 	reached := stateReached(p, ev.DB.State)
 	r.State = stateView(ev.DB, reached)
-	r.Steps = stepViews(p, ev.DB, reached)
+	r.Kafka = kafkaView(p, ev)
+	r.Steps = stepViews(p, ev.DB, reached, r.Kafka.CommittedPast())
 	for _, row := range ev.DB.Idempotency {
 		r.Idempotency = append(r.Idempotency, IdempotencyView{Key: row.Key, Action: row.Action, CreatedAt: row.CreatedAt})
 	}
 	if ev.DB.Entity != nil {
 		r.Entity = &EntityView{Found: ev.DB.Entity.Found, Status: ev.DB.Entity.Status}
 	}
-	r.Kafka = kafkaView(p, ev)
 	r.Repair = IncompleteRepair(ev.DB.Audit)
 	return r, reached
 }
@@ -184,8 +184,10 @@ func IdentityString(v sources.Value) string {
 	return fmt.Sprint(v)
 }
 
-// stepViews computes every step's view, in pipeline order.
-func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo) []StepView {
+// stepViews computes every step's view, in pipeline order. committedPast
+// says the group committed past the operation's message
+// (KafkaView.CommittedPast): what an unverified step's note says.
+func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo, committedPast bool) []StepView {
 	att := AuditAttestations(db.Audit)
 	out := []StepView{}
 	for i, s := range p.Steps {
@@ -193,9 +195,28 @@ func stepViews(p *config.Pipeline, db sources.DBEvidence, reached reachedInfo) [
 		if i < len(db.Steps) {
 			se = db.Steps[i]
 		}
-		out = append(out, stepView(i, s, se, reached, att))
+		v := stepView(i, s, se, reached, att)
+		if s.Unverified() && v.Error == "" {
+			v.Status, v.Note = StepUnverified, unverifiedNote(p, committedPast)
+		}
+		out = append(out, v)
 	}
 	return out
+}
+
+// unverifiedNote says what is known of a remote step with neither intent
+// nor probe (docs/verdicts.md#unverified-steps): it ran at least once when
+// the consumer commits only after every step and the group committed past
+// the message; otherwise nothing.
+func unverifiedNote(p *config.Pipeline, committedPast bool) string {
+	const lead = "not verified (no intent, no probe): "
+	switch {
+	case committedPast && p.EffectiveCommit() == config.CommitAfterSteps:
+		return lead + "ran at least once, since the group committed past the message and the consumer commits after every step; how many times is unknown"
+	case p.EffectiveCommit() != config.CommitAfterSteps:
+		return lead + "whether it ran is unknown (commit: " + p.EffectiveCommit() + ": a commit proves nothing)"
+	}
+	return lead + "whether it ran is unknown until the group commits past the message"
 }
 
 // stepView computes one step's status (docs/verdicts.md, "Counting a step's
@@ -206,7 +227,10 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 	if v.Error == "" {
 		v.Error = se.BinlogErr
 	}
-	if reached.n >= 0 {
+	if reached.n >= 0 && (i < reached.n || s.DoneStatus != "") {
+		// A step past the claimed one with no done_status of its own
+		// cannot be recorded by the state row (seed 001's order row holds
+		// PROCESSING through WMS and logistics): no claim either way.
 		b := i < reached.n
 		v.Reached = &b
 	}
@@ -290,8 +314,15 @@ func bizProbe(step string, se sources.StepEvidence, att Attestations, count, unk
 	v := &ProbeView{URL: bp.URL, Outcome: bp.Outcome, Count: bp.Count, Detail: bp.Detail}
 	switch {
 	case bp.Count != nil:
-		// The downstream's own journal is the effect count (docs/verdicts.md).
-		return v, *bp.Count, 0
+		// The downstream's own journal is the effect count, less the
+		// effects opctl's audit attests were undone by hand
+		// (docs/verdicts.md#counting-a-steps-effects).
+		n := *bp.Count
+		if u := att.undone(step); u > 0 {
+			n = max(n-u, 0)
+			v.Detail = joinNote(v.Detail, fmt.Sprintf("%d effect(s) attested undone by opctl's audit", u))
+		}
+		return v, n, 0
 	case bp.Outcome == sources.ProbeApplied:
 		return v, max(count, 1), unknown
 	case bp.Outcome != sources.ProbeInconclusive || count != 0 || len(se.Intents) != 0:

@@ -136,3 +136,13 @@ func (v *KafkaView) position(p *config.Pipeline, groupTopic string, pv sources.P
 		v.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, pv.LogStart)
 	}
 }
+
+// CommittedPast reports whether the group has committed past the
+// operation's message: its offset and the committed offset are known and
+// committed > offset. Under commit: after_steps that is the consumer's own
+// statement that every step ran (docs/verdicts.md#terminal).
+// Only a position of the topic the group reads counts (a republish to
+// another topic is not what the group commits).
+func (v KafkaView) CommittedPast() bool {
+	return v.Redelivery == RedeliveryNo && v.Offset != nil && v.Committed != nil && *v.Committed > *v.Offset
+}

@@ -89,9 +89,14 @@ type StepView struct {
 	Evidence      []EvidenceRow `json:"evidence"`
 	Intents       []IntentView  `json:"intents,omitempty"`
 	Probe         *ProbeView    `json:"probe,omitempty"`
-	// Reached says whether the state row claims this step done (null without a claim).
+	// Reached says whether the state row claims this step done (null without
+	// a claim, or for a step whose status the state row cannot record: no
+	// done_status of its own and no later status claimed).
 	Reached *bool  `json:"reached"`
 	Error   string `json:"error,omitempty"`
+	// Note says what opctl could not verify about the step (an unverified
+	// remote step: docs/verdicts.md#unverified-steps).
+	Note string `json:"note,omitempty"`
 }
 
 // StepStatus is what a step's effects say (docs/verdicts.md).
@@ -104,6 +109,10 @@ const (
 	StepDuplicated StepStatus = "duplicated"
 	StepUnknown    StepStatus = "unknown"
 	StepAhead      StepStatus = "ahead"
+	// StepUnverified: a remote step with neither intent nor probe. It is
+	// never absent, unknown or duplicated: opctl cannot see its effect
+	// (docs/verdicts.md#unverified-steps).
+	StepUnverified StepStatus = "unverified"
 )
 
 // EvidenceRow is one evidence row, marshalled as an object in column order.

@@ -64,6 +64,7 @@ var table = [...]rule{
 	{code: SkippedOK, severity: SeverityOK, see: seeSkippedOK},
 	// COMPLETE is said only when nothing else is wrong.
 	{code: Complete, severity: SeverityOK, see: seeComplete, fallback: true},
+	{code: Unverified, see: seeUnverified},
 }
 
 // judge runs rules in order on f and returns the verdict finding and every
@@ -145,9 +146,14 @@ type facts struct {
 	// decides it (the state row's, or without a row the idempotency
 	// records') failed. The rules that need to know see nothing.
 	unsettled bool
-	// anchored: the Kafka position is anchored by a state row or by a
-	// message opctl republished.
+	// anchored: the Kafka position is anchored by a state row, by a
+	// message opctl republished, or, for an operation with neither a state
+	// table nor an idempotency record, by its message's position.
 	anchored bool
+	// byCommit: terminal because the group committed past the message of
+	// a consumer that commits after every step (no state table, no
+	// record: endedByCommit).
+	byCommit bool
 	// failedQueries are the operation-level queries that failed (state,
 	// idempotency, entity, audit); a step's is in its view's Error.
 	failedQueries []sources.FailedQuery
@@ -166,12 +172,72 @@ func newFacts(ev sources.Evidence, r *Report, reached reachedInfo) facts {
 		anchored:      r.State.Found || r.Kafka.Located == sources.LocatedRepublished,
 		failedQueries: ev.DB.Failed, mysql: ev.Sources["mysql"],
 	}
+	if ev.Pipeline.State == nil && len(ev.DB.Idempotency) == 0 {
+		// Neither a state table nor a record (seed 000's own schema): the
+		// message's position anchors the Kafka verdicts, and the commit
+		// says whether the operation ended (docs/verdicts.md#terminal).
+		f.anchored = f.anchored || r.Kafka.Offset != nil
+		f.terminal, f.byCommit = f.endedWithoutRow()
+	}
 	// Without a state row read, the idempotency records decide whether the
 	// operation ended (isTerminal).
 	stateUnread := ev.Pipeline.State != nil && f.unread(sources.QueryState)
 	recordsDecide := !reached.row && ev.Pipeline.Idempotency != nil
 	f.unsettled = stateUnread || (recordsDecide && f.unread(sources.QueryIdempotency))
 	return f
+}
+
+// endedWithoutRow reports whether an operation of a pipeline without a
+// state table, and with no idempotency record, ended
+// (docs/verdicts.md#terminal), and whether the commit said so. No step may
+// be seen absent (one that is: STRANDED once the group moved past it).
+// Under commit: after_steps the commit is the consumer's own statement
+// that every step ran, and nothing else is: the group must have committed
+// past the message (until then a redelivery redoes the steps:
+// WILL_REDELIVER). Under before_steps or auto a commit proves nothing, and
+// the steps' effects decide.
+func (f *facts) endedWithoutRow() (ended, byCommit bool) {
+	for _, v := range f.steps {
+		if v.Status == StepAbsent {
+			return false, false
+		}
+	}
+	if f.pipeline.EffectiveCommit() == config.CommitAfterSteps {
+		past := f.kafka.CommittedPast()
+		return past, past
+	}
+	return true, false
+}
+
+// redone lists the steps whose effect a redelivery of the message would
+// make again: with no state row to resume from, a step that took effect
+// (or may have: unverified) and that nothing stops from running twice;
+// with a state row, a step it cannot record (no done_status) that took
+// effect. Each entry reads "run debit again (...)".
+func (f *facts) redone() []string {
+	noRow := !f.state.Found
+	var out []string
+	for i, v := range f.steps {
+		s := f.pipeline.Steps[i]
+		if s.Idempotent {
+			continue
+		}
+		took := v.Status == StepApplied || v.Status == StepDuplicated || v.Status == StepAhead || v.Status == StepUnverified
+		if !took || !(noRow || v.Reached == nil) {
+			continue
+		}
+		switch {
+		case s.Binlog != nil:
+			out = append(out, fmt.Sprintf("run %s again (an UPDATE of %s: nothing records that it ran)", s.Name, s.Binlog.Table))
+		case s.Kind == config.KindRemote && v.Status == StepUnverified:
+			out = append(out, fmt.Sprintf("call %s again if it ran (not idempotent)", s.Name))
+		case s.Kind == config.KindRemote:
+			out = append(out, fmt.Sprintf("call %s again (not idempotent)", s.Name))
+		default:
+			out = append(out, fmt.Sprintf("write %s again unless a unique key stops it (not marked idempotent)", s.Name))
+		}
+	}
+	return out
 }
 
 // unread reports whether the operation-level query q failed.
@@ -392,7 +458,11 @@ func seeWillRedeliver(f *facts) []seen {
 	if !f.unfinished() || !f.anchored || k.Redelivery != RedeliveryYes {
 		return nil
 	}
-	return one("", fmt.Sprintf("committed offset %s ≤ message offset %s and the message is retained", fmtPtr(k.Committed), fmtPtr(k.Offset)))
+	d := fmt.Sprintf("committed offset %s ≤ message offset %s and the message is retained", fmtPtr(k.Committed), fmtPtr(k.Offset))
+	if redo := f.redone(); len(redo) > 0 {
+		d += "; the redelivery will " + strings.Join(redo, ", ")
+	}
+	return one("", d)
 }
 
 // seeIncomplete: unfinished, and whether Kafka will redeliver is unknown or
@@ -409,10 +479,18 @@ func seeIncomplete(f *facts) []seen {
 // redeliver.
 func seeCompleteUncommitted(f *facts) []seen {
 	k := f.kafka
-	if !f.ended() || !f.state.Found || k.Redelivery != RedeliveryYes {
+	if !f.ended() || !(f.state.Found || f.anchored) || k.Redelivery != RedeliveryYes {
 		return nil
 	}
-	return one("", fmt.Sprintf("terminal (%s) but committed offset %s ≤ message offset %s: it will be read again", f.state.Status, fmtPtr(k.Committed), fmtPtr(k.Offset)))
+	what := "every step took effect"
+	if f.state.Found {
+		what = "terminal (" + f.state.Status + ")"
+	}
+	d := fmt.Sprintf("%s but committed offset %s ≤ message offset %s: it will be read again", what, fmtPtr(k.Committed), fmtPtr(k.Offset))
+	if redo := f.redone(); len(redo) > 0 {
+		d += "; the redelivery will " + strings.Join(redo, ", ")
+	}
+	return one("", d)
 }
 
 // seeFailed: the state status is a failed status.
@@ -489,7 +567,10 @@ func strandedDetail(k KafkaView) string {
 
 func incompleteDetail(anchored bool, k KafkaView) string {
 	if !anchored {
-		return "not terminal and there is no state row to anchor the Kafka position"
+		if k.Detail != "" {
+			return "not terminal, and its message could not be placed in Kafka: " + k.Detail
+		}
+		return "not terminal, and its message could not be placed in Kafka"
 	}
 	if k.Detail != "" {
 		return "not terminal, and whether Kafka will redeliver is unknown: " + k.Detail
@@ -498,12 +579,37 @@ func incompleteDetail(anchored bool, k KafkaView) string {
 }
 
 func completeDetail(f *facts) string {
+	var unverified []string
+	for _, v := range f.steps {
+		if v.Status == StepUnverified {
+			unverified = append(unverified, v.Name)
+		}
+	}
+	note := ""
+	if len(unverified) > 0 {
+		note = "; not verified (no intent, no probe): " + strings.Join(unverified, ", ")
+	}
 	if f.state.Found {
-		return fmt.Sprintf("state %s, every step applied once, redelivery %s", f.state.Status, f.kafka.Redelivery)
+		return fmt.Sprintf("state %s, every step applied once, redelivery %s", f.state.Status, f.kafka.Redelivery) + note
+	}
+	if f.byCommit {
+		return fmt.Sprintf("no state row; the group committed past the message (committed offset %s > offset %s) and the consumer commits after every step; every step read applied once",
+			fmtPtr(f.kafka.Committed), fmtPtr(f.kafka.Offset)) + note
 	}
 	acts := make([]string, 0, len(f.idempotency))
 	for _, x := range f.idempotency {
 		acts = append(acts, x.Key+" "+x.Action)
 	}
-	return "no state row; idempotency records: " + strings.Join(acts, ", ")
+	return "no state row; idempotency records: " + strings.Join(acts, ", ") + note
+}
+
+// seeUnverified: remote steps with neither intent nor probe; the report
+// says so (docs/verdicts.md#unverified-steps).
+func seeUnverified(f *facts) []seen {
+	return perStep(f, func(_ int, _ config.Step, v StepView) string {
+		if v.Status != StepUnverified {
+			return ""
+		}
+		return v.Note
+	})
 }

@@ -46,6 +46,7 @@ func TestSeverities(t *testing.T) {
 		{UnknownStatus, ""},
 		{EntityNotFound, ""},
 		{MessageGone, ""},
+		{Unverified, ""},
 		{"BOGUS", ""},
 	}
 	for _, c := range cases {
@@ -88,6 +89,7 @@ func TestTableWiring(t *testing.T) {
 		{Failed, seeFailed, false, false},
 		{SkippedOK, seeSkippedOK, false, false},
 		{Complete, seeComplete, false, true},
+		{Unverified, seeUnverified, false, false},
 	}
 	if len(table) != len(want) {
 		t.Fatalf("%d rules, want %d", len(table), len(want))
@@ -495,7 +497,7 @@ func TestSeeWillRedeliver(t *testing.T) {
 func TestSeeIncomplete(t *testing.T) {
 	testRule(t, seeIncomplete, []ruleCase{
 		{"no anchor, whatever Kafka says", at(100, 100, 0, RedeliveryYes),
-			one("", "not terminal and there is no state row to anchor the Kafka position")},
+			one("", "not terminal, and its message could not be placed in Kafka")},
 		{"anchored, redelivery unknown", anchor, one("", "not terminal, and whether Kafka will redeliver is unknown")},
 		{"anchored, redelivery unknown, with why", and(anchor, func(f *facts) { f.kafka.Detail = "scanned 5000 records" }),
 			one("", "not terminal, and whether Kafka will redeliver is unknown: scanned 5000 records")},

@@ -43,6 +43,9 @@ const (
 	EntityNotFound Code = "ENTITY_NOT_FOUND"
 	// MessageGone: the message is below the log start (deleted by retention).
 	MessageGone Code = "MESSAGE_GONE"
+	// Unverified: a remote step with neither intent nor probe; what opctl
+	// knows of it comes from the commit alone.
+	Unverified Code = "UNVERIFIED_STEP"
 )
 
 // Severities.
