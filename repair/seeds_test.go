@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
@@ -262,6 +264,81 @@ func TestSeed001Where(t *testing.T) {
 			r := s.where("fulfilment", tc.id)
 			if r.Verdict.Code != tc.want || !strings.Contains(r.Verdict.Summary, tc.says) {
 				t.Fatalf("verdict %s (%s), want %s with %q\nsteps %+v", r.Verdict.Code, r.Verdict.Summary, tc.want, tc.says, r.Steps)
+			}
+		})
+	}
+}
+
+// Seed 000 on its own schema through its preset, unmodified: no state
+// table, no idempotency table, no binlog.transaction (the consumer is
+// autocommit), the risk RPC unverified, commitSync after the three steps.
+// A committed operation reads COMPLETE (notify noted as not verified); one
+// whose steps ran but whose message is not committed reads WILL_REDELIVER
+// and says the redelivery will debit again; the incident (the redelivery
+// debited again, the ledger's unique key held) reads DUPLICATE_EFFECT.
+func TestSeed000PresetWhere(t *testing.T) {
+	b, err := config.Preset("seed000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/seed000.yaml"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newTenvOn(t, binlogSrv.Get(t).MySQL(t), path, []string{td("schema", "seed000.sql")}, []string{"settlement-event"}, nil)
+	e.db.Exec(t, "INSERT INTO account_balance (account_id, balance) VALUES (2001, 500.00), (2002, 500.00), (2003, 500.00)")
+	// commit commits the group's offset past biz's message, or at it (the
+	// consumer committed the message before it, not this one) when at.
+	commit := func(biz string, at bool) {
+		p, err := sources.PartitionFor("murmur2", []byte(biz), e.parts)
+		testenv.Must(t, err, "partition")
+		loc, err := e.cl.Kafka.Locate(context.Background(), sources.LocateRequest{Topic: "settlement-event", Partitioner: "murmur2",
+			Key: []byte(biz), Partition: -1, Offset: -1, Around: time.Now(), Window: time.Minute, Limit: 1000})
+		if err != nil || loc.Offset < 0 {
+			t.Fatalf("locate %s: %v %+v", biz, err, loc)
+		}
+		next := loc.Offset + 1
+		if at {
+			next = loc.Offset
+		}
+		e.k.Commit(t, "settlement-consumer", "settlement-event", p, next)
+	}
+	// PAY-H: healthy, committed.
+	e.seedMessage("PAY-H", 2001, "30.00")
+	e.seedDebit("PAY-H", 2001, "30.00")
+	commit("PAY-H", false)
+	// PAY-D: the incident: re-read, debited again, ledger stopped; committed.
+	e.seedMessage("PAY-D", 2003, "30.00")
+	e.seedDebit("PAY-D", 2003, "30.00")
+	e.seedDebit("PAY-D", 2003, "30.00")
+	commit("PAY-D", false)
+	// PAY-W: the broker blip before commitSync: every step ran, no commit
+	// (last: a commit at its offset is past every earlier message).
+	e.seedMessage("PAY-W", 2002, "30.00")
+	e.seedDebit("PAY-W", 2002, "30.00")
+	commit("PAY-W", true)
+
+	for _, tc := range []struct {
+		id   string
+		want inspect.Code
+		says []string
+	}{
+		{"PAY-H", inspect.Complete, []string{"the group committed past the message", "not verified (no intent, no probe): notify"}},
+		{"PAY-W", inspect.WillRedeliver, []string{"the redelivery will run debit again (an UPDATE of account_balance", "call notify again if it ran"}},
+		{"PAY-D", inspect.DuplicateEffect, []string{"debit: 2 changes of account_balance in the binlog"}},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			r := e.where("settlement", tc.id)
+			if r.Verdict.Code != tc.want || r.Partial {
+				t.Fatalf("verdict %s (%s) partial %v, want %s\nsources %v\nsteps %+v", r.Verdict.Code, r.Verdict.Summary, r.Partial, tc.want, r.Sources, r.Steps)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(r.Verdict.Summary, s) {
+					t.Errorf("summary %q lacks %q", r.Verdict.Summary, s)
+				}
+			}
+			if ledger := r.Steps[1]; strings.Contains(r.Verdict.Summary, "ledger") {
+				t.Errorf("the ledger (idempotent: its unique key) is named: %q (%+v)", r.Verdict.Summary, ledger)
 			}
 		})
 	}
