@@ -14,6 +14,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
@@ -342,4 +343,51 @@ func TestSeed000PresetWhere(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Seed 001's double WMS lock closed two ways: by the configured
+// compensation (WMS's journal drops to 1), or, for a downstream that cannot
+// undo it, by an attested manual action: the journal still says 2, opctl's
+// audit says one was undone by hand, and where reads COMPLETE with no NEXT
+// line asking for the same repair again.
+func TestSeed001DuplicateClosed(t *testing.T) {
+	s := newSeed001(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.op("O-2001:FULFIL", "DONE", 2, 1, true, true, t0)
+	s.op("O-2002:FULFIL", "DONE", 2, 1, true, true, t0)
+
+	t.Run("compensate", func(t *testing.T) {
+		p := s.mustPlan("fulfilment", "O-2001:FULFIL", plans.Options{})
+		if len(p.Actions) != 1 || p.Actions[0].Type != plans.CompensateRemote {
+			t.Fatalf("actions %+v", p.Actions)
+		}
+		s.mustApply(p)
+		if n := s.wms.get("O-2001:FULFIL"); n != 1 {
+			t.Fatalf("WMS holds %d locks, want 1", n)
+		}
+		if r := s.where("fulfilment", "O-2001:FULFIL"); r.Verdict.Code != inspect.Complete {
+			t.Fatalf("after the compensation: %s (%s)", r.Verdict.Code, r.Verdict.Summary)
+		}
+	})
+	t.Run("manual", func(t *testing.T) {
+		p := s.mustPlan("fulfilment", "O-2002:FULFIL", plans.Options{Action: plans.Manual, Attest: "WMS-4411: lock released by the WMS team"})
+		if len(p.Actions) != 1 || p.Actions[0].Type != plans.Manual || p.Actions[0].Attested[inspect.AttestUndonePrefix+"1"] != inspect.AttestCompensated {
+			t.Fatalf("actions %+v", p.Actions)
+		}
+		s.mustApply(p)
+		if n := s.wms.get("O-2002:FULFIL"); n != 2 {
+			t.Fatalf("a manual action called WMS: %d locks", n)
+		}
+		r := s.where("fulfilment", "O-2002:FULFIL")
+		if r.Verdict.Code != inspect.Complete || len(r.Verdict.Next) != 0 {
+			t.Fatalf("after the attested manual action: %s (%s), next %q", r.Verdict.Code, r.Verdict.Summary, r.Verdict.Next)
+		}
+		if v := r.Steps[1]; v.EvidenceCount != 1 || v.Probe == nil || !strings.Contains(v.Probe.Detail, "1 effect(s) attested undone") {
+			t.Fatalf("wms_lock %+v probe %+v", v, v.Probe)
+		}
+		// The manual plan again: nothing to repair.
+		if _, _, err := s.plan("fulfilment", "O-2002:FULFIL", plans.Options{}); err == nil || !strings.Contains(err.Error(), "nothing to repair") {
+			t.Fatalf("plan again: %v", err)
+		}
+	})
 }

@@ -848,6 +848,13 @@ func (pl *planner) manualDuplicate(k, n int) {
 				att[id] = inspect.AttestCompensated
 				what = append(what, id)
 			}
+		} else {
+			// The downstream's journal counts the effects and names none:
+			// the audit attests n of them undone, and the step's count is
+			// the journal's less those (docs/verdicts.md#counting-a-steps-effects).
+			for i := 1; i <= n; i++ {
+				att[fmt.Sprintf("%s%d", inspect.AttestUndonePrefix, i)] = inspect.AttestCompensated
+			}
 		}
 	} else {
 		rows := liveRows(v)
