@@ -59,6 +59,10 @@ type Requirement struct {
 	Reads []string
 	// Entity is true for the entity lookup of the skipped check.
 	Entity bool
+	// Cover is true for the walk that covers the steps without a scan
+	// block: every operation whose state row changed in the window is a
+	// candidate (docs/reconcile.md#steps-without-a-scan-block).
+	Cover bool
 }
 
 // IndexName is the name opctl proposes for the index: ix_opctl_ + the
@@ -176,6 +180,18 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		return out, ""
 	case CheckDuplicates, CheckOrphans:
 		var out []Requirement
+		if check == CheckDuplicates && p.State != nil && len(Unscanned(p)) > 0 {
+			st := p.State
+			why := "walk every operation updated in the window, to cover the steps without a scan block (" + strings.Join(Unscanned(p), ", ") + ")"
+			var w Requirement
+			if st.UpdatedAt == "" {
+				w = walk(st.Table, why+" (no updated_at: unbounded by --since)", st.Key, "", st.Status)
+			} else {
+				w = walk(st.Table, why, st.Key, "", st.Status, st.UpdatedAt)
+			}
+			w.Cover = true
+			out = append(out, w)
+		}
 		for _, s := range p.Steps {
 			if s.Scan == nil {
 				continue
@@ -195,7 +211,7 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 				out = append(out, r)
 			}
 		}
-		if len(out) == 0 {
+		if len(out) == 0 && (check == CheckOrphans || !p.UsesBinlog()) {
 			return nil, "no step has a scan block"
 		}
 		if check == CheckOrphans {
@@ -221,6 +237,21 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		return []Requirement{walk(st.Table, "walk each partition from the committed offset", st.Key, st.Status, st.Partition, st.Offset)}, ""
 	}
 	return nil, fmt.Sprintf("unknown check %q", check)
+}
+
+// Unscanned lists the steps of p whose effects no table-wide read can
+// reach: neither a scan block nor a binlog block, and not unverified (an
+// unverified step's effects are not counted at all). The duplicates check
+// covers them by triaging every operation of the window
+// (docs/reconcile.md#steps-without-a-scan-block).
+func Unscanned(p *config.Pipeline) []string {
+	var out []string
+	for _, s := range p.Steps {
+		if s.Scan == nil && s.Binlog == nil && !s.Unverified() {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 // unbounded reports whether a requirement's walk is not bounded by --since

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -342,6 +343,29 @@ func TestSeed000PresetWhere(t *testing.T) {
 				t.Errorf("the ledger (idempotent: its unique key) is named: %q (%+v)", r.Verdict.Summary, ledger)
 			}
 		})
+	}
+
+	// reconcile finds the double debit on this schema too: no change names
+	// an operation (no binlog.transaction), so the binlog's rows changed
+	// twice by one delta lead to the messages that name them, over the
+	// default --since (7d: the last 24h of the binlog).
+	var got []string
+	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.cl.Reader, Collector: e.svc.Collector},
+		reconcile.Options{Pipelines: []*config.Pipeline{e.cfg.Pipeline("settlement")}, Checks: []string{reconcile.CheckDuplicates}},
+		func(res reconcile.Result) error {
+			if res.IsTarget() {
+				got = append(got, res.BizID+":"+string(res.Verdict))
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "PAY-D:DUPLICATE_EFFECT" {
+		t.Fatalf("reconcile targets %v, want PAY-D (checks %+v)", got, sum.Checks)
+	}
+	if sum.Partial || len(sum.Checks[0].Uncovered) > 0 {
+		t.Errorf("partial %v %q, uncovered %q", sum.Partial, sum.PartialWhy, sum.Checks[0].Uncovered)
 	}
 }
 

@@ -388,6 +388,21 @@ type Kafka interface {
 	Locate(ctx context.Context, req LocateRequest) (Location, error)
 }
 
+// RecordsRead is what a read of a topic over a time window found.
+type RecordsRead struct {
+	// Records is how many data records were handed over.
+	Records int
+	// Cut lists the partitions whose read stopped at its limit before the
+	// window ended.
+	Cut []int32
+}
+
+// RecordReader reads a topic over a time window (reconcile's reads of a
+// topic: docs/reconcile.md#reading-the-topic).
+type RecordReader interface {
+	Records(ctx context.Context, topic string, from, to time.Time, limit int, each func(*Message)) (RecordsRead, error)
+}
+
 // Prober asks a downstream service whether a call took effect.
 type Prober interface {
 	// Probe GETs url and classifies the answer with the step's configured
