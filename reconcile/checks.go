@@ -170,6 +170,14 @@ func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requ
 				return nil, nil, false
 			}
 		}
+		if q.Alt != nil {
+			if _, ok := info.WalkIndex(q.Columns, q.Key, q.Reads...); !ok {
+				if _, ok := info.WalkIndex(q.Alt.Columns, q.Alt.Key, q.Alt.Reads...); ok {
+					q = *q.Alt
+					reqs[i] = q
+				}
+			}
+		}
 		switch {
 		case q.Walk:
 			if use, ok := info.WalkIndex(q.Columns, q.Key, q.Reads...); ok {
@@ -616,6 +624,9 @@ func (r *run) stuckTarget(p *config.Pipeline, rep inspect.Report) bool {
 // triaged.
 func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	id := cs.p.Idempotency
+	if id.BizID == "" {
+		return r.skippedByMessages(cs, reqs, acc)
+	}
 	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
 		KeyCol: id.Key, ExtraCol: id.BizID}
 	var frac func(mysqlsrc.WalkRow) float64
@@ -690,6 +701,134 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	if entity != nil {
 		cs.notes = append(cs.notes, fmt.Sprintf("%d SKIPPED record(s) on an entity whose %s cancels the effect counted SKIPPED_OK from one %s lookup per chunk, not triaged",
 			cancelled, entity.Reads[0], entity.Table))
+	}
+	return err
+}
+
+// skippedByMessages is the skipped check of an idempotency table without
+// a biz_id column (seed 003's): the SKIPPED records of the window are read
+// page by page, and the topic is read once per page, from the page's
+// earliest record less the search window to its latest, to map each
+// record's msg id (its msg_id header or idempotency.msg_id_path) to the
+// key of its message, the operation (message_key "{biz_id}"). The
+// operations whose entity cancels the effect are counted SKIPPED_OK; the
+// others are triaged with their messages searched in the log
+// (docs/reconcile.md#records-without-a-biz_id).
+func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access) error {
+	p, id := cs.p, cs.p.Idempotency
+	rr, ok := r.d.Collector.Kafka.(sources.RecordReader)
+	switch {
+	case id.CreatedAt == "":
+		cs.uncover(p.Entity.EffectStep, "the idempotency table has no biz_id and no created_at: its records cannot be mapped to operations through their messages")
+		return nil
+	case p.MessageKey != config.DefaultMessageKey:
+		cs.uncover(p.Entity.EffectStep, fmt.Sprintf("the idempotency table has no biz_id, and message_key %q is not {biz_id}: a message's key does not name its operation", p.MessageKey))
+		return nil
+	case r.d.Collector.Kafka == nil || !ok:
+		cs.uncover(p.Entity.EffectStep, "the idempotency table has no biz_id and Kafka cannot be read: its records cannot be mapped to operations")
+		cs.partial.Store(true)
+		return nil
+	}
+	q := reqs[0]
+	from := r.now.Add(-r.o.Since)
+	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, KeyCol: id.Key, PosCol: id.CreatedAt, From: from}
+	if q.Columns[0] == id.Action {
+		w.EqCol, w.EqVal = id.Action, inspect.ActionSkipped
+	} else {
+		w.ExtraCol = id.Action // a (created_at) walk: the action is read
+	}
+	w.Order = acc[0].walkOrder(q, w)
+	var entity *Requirement
+	for i := range reqs[1:] {
+		if reqs[1+i].Entity {
+			entity = &reqs[1+i]
+		}
+	}
+	window := r.col.SearchWindow
+	if window <= 0 {
+		window = sources.DefaultSearchWindow
+	}
+	var records, read, unmapped, cancelled int64
+	err := r.walk(cs, w, timeFrac(from, r.now), func(rows []mysqlsrc.WalkRow) error {
+		want := map[string]bool{}
+		var lo, hi time.Time
+		for _, row := range rows {
+			t, ok := row.Pos.(time.Time)
+			if (w.ExtraCol != "" && row.Extra != inspect.ActionSkipped) || !ok {
+				continue
+			}
+			want[row.Key] = true
+			if lo.IsZero() || t.Before(lo) {
+				lo = t
+			}
+			hi = maxTime(hi, t)
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		records += int64(len(want))
+		biz := map[string]string{}
+		ctx, cancel := context.WithCancel(r.qctx)
+		got, err := rr.Records(ctx, p.Topic, lo.Add(-window), hi.Add(time.Second), 0, func(m *sources.Message) {
+			if k := sources.MsgIDOf(p, m); want[k] {
+				biz[k] = string(m.Key)
+			}
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read %s to map SKIPPED records to their operations: %w", p.Topic, err)
+		}
+		read += int64(got.Records)
+		r.count(cs, int64(got.Records))
+		var keys []string
+		for k := range want {
+			b, ok := biz[k]
+			switch {
+			case !ok:
+				unmapped++
+			case !cs.seen[b] && r.inShard(b):
+				keys = append(keys, b)
+			}
+		}
+		slices.Sort(keys)
+		keys = dedupe(keys)
+		if entity != nil && len(keys) > 0 {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			statuses, err := r.d.DB.KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
+			cancel()
+			if err != nil {
+				return err
+			}
+			r.count(cs, int64(len(keys)))
+			keys = slices.DeleteFunc(keys, func(k string) bool {
+				if !cancelling(statuses[k], p.Entity.Cancels) {
+					return false
+				}
+				cs.seen[k] = true
+				cs.candidates.Add(1)
+				cs.mu.Lock()
+				cs.verdicts[inspect.SkippedOK]++
+				cs.mu.Unlock()
+				cancelled++
+				return true
+			})
+		}
+		if err := r.flush(cs); err != nil {
+			return err
+		}
+		cs.searching = true
+		defer func() { cs.searching = false }()
+		for _, k := range keys {
+			if err := r.candidate(cs, k); err != nil {
+				return err
+			}
+		}
+		return r.flush(cs)
+	})
+	cs.notes = append(cs.notes, fmt.Sprintf("%d SKIPPED record(s) of %s (no biz_id column) mapped to their operations by reading %d record(s) of %s around them; %d SKIPPED_OK by the entity's status, not triaged",
+		records, id.Table, read, p.Topic, cancelled))
+	if unmapped > 0 {
+		cs.uncover(p.Entity.EffectStep, fmt.Sprintf("%d SKIPPED record(s) whose message was not found within %s before the record (--search-window)", unmapped, window))
 	}
 	return err
 }

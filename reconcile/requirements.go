@@ -63,6 +63,10 @@ type Requirement struct {
 	// block: every operation whose state row changed in the window is a
 	// candidate (docs/reconcile.md#steps-without-a-scan-block).
 	Cover bool
+	// Alt, when set, is the walk used instead when the table has no index
+	// for this one but has one for it (seed 003's idempotent table: a
+	// (created_at) index read for its action, no (action, created_at)).
+	Alt *Requirement
 }
 
 // IndexName is the name opctl proposes for the index: ix_opctl_ + the
@@ -164,7 +168,14 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		if id.CreatedAt == "" {
 			out = append(out, walk(id.Table, "walk SKIPPED records (no created_at: unbounded by --since)", id.Key, id.BizID, id.Action))
 		} else {
-			out = append(out, walk(id.Table, "walk SKIPPED records by created_at", id.Key, id.BizID, id.Action, id.CreatedAt))
+			w := walk(id.Table, "walk SKIPPED records by created_at", id.Key, id.BizID, id.Action, id.CreatedAt)
+			if id.BizID == "" {
+				// The action is read from each row of a (created_at)
+				// walk when that is the index there is.
+				alt := walk(id.Table, "walk the records by created_at, reading their action", id.Key, id.Action, id.CreatedAt)
+				w.Alt = &alt
+			}
+			out = append(out, w)
 		}
 		if i := p.StepIndex(p.Entity.EffectStep); i >= 0 && p.Steps[i].Scan != nil {
 			sc := p.Steps[i].Scan
