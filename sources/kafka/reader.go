@@ -140,6 +140,14 @@ func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error 
 	if ctx.Err() == nil && opCtx.Err() != nil && errors.Is(err, opCtx.Err()) {
 		err = fmt.Errorf("no answer within %s: %w", r.timeout, err)
 	}
+	var nk *NotKafkaError
+	if !errors.As(err, &nk) && isConnErr(err) {
+		nk = r.notKafka()
+	}
+	if nk != nil {
+		// Another service answered: name it, not sarama's chain.
+		return &dialError{msg: fmt.Sprintf("kafka (brokers %s): %s", strings.Join(r.cfg.Brokers, ","), nk), err: err}
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		// Nothing was reached: say so plainly instead of sarama's chain.
@@ -147,6 +155,22 @@ func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error 
 			strings.Join(r.cfg.Brokers, ","), op.Err), err: err}
 	}
 	return fmt.Errorf("kafka (brokers %s): %s: %w", strings.Join(r.cfg.Brokers, ","), what, err)
+}
+
+// notKafka returns a broker of the configuration that answered with bytes
+// that are not Kafka, nil when none did.
+func (r *Reader) notKafka() *NotKafkaError {
+	r.mu.Lock()
+	conf := r.conf
+	r.mu.Unlock()
+	if conf == nil {
+		return nil
+	}
+	d, ok := conf.Net.Proxy.Dialer.(*dialer)
+	if !ok {
+		return nil
+	}
+	return d.notKafkaErr(r.cfg.Brokers)
 }
 
 // dialError is a reader that reached no broker: a short message instead of
