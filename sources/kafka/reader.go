@@ -137,7 +137,8 @@ func (r *Reader) op(ctx context.Context) (context.Context, context.CancelFunc) {
 // fail wraps err with what was being done and the brokers tried. A context
 // error caused by the reader's own timeout says so in words.
 func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error {
-	if ctx.Err() == nil && opCtx.Err() != nil && errors.Is(err, opCtx.Err()) {
+	if !errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.DeadlineExceeded) {
+		// The reader's timeout, or the caller's of the same --timeout.
 		err = fmt.Errorf("no answer within %s: %w", r.timeout, err)
 	}
 	var nk *NotKafkaError
