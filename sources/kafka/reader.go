@@ -146,7 +146,13 @@ func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error 
 		nk = r.notKafka()
 	}
 	if nk != nil {
-		// Another service answered: name it, not sarama's chain.
+		// Another service answered: name it, not sarama's chain (which
+		// may only say "broker not connected": the answer is kept in
+		// the chain for errors.As either way).
+		var in *NotKafkaError
+		if !errors.As(err, &in) {
+			err = errors.Join(nk, err)
+		}
 		return &dialError{msg: fmt.Sprintf("kafka (brokers %s): %s", strings.Join(r.cfg.Brokers, ","), nk), err: err}
 	}
 	var op *net.OpError
