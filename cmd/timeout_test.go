@@ -178,8 +178,8 @@ func TestStalledReadsHonourTimeout(t *testing.T) {
 	}{
 		{"Kafka, no answer", -1, 0, "", ExitPartial, "no answer within 1s"},
 		{"Kafka, answer cut", -1, 100, "", ExitPartial, "no answer within 1s"},
-		{"MySQL, no greeting", 0, -1, "", ExitError, "no answer before the deadline (--timeout)"},
-		{"MySQL, greeting cut", 40, -1, "", ExitError, "no answer before the deadline (--timeout)"},
+		{"MySQL, no greeting", 0, -1, "", ExitError, ""}, // the message names the server
+		{"MySQL, greeting cut", 40, -1, "", ExitError, ""},
 		{"brokers at MariaDB's port", -1, -1, "127.0.0.1:3306", ExitPartial, "127.0.0.1:3306 does not speak Kafka"},
 		{"brokers at an SSH server", -1, -1, ssh, ExitPartial, ssh + " does not speak Kafka: it answered"},
 	} {
@@ -191,6 +191,10 @@ func TestStalledReadsHonourTimeout(t *testing.T) {
 				brokers = testenv.NewStallProxy(t, f.k.Brokers[0], tc.kafka).Addr
 			}
 			dsn := strings.Replace(f.db.DSN, "127.0.0.1:3306", my.Addr, 1)
+			want := tc.want
+			if want == "" {
+				want = "mysql " + my.Addr + ": "
+			}
 			done := make(chan struct{})
 			var code int
 			var out, errOut string
@@ -204,8 +208,8 @@ func TestStalledReadsHonourTimeout(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("still waiting 30 s into a run with --timeout 1s")
 			}
-			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
-				t.Errorf("exit %d, want %d with %q:\n%s\n%s", code, tc.code, tc.want, out, errOut)
+			if code != tc.code || !strings.Contains(out+errOut, want) {
+				t.Errorf("exit %d, want %d with %q:\n%s\n%s", code, tc.code, want, out, errOut)
 			}
 		})
 	}
