@@ -337,7 +337,7 @@ type batch struct {
 type run struct {
 	d    Deps
 	o    Options
-	qctx context.Context // queries: not cancelled by an interrupt, bounded per call
+	qctx context.Context // queries: cancelled queryGrace after an interrupt, bounded per call
 	stop context.Context // cancelled by an interrupt or a fatal error
 	halt context.CancelFunc
 
@@ -449,9 +449,10 @@ func (r *run) firstErr() error {
 // candidates (kept to dedupe them), never by the size of the tables.
 //
 // When ctx is cancelled (Ctrl-C) the run stops issuing statements, lets the
-// ones in flight finish (each bounded by the timeout; every statement is an
-// autocommit read, so no transaction stays open), and returns the Summary
-// with Interrupted set, and ctx's error. An error from emit, or MySQL
+// ones in flight finish for queryGrace, then cancels them (every statement
+// is an autocommit read, so no transaction stays open; a server that
+// stopped answering does not hold the interrupt for --timeout), and
+// returns the Summary with Interrupted set, and ctx's error. An error from emit, or MySQL
 // becoming unreachable, ends the run with that error.
 func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summary, error) {
 	if d.DB == nil || d.Collector == nil {
@@ -461,7 +462,9 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 		return nil, err
 	}
 	r := &run{d: d, o: o, start: time.Now()}
-	r.qctx = context.WithoutCancel(ctx)
+	var qcancel context.CancelFunc
+	r.qctx, qcancel = afterGrace(ctx, queryGrace)
+	defer qcancel()
 	r.stop, r.halt = context.WithCancel(ctx)
 	defer r.halt()
 
@@ -784,4 +787,25 @@ func (r *run) summary() *Summary {
 	}
 	sort.Strings(s.PartialWhy)
 	return s
+}
+
+// queryGrace is how long the statements in flight may go on after an
+// interrupt: most finish, and the run says how far it got well within the
+// second an interrupt may take (docs/exit-codes.md).
+const queryGrace = 300 * time.Millisecond
+
+// afterGrace returns a context that is not cancelled with ctx but grace
+// after it; cancel releases it.
+func afterGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	q, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-q.Done():
+		}
+	})
+	return q, func() { stop(); cancel() }
 }

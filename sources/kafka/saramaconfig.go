@@ -105,14 +105,21 @@ func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, erro
 	c.Producer.Retry.Max = 2
 	c.Producer.Retry.Backoff = 100 * time.Millisecond
 
+	// Every connection (the reads', and Publish's producer too) is made by
+	// dialer: the dial and the TLS handshake are bounded by the timeout,
+	// and the length of every answer is checked before sarama sizes a
+	// buffer by it, so that an address where another service listens is
+	// an error naming it, not gigabytes allocated by its banner (dial.go).
+	d := &dialer{timeout: timeout}
 	if t := cfg.TLS; t != nil && t.Enabled {
 		tc, err := tlsConfig(t)
 		if err != nil {
 			return nil, err
 		}
-		c.Net.TLS.Enable = true
-		c.Net.TLS.Config = tc
+		d.tls = tc
 	}
+	c.Net.Proxy.Enable = true
+	c.Net.Proxy.Dialer = d
 	if s := cfg.SASL; s != nil && s.Mechanism != "" {
 		c.Net.SASL.Enable = true
 		c.Net.SASL.Handshake = true
