@@ -56,6 +56,31 @@ func (s *fakeStore) RecordAttempt(_ context.Context, _ string, a sources.Attempt
 	return s.attemptOK
 }
 
+func (s *fakeStore) Lock(_ context.Context, name string, _ time.Duration) (sources.Lock, error) {
+	return &fakeLock{name: name, lost: make(chan struct{})}, nil
+}
+
+func (s *fakeStore) TouchAudit(context.Context, string, string, int, string, string) (bool, error) {
+	return true, nil
+}
+
+func (s *fakeStore) ClaimAudit(context.Context, string, string, int, string, time.Time, json.RawMessage) (bool, error) {
+	return true, nil
+}
+
+func (s *fakeStore) ReadOnly(context.Context) ([]string, error) { return nil, nil }
+
+// fakeLock is a lock nobody else wants.
+type fakeLock struct {
+	name string
+	lost chan struct{}
+}
+
+func (l *fakeLock) Name() string          { return l.name }
+func (l *fakeLock) Contended() string     { return "" }
+func (l *fakeLock) Lost() <-chan struct{} { return l.lost }
+func (l *fakeLock) Release() error        { return nil }
+
 type fakeTx struct{ s *fakeStore }
 
 func (t *fakeTx) LockState(context.Context, *config.Pipeline, string) (sources.StateRow, time.Time, error) {
@@ -362,4 +387,10 @@ type countingPublisher struct{ sent int }
 func (p *countingPublisher) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
 	p.sent++
 	return partition, 42, nil
+}
+
+func (p *countingPublisher) LogEnd(context.Context, string, int32) (int64, error) { return 42, nil }
+
+func (p *countingPublisher) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+	return -1, false, nil
 }
