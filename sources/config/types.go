@@ -182,6 +182,12 @@ type Step struct {
 	ProbeApplied []string `yaml:"probe_applied"`
 	ProbeAbsent  []string `yaml:"probe_absent"`
 	Compensate   string   `yaml:"compensate"`
+	// HonoursIdempotencyKey says that the step's downstream deduplicates
+	// the POSTs opctl sends it (compensate) by their Idempotency-Key
+	// header: a POST whose outcome is unknown is settled by sending it
+	// again with the same key (docs/config.md, docs/repair.md). omitempty:
+	// a pipeline without it keeps its configuration fingerprint.
+	HonoursIdempotencyKey bool `yaml:"honours_idempotency_key" json:",omitempty"`
 }
 
 // Scan lets reconcile scan a step's effects table-wide.

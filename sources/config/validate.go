@@ -508,6 +508,9 @@ func (v *validator) probe(s *Step, sp, sl string) {
 			v.at(sp+".compensate", "%scompensate %s", sl, problem)
 		}
 	}
+	if s.HonoursIdempotencyKey && s.Kind != KindRemote {
+		v.at(sp+".honours_idempotency_key", "%shonours_idempotency_key is only for remote steps (this step is %s)", sl, s.Kind)
+	}
 }
 
 func (v *validator) idempotency(id *Idempotency, ip, label string) {
