@@ -30,6 +30,7 @@ type fakeStore struct {
 	writes    []string
 	audits    []sources.AuditEntry
 	attempts  []sources.Attempt
+	readOnly  []string
 }
 
 func (s *fakeStore) Do(ctx context.Context, fn func(sources.Tx) error) error {
@@ -68,7 +69,7 @@ func (s *fakeStore) ClaimAudit(context.Context, string, string, int, string, tim
 	return true, nil
 }
 
-func (s *fakeStore) ReadOnly(context.Context) ([]string, error) { return nil, nil }
+func (s *fakeStore) ReadOnly(context.Context) ([]string, error) { return s.readOnly, nil }
 
 // fakeLock is a lock nobody else wants.
 type fakeLock struct {
@@ -393,4 +394,24 @@ func (p *countingPublisher) LogEnd(context.Context, string, int32) (int64, error
 
 func (p *countingPublisher) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
 	return -1, false, nil
+}
+
+// A write DSN on a read-only server (a replica): apply says so before it
+// runs anything (it would fail on its first write, unable to record why),
+// and the attempt goes to the audit mirror.
+func TestReadOnlyWriteServer(t *testing.T) {
+	cfg, ev, plan, st := duplicateDebit(t)
+	st.readOnly = []string{"read_only", "super_read_only"}
+	var mirror bytes.Buffer
+	a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Mirror: NewMirror(&mirror)}
+	res, err := a.Apply(context.Background(), plan)
+	if err == nil || !strings.Contains(err.Error(), "read-only (@@read_only=ON, @@super_read_only=ON)") || res.Outcome != OutcomeFailed {
+		t.Fatalf("apply on a read-only server: %v %+v", err, res)
+	}
+	if st.begins != 0 || st.dos != 0 || len(st.attempts) != 0 {
+		t.Errorf("Begin %d Do %d attempts %d: nothing may run", st.begins, st.dos, len(st.attempts))
+	}
+	if !strings.Contains(mirror.String(), `"outcome":"error"`) {
+		t.Errorf("mirror: %s", mirror.String())
+	}
 }
