@@ -35,6 +35,7 @@ type slowWMS struct {
 	delay   time.Duration
 	honour  bool
 	abandon bool
+	blind   bool // the probe answers 503: it cannot tell
 	seen    map[string]bool
 	entered chan struct{}
 	srv     *httptest.Server
@@ -46,6 +47,10 @@ func newSlowWMS(t testing.TB, delay time.Duration) *slowWMS {
 	mux.HandleFunc("/wms/locks", func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		if w.blind {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		n := w.locks
 		if r.URL.Query().Get("biz_id") != "F-1" {
 			n = 1
@@ -395,5 +400,39 @@ func TestKafkaDownIsNotStale(t *testing.T) {
 	}
 	if got := e.str("SELECT JSON_UNQUOTE(JSON_EXTRACT(detail, '$.code')) FROM opctl_audit_attempt"); got != "kafka_unreachable" {
 		t.Fatalf("attempt code %q", got)
+	}
+}
+
+// An interrupted POST whose downstream has no conclusive probe (and does
+// not honour the key) is never sent again: the next apply, once the POST
+// can no longer take effect, refuses and asks for an attestation (exit 5),
+// and the one after refuses at once, without waiting again.
+func TestUnknownPOSTWithoutProbeAsksForAttestation(t *testing.T) {
+	w := newSlowWMS(t, 500*time.Millisecond)
+	e := fulfilmentEnv(t, w, false)
+	e.svc.Timeout = 2 * time.Second
+	p := e.mustPlan("fulfilment", "F-1", plans.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-w.entered; cancel() }()
+	if res, err := e.svc.Apply(ctx, p, ApplyOptions{Operator: "tester"}); res.Outcome != OutcomeUnknown {
+		t.Fatalf("interrupted apply: %v %+v", err, res)
+	}
+	w.mu.Lock()
+	w.blind = true
+	w.mu.Unlock()
+	for i := range 2 {
+		start := time.Now()
+		res, err := e.apply(p)
+		var rf *plans.RefusedError
+		if !errors.As(err, &rf) || rf.Code != plans.CodeUnknownOutcome || !strings.Contains(err.Error(), "--action manual --attest") {
+			t.Fatalf("apply %d: %v %+v", i, err, res)
+		}
+		if took := time.Since(start); i == 1 && took > time.Second {
+			t.Errorf("the second refusal waited %s for a send nobody made", took)
+		}
+	}
+	time.Sleep(w.delay)
+	if _, posts, effects := w.counts(); posts != 1 || effects != 1 {
+		t.Fatalf("%d POSTs, %d effects: want the interrupted one only", posts, effects)
 	}
 }

@@ -181,7 +181,13 @@ func (x *applyRun) effect(ctx context.Context, e *effect, prior sources.AuditDon
 		default:
 			took, facts, err := e.lookup(ctx, inflight)
 			if err != nil {
-				return err
+				// Nothing was sent: the earlier send can no longer take
+				// effect, so the next apply need not wait again.
+				inflight[factSettle] = 0
+				inflight[factUnknown] = err.Error()
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopRowBudget)
+				defer cancel()
+				return errors.Join(err, x.update(rctx, e, inflight))
 			}
 			if took {
 				for k, v := range facts {
