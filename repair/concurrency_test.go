@@ -215,6 +215,7 @@ func TestInFlightLeaseIsNotTakenOver(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := e.apply(p); done <- err }()
 	<-w.entered
+	entered := time.Now()
 	time.Sleep(200 * time.Millisecond)
 
 	// May wait 1 s at most: the row stays in flight for up to 5.5 s.
@@ -225,6 +226,11 @@ func TestInFlightLeaseIsNotTakenOver(t *testing.T) {
 	}
 	if _, posts, _ := w.counts(); posts != 1 {
 		t.Fatalf("%d POSTs: the second apply sent one", posts)
+	}
+	// The first renews its lease while it waits on the downstream.
+	time.Sleep(time.Until(entered.Add(1500 * time.Millisecond)))
+	if ms := e.count("SELECT TIMESTAMPDIFF(MICROSECOND, created_at, updated_at) DIV 1000 FROM opctl_audit"); ms < 900 {
+		t.Fatalf("the in-flight row was renewed %d ms after it was written: no lease renewal", ms)
 	}
 	// May wait as long as it takes: the first finishes meanwhile.
 	res, err = second(10 * time.Second)

@@ -281,58 +281,41 @@ func (x *applyRun) update(ctx context.Context, e *effect, inflight map[string]an
 }
 
 // withLease runs send within the apply's timeout while it renews the
-// lease of the action's row every Lease/3. The send is cancelled when the
-// lease cannot be renewed before it ends (another apply could take the
-// action for a crashed one) or the plan's lock is lost.
+// lease of the action's row every Lease/3 (TouchAudit: updated_at), so
+// that the row shows a live owner for as long as the send is under way.
+// A renewal that fails is tried again at the next tick and never stops the
+// send: no other apply settles the row before the later of its last
+// renewal plus the lease and its send's timeout (inFlightFor), and the send
+// cannot outlast its timeout, so a live send is never taken for a crashed
+// one even when every renewal fails. The renewals stop the moment the
+// send returns (an interrupt is not held up by a slow database).
 func (x *applyRun) withLease(ctx context.Context, e *effect, send func(context.Context) (map[string]any, error)) (map[string]any, error) {
 	sctx, cancel := context.WithTimeout(withAction(ctx, e.act.Index), x.a.timeout())
 	defer cancel()
-	lease := x.a.lease()
-	every := lease / 3
-	stop, done := make(chan struct{}), make(chan struct{})
-	var lost error
-	var lockLost <-chan struct{}
-	if x.lock != nil {
-		lockLost = x.lock.Lost()
-	}
+	every := x.a.lease() / 3
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(every)
 		defer t.Stop()
-		renewed := time.Now()
 		for {
 			select {
-			case <-stop:
-				return
-			case <-lockLost:
-				lost = errLockLost
-				cancel()
+			case <-rctx.Done():
 				return
 			case <-t.C:
 			}
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-			ok, err := x.w.st.TouchAudit(rctx, x.audit, x.plan.ID, e.act.Index, string(e.pending), x.owner)
-			rcancel()
-			switch {
-			case err == nil && ok:
-				renewed = time.Now()
-			case err == nil:
-				lost = fmt.Errorf("the audit row of action %d is no longer this apply's: stopped waiting", e.act.Index)
-				cancel()
-				return
-			case time.Since(renewed) >= lease-every:
-				lost = fmt.Errorf("the lease of action %d could not be renewed (%v): stopped waiting, so that no other apply takes it for a crashed one while it is in flight", e.act.Index, err)
-				cancel()
-				return
+			tctx, tcancel := context.WithTimeout(rctx, every)
+			ok, err := x.w.st.TouchAudit(tctx, x.audit, x.plan.ID, e.act.Index, string(e.pending), x.owner)
+			tcancel()
+			if err == nil && !ok {
+				return // no longer this apply's row: nothing to renew
 			}
 		}
 	}()
 	facts, err := send(sctx)
-	close(stop)
+	stop()
 	<-done
-	if err != nil && lost != nil {
-		err = fmt.Errorf("%w (%v)", err, lost)
-	}
 	return facts, err
 }
 
