@@ -245,7 +245,7 @@ func TestRepairApplySIGTERM(t *testing.T) {
 	if got := audit(); got != "1:compensate_remote:compensating" {
 		t.Errorf("audit after the interrupt: %q, want the compensating row", got)
 	}
-	if got := attempts(); got != "1:error" {
+	if got := attempts(); got != "1:unknown" {
 		t.Errorf("attempts after the interrupt: %q, want the stopped action's", got)
 	}
 	w.mu.Lock()

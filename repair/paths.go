@@ -130,6 +130,27 @@ func (d *dryStore) RecordAttempt(ctx context.Context, table string, a sources.At
 	return d.inner.RecordAttempt(ctx, table, a)
 }
 
+// Lock takes the plan's lock on inner: a dry run is one apply too (its
+// locking reads would otherwise wait on a real apply's rows, and tell
+// what it sees half-way).
+func (d *dryStore) Lock(ctx context.Context, name string, wait time.Duration) (sources.Lock, error) {
+	return d.inner.Lock(ctx, name, wait)
+}
+
+// TouchAudit renews nothing: a dry run's rows in flight are in its
+// rolled-back transaction, and it sends nothing.
+func (d *dryStore) TouchAudit(context.Context, string, string, int, string, string) (bool, error) {
+	return true, nil
+}
+
+// ClaimAudit takes nothing over: a dry run changes no row for real.
+func (d *dryStore) ClaimAudit(context.Context, string, string, int, string, time.Time, json.RawMessage) (bool, error) {
+	return true, nil
+}
+
+// ReadOnly reads the server: a dry run writes too (then rolls back).
+func (d *dryStore) ReadOnly(ctx context.Context) ([]string, error) { return d.inner.ReadOnly(ctx) }
+
 func (d *dryStore) took(o Outcome) Outcome {
 	switch o {
 	case OutcomeApplied, OutcomePublished, OutcomePublishing, OutcomeCompensating:
@@ -173,6 +194,14 @@ type noSend struct{}
 // Publish sends nothing and reports the planned partition, offset -1.
 func (noSend) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
 	return partition, -1, nil
+}
+
+// LogEnd reads nothing: a dry run's record is never looked up (-1).
+func (noSend) LogEnd(context.Context, string, int32) (int64, error) { return -1, nil }
+
+// FindPublished finds nothing: a dry run sent nothing.
+func (noSend) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+	return -1, false, nil
 }
 
 // Post sends nothing and answers as a downstream that accepted it.

@@ -39,7 +39,14 @@ type Kafka struct {
 // ends.
 func NewKafka(t testing.TB, topics map[string]int32) *Kafka {
 	t.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(0)}
+	return NewKafkaWith(t, topics)
+}
+
+// NewKafkaWith is NewKafka with more kfake options (a listener that can
+// freeze: NewFreezableKafka).
+func NewKafkaWith(t testing.TB, topics map[string]int32, extra ...kfake.Opt) *Kafka {
+	t.Helper()
+	opts := append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(0)}, extra...)
 	names := make([]string, 0, len(topics))
 	for name := range topics {
 		names = append(names, name)

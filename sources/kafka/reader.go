@@ -112,23 +112,6 @@ func (r *Reader) getClient() (sarama.Client, error) {
 	return c, nil
 }
 
-func (r *Reader) getProducer(c sarama.Client) (sarama.SyncProducer, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, errors.New("kafka: reader is closed")
-	}
-	if r.producer != nil {
-		return r.producer, nil
-	}
-	p, err := sarama.NewSyncProducerFromClient(c)
-	if err != nil {
-		return nil, err
-	}
-	r.producer = p
-	return p, nil
-}
-
 // op bounds one call by the reader's timeout.
 func (r *Reader) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.timeout)
@@ -700,46 +683,4 @@ func getOffsets(b *sarama.Broker, req *sarama.OffsetRequest) (*sarama.OffsetResp
 		return resp, nil
 	}
 	return nil, err
-}
-
-// Publish sends one record to exactly topic/partition (a republish action),
-// waiting for all in-sync replicas, and returns where it was written. The
-// producer is created on first use and closed by Close. When ctx or the
-// timeout ends first, the error says so; the record may still be written.
-func (r *Reader) Publish(ctx context.Context, topic string, partition int32, key, value []byte, headers map[string]string) (int32, int64, error) {
-	opCtx, cancel := r.op(ctx)
-	defer cancel()
-	what := fmt.Sprintf("publish to %s/%d", topic, partition)
-	c, err := r.getClient()
-	if err != nil {
-		return -1, -1, r.fail(ctx, opCtx, what, err)
-	}
-	p, err := r.getProducer(c)
-	if err != nil {
-		return -1, -1, r.fail(ctx, opCtx, what, err)
-	}
-	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition, Value: sarama.ByteEncoder(value)}
-	if key != nil {
-		msg.Key = sarama.ByteEncoder(key)
-	}
-	names := make([]string, 0, len(headers))
-	for k := range headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(headers[k])})
-	}
-	type written struct {
-		p   int32
-		off int64
-	}
-	w, err := call(opCtx, func() (written, error) {
-		p, off, err := p.SendMessage(msg)
-		return written{p, off}, err
-	})
-	if err != nil {
-		return -1, -1, r.fail(ctx, opCtx, what, err)
-	}
-	return w.p, w.off, nil
 }
