@@ -106,6 +106,7 @@ const (
 	OutcomePublishing   Outcome = sources.AuditPublishing
 	OutcomePublished    Outcome = sources.AuditPublished
 	OutcomeCompensating Outcome = sources.AuditCompensating
+	OutcomeRedriving    Outcome = sources.AuditRedriving
 	OutcomeAlready      Outcome = "already"
 	OutcomeWouldApply   Outcome = "would_apply"
 	OutcomeRefused      Outcome = "refused"
@@ -622,6 +623,12 @@ func (x *applyRun) run(ctx context.Context, act plans.Action, prior sources.Audi
 		return x.effect(ctx, x.republish(act), prior, ar)
 	case plans.CompensateRemote:
 		e, err := x.compensate(act)
+		if err != nil {
+			return err
+		}
+		return x.effect(ctx, e, prior, ar)
+	case plans.Redrive:
+		e, err := x.redrive(act)
 		if err != nil {
 			return err
 		}

@@ -545,6 +545,71 @@ func (x *applyRun) compensate(act plans.Action) (*effect, error) {
 	return e, nil
 }
 
+// redrive is the effect of a redrive action: the POST to the step's
+// redrive URL with the Idempotency-Key <plan id>:<action index>, the
+// probe read after it (docs/repair.md#redrive). An earlier POST whose
+// outcome is unknown is settled by sending it again when the downstream
+// honours the key (honours_idempotency_key), else by the probe: the count
+// one above the count the plan was guarded by, or the request id applied.
+func (x *applyRun) redrive(act plans.Action) (*effect, error) {
+	spec := act.Redrive
+	k := x.p.StepIndex(act.Step)
+	if k < 0 || x.p.Steps[k].Redrive == "" || spec == nil {
+		return nil, fmt.Errorf("redrive: step %s has no redrive URL in the configuration", act.Step)
+	}
+	s := x.p.Steps[k]
+	url := sources.Expand(s.Redrive, map[string]string{"request_id": spec.RequestID, "biz_id": x.plan.BizID}, true)
+	facts := map[string]any{"step": act.Step, "url": spec.URL}
+	body, _ := json.Marshal(map[string]any{"plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID, "step": act.Step, "request_id": spec.RequestID})
+	key := fmt.Sprintf("%s:%d", x.plan.ID, act.Index)
+	e := &effect{act: act, pending: OutcomeRedriving, done: OutcomeApplied, facts: facts, resendSafe: s.HonoursIdempotencyKey,
+		what:       "redrive: POST " + sources.RedactURL(url),
+		settleHint: fmt.Sprintf("ask the downstream of step %s whether the POST with Idempotency-Key %s took effect", act.Step, key)}
+	e.before = func(g *guardEnv) (map[string]any, error) {
+		before, err := x.stateImage(g)
+		if err == nil && spec.ProbeCount != nil {
+			before["probe_count"] = *spec.ProbeCount
+		}
+		return before, err
+	}
+	e.send = func(ctx context.Context) (map[string]any, error) {
+		facts, err := call(ctx, x.w.post, url, body, key)
+		if err == nil {
+			// The probe read after it, for the record.
+			if r, ok := x.redriveProbe(ctx, s, spec); ok && r.Count != nil {
+				facts["probe_count_after"] = *r.Count
+			}
+		}
+		return facts, err
+	}
+	e.lookup = func(ctx context.Context, _ map[string]any) (bool, map[string]any, error) {
+		r, ok := x.redriveProbe(ctx, s, spec)
+		switch {
+		case ok && spec.ProbeCount != nil && r.Count != nil && *r.Count == *spec.ProbeCount+1:
+			return true, map[string]any{"probe_count_after": *r.Count}, nil
+		case ok && spec.ProbeCount != nil && r.Count != nil && *r.Count == *spec.ProbeCount:
+			return false, nil, nil
+		case ok && spec.ProbeCount == nil && r.Outcome == sources.ProbeApplied:
+			return true, nil, nil
+		case ok && spec.ProbeCount == nil && r.Outcome == sources.ProbeAbsent:
+			return false, nil, nil
+		}
+		return false, nil, &plans.RefusedError{Code: plans.CodeUnknownOutcome, Action: act.Index,
+			Detail: fmt.Sprintf("an earlier apply stopped during the redrive POST of step %s and the probe cannot tell whether it took effect: %s, then record the outcome with a manual plan (opctl repair plan -- %s --action manual --attest ...)", act.Step, e.settleHint, x.plan.BizID)}
+	}
+	return e, nil
+}
+
+// redriveProbe reads the step's probe for a redrive; ok is false when
+// there is none to read.
+func (x *applyRun) redriveProbe(ctx context.Context, s config.Step, spec *plans.RedriveSpec) (sources.ProbeResult, bool) {
+	if s.Probe == "" || x.a.Prober == nil {
+		return sources.ProbeResult{}, false
+	}
+	url := sources.Expand(s.Probe, map[string]string{"biz_id": x.plan.BizID, "request_id": spec.RequestID}, true)
+	return x.a.Prober.Probe(ctx, url, s.ProbeApplied, s.ProbeAbsent), true
+}
+
 // call POSTs body to url with the idempotency key (the header
 // Idempotency-Key) and reads what the answer says: a 2xx took effect; an
 // error answer did not, except a gateway's 502 or 504 (the request may

@@ -38,6 +38,8 @@ func (w writePath) missingSender(act plans.Action) error {
 			topic = " to " + act.Publish.Topic
 		}
 		return fmt.Errorf("action %d (republish%s) needs Kafka, and no broker is configured: nothing was applied; set kafka.brokers in the configuration or pass --brokers, then apply the plan again", act.Index, topic)
+	case act.Type == plans.Redrive && w.post == nil:
+		return fmt.Errorf("action %d (redrive of step %s) needs an HTTP client for the POST, and this apply has none (the Applier's Poster is nil): nothing was applied; run it with opctl repair apply, which sets one", act.Index, act.Step)
 	case act.Type == plans.CompensateRemote && w.post == nil:
 		return fmt.Errorf("action %d (compensate_remote of step %s) needs an HTTP client for the POST, and this apply has none (the Applier's Poster is nil): nothing was applied; run it with opctl repair apply, which sets one", act.Index, act.Step)
 	}
@@ -153,7 +155,7 @@ func (d *dryStore) ReadOnly(ctx context.Context) ([]string, error) { return d.in
 
 func (d *dryStore) took(o Outcome) Outcome {
 	switch o {
-	case OutcomeApplied, OutcomePublished, OutcomePublishing, OutcomeCompensating:
+	case OutcomeApplied, OutcomePublished, OutcomePublishing, OutcomeCompensating, OutcomeRedriving:
 		return OutcomeWouldApply
 	}
 	return o

@@ -469,3 +469,45 @@ func TestSeed003ReopenByDelete(t *testing.T) {
 		t.Errorf("republished %+v", m)
 	}
 }
+
+// Seed 003's incident repaired on its own schema: its consumer ignores
+// opctl's headers (its skip is its own code), so the plan redrives the
+// points grant at the points service (the step's redrive POST, with an
+// Idempotency-Key), leaves the SKIPPED record, and never republishes.
+// A dry run sends nothing; after apply, where reads COMPLETE; applying
+// again sends nothing twice.
+func TestSeed003Redrive(t *testing.T) {
+	s := newSeed003(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+
+	p := s.mustPlan("orders", "8821", plans.Options{})
+	if len(p.Actions) != 1 || p.Actions[0].Type != plans.Redrive || p.Actions[0].Redrive.ProbeCount == nil || *p.Actions[0].Redrive.ProbeCount != 0 {
+		t.Fatalf("actions %+v: want one redrive guarded by a count of 0", p.Actions)
+	}
+	if _, err := s.dryRun(p); err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if n := s.points.get("8821"); n != 0 || s.points.posts != 0 {
+		t.Fatalf("a dry run granted %d points (%d POSTs)", n, s.points.posts)
+	}
+	s.mustApply(p)
+	if n := s.points.get("8821"); n != 1 {
+		t.Fatalf("points granted %d times, want 1", n)
+	}
+	if r := s.where("orders", "8821"); r.Verdict.Code != inspect.Complete || len(r.Verdict.Next) != 0 {
+		t.Fatalf("after the redrive: %s (%s) next %q", r.Verdict.Code, r.Verdict.Summary, r.Verdict.Next)
+	}
+	if n := s.str("SELECT COUNT(*) FROM idempotent WHERE msg_id = 'msg-7391' AND action = 'SKIPPED'"); n != "1" {
+		t.Errorf("the SKIPPED record was touched (%s left)", n)
+	}
+	res, err := s.apply(p)
+	if err != nil {
+		t.Fatalf("apply again: %v", err)
+	}
+	if n := s.points.get("8821"); n != 1 || s.points.posts != 1 {
+		t.Fatalf("apply again: %d points, %d POSTs (%+v)", n, s.points.posts, res)
+	}
+}

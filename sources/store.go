@@ -279,6 +279,8 @@ const (
 	AuditPublishing   = "publishing"
 	AuditPublished    = "published"
 	AuditCompensating = "compensating"
+	// AuditRedriving: a redrive's POST is under way (docs/repair.md).
+	AuditRedriving = "redriving"
 
 	// Actions of an audit row.
 	AuditAdvanceState     = "advance_state"
@@ -287,6 +289,7 @@ const (
 	AuditFlipSkipped      = "flip_skipped"
 	AuditReverse          = "reverse"
 	AuditCompensateRemote = "compensate_remote"
+	AuditRedrive          = "redrive"
 	AuditReleaseLease     = "release_lease"
 	AuditManual           = "manual"
 )
