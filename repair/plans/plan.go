@@ -40,9 +40,9 @@ const (
 	CompensateRemote ActionType = sources.AuditCompensateRemote
 	// Redrive makes a remote step's effect at the downstream (its
 	// `redrive` POST): the forward twin of compensate_remote.
-	Redrive ActionType = sources.AuditRedrive
-	ReleaseLease     ActionType = sources.AuditReleaseLease
-	Manual           ActionType = sources.AuditManual
+	Redrive      ActionType = sources.AuditRedrive
+	ReleaseLease ActionType = sources.AuditReleaseLease
+	Manual       ActionType = sources.AuditManual
 )
 
 // ActionTypes lists the action types in the documented order.
