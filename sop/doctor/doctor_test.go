@@ -182,7 +182,9 @@ func TestJudge(t *testing.T) {
 		{name: "time zone unset", yaml: func(s string) string { return strings.Replace(s, "  time_zone: \"+00:00\"\n", "", 1) },
 			check: CheckTimeZone, status: Warn, detail: "SYSTEM (UTC)"},
 		{name: "binlog without binlog evidence", check: CheckBinlog, status: Skip, detail: "no step has binlog evidence"},
-		{name: "commit auto", yaml: func(s string) string { return strings.Replace(s, "    retention: 8d\n", "    retention: 8d\n    commit: auto\n", 1) },
+		{name: "commit auto", yaml: func(s string) string {
+			return strings.Replace(s, "    retention: 8d\n", "    retention: 8d\n    commit: auto\n", 1)
+		},
 			check: CheckCommit, status: Warn, detail: "a commit proves nothing"},
 		{name: "commit default with a state table", check: CheckCommit, status: Pass, detail: "commit: after_steps (the default)"},
 		{name: "an unverified remote step", yaml: func(s string) string {
