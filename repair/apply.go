@@ -633,7 +633,7 @@ func (x *applyRun) run(ctx context.Context, act plans.Action, prior sources.Audi
 			return err
 		}
 		return x.effect(ctx, e, prior, ar)
-	case plans.AdvanceState, plans.RewindState, plans.ReleaseLease, plans.Reverse, plans.FlipSkipped, plans.Manual:
+	case plans.AdvanceState, plans.RewindState, plans.ReleaseLease, plans.Reverse, plans.FlipSkipped, plans.Manual, plans.RestoreRecord:
 		if prior.Outcome != "" {
 			return fmt.Errorf("action %d has audit outcome %q, not applied", act.Index, prior.Outcome)
 		}
@@ -805,6 +805,8 @@ func (x *applyRun) perform(g *guardEnv, act plans.Action, ar *ActionResult) (map
 		err = x.flip(g, act, ar, before, after)
 	case plans.Manual:
 		err = x.manual(g, act, before, after)
+	case plans.RestoreRecord:
+		err = x.restore(g, act, ar, before, after)
 	default:
 		err = fmt.Errorf("perform: %s is not an SQL action", act.Type)
 	}
@@ -913,10 +915,35 @@ func (x *applyRun) flip(g *guardEnv, act plans.Action, ar *ActionResult, before,
 		return &guardFailure{guard: plans.Guard{Check: plans.CheckIdemAction, Key: f.Key, Op: "==", Value: f.From}, got: fmt.Sprintf("the CAS changed %d rows", stmt.Rows)}
 	}
 	if f.Delete {
-		after["idempotency"] = map[string]any{"key": f.Key, "deleted": true}
+		// The after image holds the row too: `where` reads after images,
+		// and a restore_record is planned from it.
+		after["idempotency"] = map[string]any{"key": f.Key, "deleted": true, "columns": before["idempotency"].(map[string]any)["columns"],
+			"row": before["idempotency"].(map[string]any)["row"]}
 		return nil
 	}
 	after["idempotency"] = map[string]any{"key": f.Key, "action": f.To}
+	return nil
+}
+
+// restore puts back an idempotency record a flip_skipped deleted, as its
+// audit image holds it (its absence was a guard).
+func (x *applyRun) restore(g *guardEnv, act plans.Action, ar *ActionResult, before, after map[string]any) error {
+	rs := act.Restore
+	cols := make([]string, len(rs.Row))
+	vals := make([]*string, len(rs.Row))
+	for i, f := range rs.Row {
+		cols[i], vals[i] = f.Name, f.Value
+	}
+	before["idempotency"] = map[string]any{"key": rs.Key, "absent": true}
+	stmt, err := g.tx.InsertRecord(g.ctx, x.p, cols, vals)
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", rs.Key, err)
+	}
+	ar.Statements = append(ar.Statements, stmt)
+	if stmt.Rows != 1 {
+		return fmt.Errorf("restore %s: the INSERT changed %d rows", rs.Key, stmt.Rows)
+	}
+	after["idempotency"] = map[string]any{"key": rs.Key, "restored": true}
 	return nil
 }
 

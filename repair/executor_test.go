@@ -115,6 +115,10 @@ func (t *fakeTx) FlipIdempotency(context.Context, *config.Pipeline, string, stri
 	t.s.writes = append(t.s.writes, "flip")
 	return sources.Statement{SQL: "UPDATE idem", Rows: 1}, nil
 }
+func (t *fakeTx) InsertRecord(context.Context, *config.Pipeline, []string, []*string) (sources.Statement, error) {
+	t.s.writes = append(t.s.writes, "restore")
+	return sources.Statement{SQL: "INSERT idem", Rows: 1}, nil
+}
 func (t *fakeTx) LockRecord(context.Context, *config.Pipeline, string, string) (sources.Row, bool, error) {
 	return sources.Row{}, false, nil
 }

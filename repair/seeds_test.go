@@ -518,6 +518,20 @@ func TestSeed003ReopenByDelete(t *testing.T) {
 	if m := s.published(res); m.Headers[plans.HeaderForceEffect] != "points" || string(m.Key) != "8821" {
 		t.Errorf("republished %+v", m)
 	}
+
+	// The deleted record can be put back exactly as it was, from the audit.
+	before := s.str("SELECT COUNT(*) FROM idempotent")
+	rp := s.mustPlan("orders", "8821", plans.Options{Action: plans.RestoreRecord, Force: true})
+	if len(rp.Actions) != 1 || rp.Actions[0].Type != plans.RestoreRecord || rp.Actions[0].Restore.Key != "msg-7391" {
+		t.Fatalf("restore plan %+v", rp.Actions)
+	}
+	s.mustApply(rp)
+	if got := s.str("SELECT CONCAT(msg_id, ' ', action, ' ', created_at) FROM idempotent WHERE msg_id = 'msg-7391'"); got != "msg-7391 SKIPPED "+t0.Add(time.Second+50*time.Millisecond).Format("2006-01-02 15:04:05.000") {
+		t.Fatalf("restored record %q (%s rows before)", got, before)
+	}
+	if _, _, err := s.plan("orders", "8821", plans.Options{Action: plans.RestoreRecord, Force: true}); err == nil || !strings.Contains(err.Error(), "no deleted idempotency record") {
+		t.Fatalf("a second restore: %v", err)
+	}
 }
 
 // Seed 003's incident repaired on its own schema: its consumer ignores

@@ -184,8 +184,19 @@ type AuditAction struct {
 	// PlanActions is how many actions the row's plan has (0: not recorded,
 	// an audit row of an older opctl).
 	PlanActions int
+	// Deleted is the idempotency record an applied flip_skipped deleted
+	// (idempotency.reopen: delete), whole, so that it can be put back.
+	Deleted *DeletedRecord
 	At          time.Time
 	Detail      string
+}
+
+// DeletedRecord is an idempotency record opctl deleted, as it was: its
+// key, and every column as text (nil for NULL).
+type DeletedRecord struct {
+	Key     string
+	Columns []string
+	Values  []*string
 }
 
 // DBEvidence is everything read from MySQL for one operation. All of it is

@@ -88,6 +88,10 @@ type Tx interface {
 	// UPDATE (every column): the image the audit keeps of a record opctl
 	// deletes. found is false when there is none.
 	LockRecord(ctx context.Context, p *config.Pipeline, key, bizID string) (row Row, found bool, err error)
+	// InsertRecord puts a deleted idempotency record back: one INSERT of
+	// its columns (validated identifiers) with its values bound as text
+	// (nil: NULL).
+	InsertRecord(ctx context.Context, p *config.Pipeline, columns []string, values []*string) (Statement, error)
 	// Reverse runs one configured reverse statement, binding :biz_id to
 	// bizID and every other :name from row i of rows (a DECIMAL exactly). A
 	// :name that rows does not have is an error and runs nothing.
@@ -290,6 +294,7 @@ const (
 	AuditReverse          = "reverse"
 	AuditCompensateRemote = "compensate_remote"
 	AuditRedrive          = "redrive"
+	AuditRestoreRecord    = "restore_record"
 	AuditReleaseLease     = "release_lease"
 	AuditManual           = "manual"
 )

@@ -1183,6 +1183,42 @@ func (pl *planner) redrive(k int, key, why string) error {
 	return nil
 }
 
+// restore puts back the idempotency records opctl's flip_skipped deleted
+// and that are not there again: each from its audit image, guarded by its
+// absence (docs/repair.md#reopening-a-skipped-record).
+func (pl *planner) restore() error {
+	if pl.p.Idempotency == nil || pl.in.Evidence == nil {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: "no idempotency table configured"}
+	}
+	n := 0
+	for _, a := range pl.in.Evidence.DB.Audit {
+		d := a.Deleted
+		if d == nil || a.Outcome != sources.AuditApplied {
+			continue
+		}
+		if _, there := pl.idem[d.Key]; there {
+			continue // a record of that key exists again
+		}
+		row := Image{}
+		for i, c := range d.Columns {
+			f := Field{Name: c}
+			if i < len(d.Values) {
+				f.Value = d.Values[i]
+			}
+			row = append(row, f)
+		}
+		guards := append(pl.stateGuards(), Guard{Check: CheckIdemAction, Key: d.Key, Op: "absent"})
+		pl.add(Action{Type: RestoreRecord, Step: stepOfEntity(pl.p),
+			Summary: fmt.Sprintf("put back idempotency record %s as opctl's audit kept it", d.Key),
+			Guards:  guards, Restore: &RestoreSpec{Table: pl.p.Idempotency.Table, Key: d.Key, Row: row}})
+		n++
+	}
+	if n == 0 {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: "opctl's audit holds no deleted idempotency record of this operation that is not there again"}
+	}
+	return nil
+}
+
 func (pl *planner) skippedKey() string {
 	key := ""
 	for _, x := range pl.r.Idempotency {
@@ -1562,6 +1598,8 @@ func (pl *planner) forcedAction() error {
 			return &RefusedError{Code: CodeNoSafePlan, Detail: "no SKIPPED record to flip"}
 		}
 		return pl.flip(key)
+	case RestoreRecord:
+		return pl.restore()
 	case Manual:
 		step := ""
 		var att map[string]string

@@ -118,6 +118,12 @@ func fuzzPlans(tb testing.TB) []fuzzPlan {
 	points.DB.Idempotency = []sources.IdempotencyRow{{Key: "msg-7391", Action: "SKIPPED", CreatedAt: &t0}, {Key: "msg-7392", Action: "DONE", CreatedAt: &until}}
 	points.DB.Entity = &sources.EntityRow{Found: true, Status: "SHIPPED", At: &t0}
 
+	restored := points
+	restored.DB.Idempotency = restored.DB.Idempotency[1:]
+	v7391, vSkipped := "msg-7391", "SKIPPED"
+	restored.DB.Audit = []sources.AuditAction{{PlanID: "p-1", ActionIndex: 1, Action: sources.AuditFlipSkipped, Outcome: sources.AuditApplied,
+		Deleted: &sources.DeletedRecord{Key: "msg-7391", Columns: []string{"id", "msg_id", "action", "created_at"}, Values: []*string{nil, &v7391, &vSkipped, nil}}}}
+
 	two := 2
 	shipping := sources.Evidence{BizID: "SHP-3", Pipeline: cfg.Pipeline("shipping"), Sources: map[string]string{"mysql": "ok", "kafka": "ok"}}
 	shipping.DB.Now = t0
@@ -156,6 +162,7 @@ func fuzzPlans(tb testing.TB) []fuzzPlan {
 		{"release-lease", leased, Options{Action: ReleaseLease, Operator: "oncall"}},
 		{"wrongly-skipped", orders, Options{}},
 		{"wrongly-skipped-redrive", points, Options{}},
+		{"restore-record", restored, Options{Action: RestoreRecord, Force: true}},
 		{"shipping-duplicate", shipping, Options{}},
 		{"shipping-duplicate-manual", shipping, Options{Action: Manual, Attest: "cancelled at the carrier", FromStep: "2"}},
 	}
@@ -446,13 +453,13 @@ func checkAccepted(cfg *config.Config, p *Plan) error {
 	}
 	for i, a := range p.Actions {
 		n := 0
-		for _, set := range []bool{a.State != nil, a.Reverse != nil, a.Flip != nil, a.Publish != nil, a.Compensate != nil, a.Redrive != nil, a.Manual != nil} {
+		for _, set := range []bool{a.State != nil, a.Reverse != nil, a.Flip != nil, a.Publish != nil, a.Compensate != nil, a.Redrive != nil, a.Restore != nil, a.Manual != nil} {
 			if set {
 				n++
 			}
 		}
 		part := map[ActionType]bool{AdvanceState: a.State != nil, RewindState: a.State != nil, ReleaseLease: a.State != nil,
-			Reverse: a.Reverse != nil, FlipSkipped: a.Flip != nil, Republish: a.Publish != nil, CompensateRemote: a.Compensate != nil, Redrive: a.Redrive != nil, Manual: a.Manual != nil}
+			Reverse: a.Reverse != nil, FlipSkipped: a.Flip != nil, Republish: a.Publish != nil, CompensateRemote: a.Compensate != nil, Redrive: a.Redrive != nil, RestoreRecord: a.Restore != nil, Manual: a.Manual != nil}
 		switch {
 		case a.Index != i+1:
 			return fmt.Errorf("action %d has index %d", i+1, a.Index)
@@ -487,6 +494,9 @@ func checkAccepted(cfg *config.Config, p *Plan) error {
 			if c.URL != url || strings.Contains(c.URL, fuzzCredentials) {
 				return fmt.Errorf("action %d posts to %q, not %q", a.Index, c.URL, url)
 			}
+		}
+		if rs := a.Restore; rs != nil && (pl.Idempotency == nil || rs.Table != pl.Idempotency.Table) {
+			return fmt.Errorf("action %d restores a record of %q", a.Index, rs.Table)
 		}
 		if rd := a.Redrive; rd != nil {
 			st := step(a.Step)

@@ -38,6 +38,10 @@ type Observed struct {
 	Entity      *ObservedEntity          `json:"entity,omitempty"`
 	Steps       []ObservedStep           `json:"steps"`
 	Kafka       ObservedKafka            `json:"kafka"`
+	// Deleted are the idempotency records opctl's applied flip_skipped
+	// actions deleted (reopen: delete), whole: what restore_record puts
+	// back.
+	Deleted []ObservedDeleted `json:"deleted,omitempty"`
 	// ActionColumn is the idempotency action column's declared type, when
 	// it was read: what flip_skipped may write
 	// (docs/repair.md#reopening-a-skipped-record).
@@ -68,6 +72,13 @@ type ObservedState struct {
 type ObservedRecord struct {
 	Key    string `json:"key"`
 	Action string `json:"action"`
+}
+
+// ObservedDeleted is an idempotency record opctl deleted, as its audit
+// image holds it.
+type ObservedDeleted struct {
+	Key string `json:"key"`
+	Row Image  `json:"row"`
 }
 
 // ObservedEntity is the entity's status.
@@ -187,6 +198,20 @@ func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Ob
 	}
 	if ev != nil {
 		o.ActionColumn = text(ev.DB.ActionColumn)
+		for _, a := range ev.DB.Audit {
+			if d := a.Deleted; d != nil && a.Outcome == sources.AuditApplied {
+				od := ObservedDeleted{Key: text(d.Key)}
+				for i, c := range d.Columns {
+					f := Field{Name: text(c)}
+					if i < len(d.Values) && d.Values[i] != nil {
+						v := text(*d.Values[i])
+						f.Value = &v
+					}
+					od.Row = append(od.Row, f)
+				}
+				o.Deleted = append(o.Deleted, od)
+			}
+		}
 		if m := ev.Kafka.Message; m != nil {
 			om := &ObservedMessage{Partition: m.Partition, Offset: m.Offset, Key: slices.Clone(m.Key), Value: slices.Clone(m.Value)}
 			if len(m.Headers) > 0 {
@@ -270,6 +295,14 @@ func (o Observed) report(bizID, pipeline, summary string) inspect.Report {
 func (o Observed) evidence() *sources.Evidence {
 	ev := &sources.Evidence{Sources: maps.Clone(o.Sources)}
 	ev.DB.ActionColumn = o.ActionColumn
+	for _, d := range o.Deleted {
+		rec := &sources.DeletedRecord{Key: d.Key}
+		for _, f := range d.Row {
+			rec.Columns = append(rec.Columns, f.Name)
+			rec.Values = append(rec.Values, f.Value)
+		}
+		ev.DB.Audit = append(ev.DB.Audit, sources.AuditAction{Action: sources.AuditFlipSkipped, Outcome: sources.AuditApplied, Deleted: rec})
+	}
 	if m := o.Kafka.Message; m != nil {
 		ev.Kafka.Message = &sources.Message{Partition: m.Partition, Offset: m.Offset, Key: slices.Clone(m.Key), Value: slices.Clone(m.Value), Headers: maps.Clone(m.Headers)}
 	}
@@ -332,6 +365,9 @@ func (o Observed) fields() []kv {
 	}
 	if o.ActionColumn != "" {
 		add("idempotency.action_column", o.ActionColumn)
+	}
+	for _, d := range o.Deleted {
+		add("idempotency["+d.Key+"].deleted", imageText(d.Row))
 	}
 	if o.Entity != nil {
 		if o.Entity.Found {

@@ -40,14 +40,17 @@ const (
 	CompensateRemote ActionType = sources.AuditCompensateRemote
 	// Redrive makes a remote step's effect at the downstream (its
 	// `redrive` POST): the forward twin of compensate_remote.
-	Redrive      ActionType = sources.AuditRedrive
-	ReleaseLease ActionType = sources.AuditReleaseLease
-	Manual       ActionType = sources.AuditManual
+	Redrive ActionType = sources.AuditRedrive
+	// RestoreRecord puts back an idempotency record a flip_skipped deleted
+	// (reopen: delete), from its audit image.
+	RestoreRecord ActionType = sources.AuditRestoreRecord
+	ReleaseLease  ActionType = sources.AuditReleaseLease
+	Manual        ActionType = sources.AuditManual
 )
 
 // ActionTypes lists the action types in the documented order.
 func ActionTypes() []ActionType {
-	return []ActionType{AdvanceState, RewindState, Republish, FlipSkipped, Reverse, CompensateRemote, Redrive, ReleaseLease, Manual}
+	return []ActionType{AdvanceState, RewindState, Republish, FlipSkipped, Reverse, CompensateRemote, Redrive, ReleaseLease, RestoreRecord, Manual}
 }
 
 // ActionTypeNames lists the action types as strings (flags, completion).
@@ -151,6 +154,7 @@ type Action struct {
 	Publish    *PublishSpec    `json:"publish,omitempty"`
 	Compensate *CompensateSpec `json:"compensate,omitempty"`
 	Redrive    *RedriveSpec    `json:"redrive,omitempty"`
+	Restore    *RestoreSpec    `json:"restore,omitempty"`
 	Manual     *ManualSpec     `json:"manual,omitempty"`
 	// Attested is what the action attests about Step's effects (request id,
 	// evidence identity or "*" → applied | absent | compensated | reversed);
@@ -260,6 +264,15 @@ type RedriveSpec struct {
 	// ProbeCount is the effect count a {biz_id} probe must still report
 	// before the POST (nil: no such probe); one more after it.
 	ProbeCount *int `json:"probe_count,omitempty"`
+}
+
+// RestoreSpec is a restore_record action: the idempotency record a
+// flip_skipped deleted, put back as its audit image holds it.
+type RestoreSpec struct {
+	Table string `json:"table"`
+	Key   string `json:"key"`
+	// Row is the record's every column, as text.
+	Row Image `json:"row"`
 }
 
 // ManualSpec is a manual action: the operator did something by hand (or

@@ -204,6 +204,8 @@ func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
 		if cs.ProbeCount != nil {
 			detail(fmt.Sprintf("%s effects at the downstream: %d → %d", Shown(a.Step), *cs.ProbeCount, *cs.ProbeCount-1))
 		}
+	case a.Restore != nil:
+		line(ClassAdd, "+", fmt.Sprintf("%s[%s]: %s", Shown(a.Restore.Table), Shown(a.Restore.Key), imageText(a.Restore.Row)))
 	case a.Redrive != nil:
 		rs := a.Redrive
 		line(ClassAdd, "+", fmt.Sprintf("POST %s   (Idempotency-Key %s:%d)", Shown(sources.RedactURL(rs.URL)), Shown(p.Short()), a.Index))

@@ -622,6 +622,14 @@ type afterImage struct {
 	Detail     json.RawMessage `json:"detail"`
 	// PlanActions is how many actions the row's plan has.
 	PlanActions *int `json:"plan_actions"`
+	// Idempotency is what a flip_skipped did to its record; a deleted one
+	// carries its whole row.
+	Idempotency *struct {
+		Key     string             `json:"key"`
+		Deleted bool               `json:"deleted"`
+		Columns []string           `json:"columns"`
+		Row     map[string]*string `json:"row"`
+	} `json:"idempotency"`
 }
 
 // readAudit maps audit rows. An after_image that cannot be parsed leaves the
@@ -658,6 +666,13 @@ func readAudit(res result) ([]sources.AuditAction, error) {
 				a.Detail = jsonScalar(ai.Detail)
 				if ai.PlanActions != nil {
 					a.PlanActions = *ai.PlanActions
+				}
+				if d := ai.Idempotency; d != nil && d.Deleted && len(d.Columns) > 0 {
+					rec := &sources.DeletedRecord{Key: d.Key, Columns: d.Columns}
+					for _, c := range d.Columns {
+						rec.Values = append(rec.Values, d.Row[c])
+					}
+					a.Deleted = rec
 				}
 				a.Attested = attestedOf([]byte(img))
 			}

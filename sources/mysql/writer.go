@@ -532,6 +532,35 @@ func recordWhere(id *config.Idempotency, key, bizID string) (string, []any) {
 	return q(id.Key) + " = ? AND " + q(id.BizID) + " = ?", []any{key, bizID}
 }
 
+// InsertRecord puts a deleted idempotency record back, every column bound
+// as text (nil: NULL), as its audit image holds it.
+func (t *writeTx) InsertRecord(ctx context.Context, p *config.Pipeline, columns []string, values []*string) (sources.Statement, error) {
+	id := p.Idempotency
+	if id == nil {
+		return sources.Statement{}, errors.New("no idempotency table configured")
+	}
+	if len(columns) == 0 || len(columns) != len(values) {
+		return sources.Statement{}, fmt.Errorf("restore: %d columns and %d values", len(columns), len(values))
+	}
+	if err := validIdents(append([]string{id.Table}, columns...)...); err != nil {
+		return sources.Statement{}, err
+	}
+	q := config.QuoteIdent
+	cols := make([]string, len(columns))
+	args := make([]any, len(values))
+	for i, c := range columns {
+		if strings.Contains(c, ".") {
+			return sources.Statement{}, fmt.Errorf("restore: column %q is qualified", c)
+		}
+		cols[i] = q(c)
+		if values[i] != nil {
+			args[i] = *values[i]
+		}
+	}
+	text := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", q(id.Table), strings.Join(cols, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))
+	return t.exec(ctx, text, args...)
+}
+
 // LockRecord reads the whole idempotency record key of bizID FOR UPDATE:
 // every column, as the audit keeps the image of a record opctl deletes.
 func (t *writeTx) LockRecord(ctx context.Context, p *config.Pipeline, key, bizID string) (sources.Row, bool, error) {
