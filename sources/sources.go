@@ -187,8 +187,8 @@ type AuditAction struct {
 	// Deleted is the idempotency record an applied flip_skipped deleted
 	// (idempotency.reopen: delete), whole, so that it can be put back.
 	Deleted *DeletedRecord
-	At          time.Time
-	Detail      string
+	At      time.Time
+	Detail  string
 }
 
 // DeletedRecord is an idempotency record opctl deleted, as it was: its
