@@ -145,7 +145,13 @@ func sopLibrary(f *Factory) (*sop.Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sop.Load(configRelative(cfg, cfg.Sop.Dir))
+	lib, err := sop.Load(configRelative(cfg, cfg.Sop.Dir))
+	if lib != nil {
+		for _, s := range lib.Skipped {
+			fmt.Fprintf(f.IOStreams.ErrOut, "opctl: note: sop.dir: %s\n", ui.Safe(s))
+		}
+	}
+	return lib, err
 }
 
 // configRelative is path relative to the config file's directory.
@@ -302,8 +308,12 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 	if opts.Resume == "" && opts.Name == "" && opts.BizID == "" {
 		return usageErrorf("give --biz-id (the runbook of its verdict), a runbook NAME, or --resume RUN_ID")
 	}
-	if opts.Operator == "" {
-		opts.Operator = defaultOperator()
+	var err error
+	if opts.Operator, err = operatorOr(opts.Operator); err != nil {
+		return err
+	}
+	if err := checkText("--reason", opts.Reason, "--attest", opts.Attest); err != nil {
+		return err
 	}
 	lib, err := opts.Library()
 	if err != nil {
@@ -321,14 +331,22 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 			return usageErrorf("no runbook %q; known: %s (opctl sop list)", opts.Name, strings.Join(lib.Names(), ", "))
 		}
 	}
+	// A run applies only with --yes, or with a person answering on a
+	// terminal (a review step, or the confirmation of an apply step):
+	// piped, a run that may apply is refused before anything runs.
 	interactive := !opts.Yes && !opts.DryRun
 	if (interactive || opts.Step) && !opts.IO.IsStdinTTY() {
-		needs := "its review steps need a person"
-		if opts.Step {
+		needs := "a person must accept its plans before they are applied"
+		switch {
+		case opts.Step:
 			needs = "--step asks before each step"
+		case opts.Resume != "":
+			needs = "the resumed run may apply plans, which a person must accept"
+		case rb == nil:
+			needs = "the runbook of the operation's verdict may apply plans, which a person must accept"
 		}
-		if rb == nil || hasReview(rb) || opts.Step {
-			return usageErrorf("stdin is not a terminal and %s: pass --yes (or --dry-run) to run it scripted", needs)
+		if rb == nil || applies(rb) || opts.Step {
+			return usageErrorf("stdin is not a terminal and %s: pass --yes to run it scripted (or --dry-run)", needs)
 		}
 	}
 	r, err := opts.Runner()
@@ -336,7 +354,7 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 		return err
 	}
 	v := newSopView(opts)
-	ro := sop.Options{BizID: opts.BizID, Pipeline: opts.Pipeline, DryRun: opts.DryRun, Operator: opts.Operator, Emit: v.Event,
+	ro := sop.Options{BizID: opts.BizID, Pipeline: opts.Pipeline, DryRun: opts.DryRun, Operator: opts.Operator, Yes: opts.Yes, Emit: v.Event,
 		Plan: plans.Options{Reason: opts.Reason, Operator: opts.Operator, Action: plans.ActionType(opts.Action), Attest: opts.Attest, Outcome: opts.Outcome}}
 	if interactive {
 		ro.Review = v.Review
@@ -378,9 +396,10 @@ func isRunbookFile(name string) bool {
 	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }
 
-func hasReview(rb *sop.Runbook) bool {
+// applies reports whether rb has an apply step.
+func applies(rb *sop.Runbook) bool {
 	for _, s := range rb.Steps {
-		if s.Type == sop.StepReview {
+		if s.Type == sop.StepApply {
 			return true
 		}
 	}
