@@ -17,6 +17,7 @@ import (
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -29,6 +30,9 @@ type massService struct {
 	n       int
 	applied map[string]int
 	broken  map[string]bool
+	// partial: a triage of an operation whose number is a multiple of it
+	// reads without Kafka (0: never).
+	partial int
 }
 
 func (m *massService) reconcile(_ context.Context, _ reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
@@ -47,8 +51,39 @@ func (m *massService) Triage(_ context.Context, biz, _ string) (*repair.Triage, 
 	if m.broken[biz] {
 		v = inspect.Stranded
 	}
-	r := inspect.Report{BizID: biz, Pipeline: "settlement", Verdict: inspect.Verdict{Code: v, Summary: "scripted"}}
+	r := inspect.Report{BizID: biz, Pipeline: "settlement", Verdict: inspect.Verdict{Code: v, Summary: "scripted"},
+		Sources: map[string]string{"mysql": sources.StatusOK, "kafka": sources.StatusOK}}
+	var i int
+	if _, err := fmt.Sscanf(biz, "M-%d", &i); err == nil && m.partial > 0 && i%m.partial == 0 {
+		r.Partial, r.Sources["kafka"] = true, "unreachable"
+	}
 	return &repair.Triage{BizID: biz, Ops: []repair.Operation{{Pipeline: &config.Pipeline{Name: "settlement"}, Report: r}}}, nil
+}
+
+// TestMassVerifySaysPartial: a verify over several operations says how
+// many were triaged from part of their sources, and which sources, beside
+// its counts. ("N COMPLETE" hid that every triage was partial.)
+func TestMassVerifySaysPartial(t *testing.T) {
+	lib, err := Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := lib.Get("mass-redelivery")
+	svc := &massService{n: 40, applied: map[string]int{}, broken: map[string]bool{}, partial: 4}
+	r := &Runner{Service: svc, Reconcile: svc.reconcile, Config: &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}, Records: Records{Dir: t.TempDir()}}
+	evs := map[string]Event{}
+	sum, err := r.Start(context.Background(), rb, Options{Pipeline: "settlement", Yes: true, Plan: plans.Options{Reason: "INC-9"},
+		Emit: func(ev Event) error { evs[ev.Step] = ev; return nil }})
+	if err != nil || sum.Outcome != "done" {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	v := evs["verify-all"]
+	if v.Partial != 10 || v.Detail != "40 operations: 40 WILL_REDELIVER; PARTIAL: 10 of them triaged without kafka" {
+		t.Errorf("verify-all: partial %d, %q", v.Partial, v.Detail)
+	}
+	if v := evs["verify-10"]; v.Partial != 3 || !strings.Contains(v.Detail, "PARTIAL: 3 of them") {
+		t.Errorf("verify-10: partial %d, %q", v.Partial, v.Detail)
+	}
 }
 
 func (m *massService) Plan(context.Context, *repair.Operation, plans.Options) (*plans.Plan, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -59,6 +60,10 @@ type Event struct {
 	Verdicts map[inspect.Code]int `json:"verdicts,omitempty"`
 	// PlanIDs are the plans a step made or applied when there are several.
 	PlanIDs []string `json:"plan_ids,omitempty"`
+	// Partial counts the operations the step triaged from part of their
+	// sources (a source unreachable): their verdicts are not the whole
+	// answer.
+	Partial int `json:"partial,omitempty"`
 	// Text is the step's text (a note's, or what it tells the person).
 	Text string `json:"text,omitempty"`
 	// Elapsed is the step's duration in seconds.
@@ -433,6 +438,7 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 		return nil
 	}
 	counts := map[inspect.Code]int{}
+	partial, unread := 0, map[string]bool{} // operations triaged from part of their sources
 	for _, t := range ts {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -464,7 +470,13 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 			x.ev.Detail = fmt.Sprintf("%s (%s): %s: %s", t.BizID, op.Pipeline.Name, v.Code, v.Summary)
 		}
 		if op.Report.Partial {
-			x.ev.Detail += " (partial: " + strings.Join(op.Report.Unread(), ", ") + " not read)"
+			partial++
+			for _, u := range op.Report.Unread() {
+				unread[u] = true
+			}
+			if len(ts) == 1 {
+				x.ev.Detail += " (partial: " + strings.Join(op.Report.Unread(), ", ") + " not read)"
+			}
 		}
 		if len(expect) > 0 && !slices.Contains(expect, v.Code) {
 			x.ev.Outcome, x.ev.Verdict = OutcomeUnexpected, v.Code
@@ -478,6 +490,12 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 	if len(ts) > 1 {
 		x.ev.Verdicts = counts
 		x.ev.Detail = fmt.Sprintf("%d operations: %s", len(ts), countText(counts))
+		x.ev.Partial = partial
+		if partial > 0 {
+			// A verdict drawn from part of the sources is not the whole
+			// answer: said, whatever the counts.
+			x.ev.Detail += fmt.Sprintf("; PARTIAL: %d of them triaged without %s", partial, strings.Join(slices.Sorted(maps.Keys(unread)), ", "))
+		}
 	}
 	return nil
 }
