@@ -116,7 +116,9 @@ func (m *massService) Apply(_ context.Context, p *plans.Plan, _ repair.ApplyOpti
 	return &repair.Result{PlanID: p.ID, Outcome: repair.OutcomeApplied, Applied: 1, Total: 1}, nil
 }
 
-func (m *massService) StoredPlan(context.Context, string) (*plans.Plan, error) { return nil, errors.New("none") }
+func (m *massService) StoredPlan(context.Context, string) (*plans.Plan, error) {
+	return nil, errors.New("none")
+}
 
 // TestMassRunOf30000TargetsResumes: a mass-redelivery run of 30,000
 // targets, stopped by its second verify, resumes from there and applies
