@@ -43,6 +43,8 @@ type SopOptions struct {
 	Outcome  string
 	Action   string
 	Operator string
+	// Next are the global flags the printed resume command carries.
+	Next NextFlags
 }
 
 // NewCmdSop builds `opctl sop` (list, show, check, run). runF replaces
@@ -53,7 +55,7 @@ func NewCmdSop(f *Factory, runF func(context.Context, string, *SopOptions) error
 	opts.Runner = func() (*sop.Runner, error) { return sopRunner(f) }
 	run := func(name string, fn func(context.Context, *SopOptions) error) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, args []string) error {
-			opts.Format = f.Globals.Output
+			opts.Format, opts.Next = f.Globals.Output, f.Globals.Next()
 			switch name {
 			case "show":
 				opts.Name = args[0]
@@ -378,6 +380,9 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 	}
 	if sum == nil {
 		return err
+	}
+	if sum.Resume != "" {
+		sum.Resume = opts.Next.Apply(sum.Resume) // as the run was started: --config ...
 	}
 	if verr := v.Summary(sum); verr != nil {
 		return verr
