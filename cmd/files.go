@@ -65,7 +65,7 @@ func createAtomic(path string, mode fs.FileMode, noClobber bool) (*atomicFile, e
 		// Replacing needs only the directory's permission: refuse a file
 		// this user could not write in place, as os.Create would (opened
 		// without following a link or blocking, should it change since).
-		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		f, err := os.OpenFile(path, os.O_WRONLY|oNoFollow|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +93,7 @@ func (a *atomicFile) openStream(fi fs.FileInfo) (*atomicFile, error) {
 	link := fi.Mode()&fs.ModeSymlink != 0
 	flags := os.O_WRONLY | syscall.O_NONBLOCK
 	if !link {
-		flags |= syscall.O_NOFOLLOW
+		flags |= oNoFollow
 	}
 	f, err := os.OpenFile(a.dest, flags, 0)
 	switch {
