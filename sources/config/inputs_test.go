@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
 )
 
 // TestErrorsNeverQuoteASecret: a DSN-shaped value is redacted wherever a
@@ -213,4 +216,47 @@ func TestSpecialFilesRefused(t *testing.T) {
 	if _, err := Load(link); err != nil {
 		t.Errorf("a symlink to a file: %v", err)
 	}
+}
+
+// widest is the most keys one block mapping of a parsed file holds.
+type widest struct{ n int }
+
+func (w *widest) Visit(n ast.Node) ast.Visitor {
+	if m, ok := n.(*ast.MappingNode); ok && m != nil && !m.IsFlowStyle {
+		w.n = max(w.n, len(m.Values))
+	}
+	return w
+}
+
+// FuzzPrescanKeys: for any input the pre-scan lets through, no block
+// mapping the parser builds holds more than MaxKeys keys (the parser's
+// cost grows with their square), however the keys are written.
+//
+//	go test -run '^$' -fuzz '^FuzzPrescanKeys$' -fuzztime 2m -parallel 1 ./sources/config/
+func FuzzPrescanKeys(f *testing.F) {
+	for _, s := range []string{baseYAML, strings.Repeat("k: 1\n", 300), "a:\n" + strings.Repeat("  k: !t x\n", 300),
+		strings.Repeat("? k\n: 1\n", 300), strings.Repeat("k: 1 # c\n\n", 300), "- " + strings.Repeat("k: 1\n  ", 300)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 64<<10 {
+			return
+		}
+		if line, _ := Prescan(data); line > 0 {
+			return
+		}
+		file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+		if err != nil {
+			return
+		}
+		w := &widest{}
+		for _, d := range file.Docs {
+			if d != nil && d.Body != nil {
+				ast.Walk(w, d.Body)
+			}
+		}
+		if w.n > MaxKeys {
+			t.Errorf("the pre-scan let through a mapping of %d keys", w.n)
+		}
+	})
 }
