@@ -360,7 +360,7 @@ func TestRepairApplyHumanControls(t *testing.T) {
 	s := out.String()
 	assertNoRawControls(t, "repair apply", s, false)
 	assertShown(t, "repair apply", s, hESC, hCR, hBEL, hTAB)
-	if !strings.Contains(s, `Check it: "opctl where 'PAY-1\x1b[2J' --pipeline settlement"`) {
+	if !strings.Contains(s, `Check it: "opctl where --pipeline settlement -- 'PAY-1\x1b[2J'"`) {
 		t.Errorf("repair apply: the where line is not quoted:\n%s", s)
 	}
 

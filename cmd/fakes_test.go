@@ -322,7 +322,7 @@ func TestRepairApplyRun(t *testing.T) {
 		want    []string
 	}{
 		{name: "applied", file: one, yes: true, fake: &fakeRepairer{results: map[string]*repair.Result{"PAY-A": ok("PAY-A")}}, code: ExitOK, applied: "PAY-A",
-			want: []string{"applied 1/1", "opctl where PAY-A --pipeline settlement"}},
+			want: []string{"applied 1/1", "opctl where --pipeline settlement -- PAY-A"}},
 		{name: "dry run needs no confirmation", file: one, dry: true, fake: &fakeRepairer{results: map[string]*repair.Result{"PAY-A": {Outcome: repair.OutcomeWouldApply, DryRun: true, Total: 1, Applied: 1}}},
 			code: ExitOK, applied: "PAY-A", want: []string{"DRY RUN", "would apply 1/1"}},
 		{name: "no confirmation without a terminal", file: one, fake: &fakeRepairer{}, code: ExitRefused, applied: ""},

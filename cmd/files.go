@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Modes of the files opctl writes when it creates them. A file that is
@@ -29,15 +30,21 @@ const (
 // line. A crash (SIGKILL) can leave the temporary file,
 // ".<name>.tmp-<random>", next to the destination.
 //
-// A destination that exists and is not a regular file (a pipe, /dev/stdout,
-// a shell's process substitution) cannot be replaced: it is written
-// directly.
+// A destination that exists and is a stream (a named pipe, /dev/stdout, a
+// shell's process substitution >(...), a terminal) cannot be replaced: it
+// is written directly, opened without blocking (a pipe no process reads is
+// an error at once, never a hang). The last component of the path is never
+// followed to a file: a symbolic link there is written through only when
+// it leads to a stream (/dev/stdout is one), and is refused otherwise —
+// anyone able to write in a shared directory can plant a link to another
+// user's file. The temporary file is made in the destination's own
+// directory, and the rename replaces the name given, never a link's target.
 type atomicFile struct {
 	f *os.File
-	// dest is the file Commit replaces (a symlink's target: the link stays).
+	// dest is the file Commit replaces.
 	dest string
 	mode fs.FileMode
-	// direct: f is the destination itself (not a regular file).
+	// direct: f is the destination itself (a stream).
 	direct    bool
 	noClobber bool
 	done      bool
@@ -48,33 +55,26 @@ type atomicFile struct {
 // by Commit.
 func createAtomic(path string, mode fs.FileMode, noClobber bool) (*atomicFile, error) {
 	a := &atomicFile{dest: path, mode: mode, noClobber: noClobber}
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	switch {
 	case err == nil && noClobber:
 		return nil, fmt.Errorf("%s: %w", path, fs.ErrExist)
 	case err == nil && !fi.Mode().IsRegular():
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, err
-		}
-		a.f, a.direct = f, true
-		return a, nil
+		return a.openStream(fi)
 	case err == nil:
 		// Replacing needs only the directory's permission: refuse a file
-		// this user could not write in place, as os.Create would.
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		// this user could not write in place, as os.Create would (opened
+		// without following a link or blocking, should it change since).
+		f, err := os.OpenFile(path, os.O_WRONLY|oNoFollow|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, err
 		}
 		f.Close()
-		if real, err := filepath.EvalSymlinks(path); err == nil {
-			a.dest = real
-		}
 		a.mode = fi.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	dir, base := filepath.Split(a.dest)
+	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
@@ -84,6 +84,39 @@ func createAtomic(path string, mode fs.FileMode, noClobber bool) (*atomicFile, e
 	}
 	a.f = f
 	return a, nil
+}
+
+// openStream opens the destination, which exists and is not a regular
+// file (fi: what Lstat saw), to write it directly when it is a stream;
+// anything else is refused.
+func (a *atomicFile) openStream(fi fs.FileInfo) (*atomicFile, error) {
+	link := fi.Mode()&fs.ModeSymlink != 0
+	flags := os.O_WRONLY | syscall.O_NONBLOCK
+	if !link {
+		flags |= oNoFollow
+	}
+	f, err := os.OpenFile(a.dest, flags, 0)
+	switch {
+	case errors.Is(err, syscall.ENXIO):
+		return nil, fmt.Errorf("%s is a named pipe no process reads: start the reader first", a.dest)
+	case errors.Is(err, fs.ErrNotExist) && link:
+		return nil, fmt.Errorf("%s is a symbolic link to nothing: opctl does not write through a link (remove it, or give the path of the file to write)", a.dest)
+	case err != nil:
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Mode().Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeCharDevice) != 0 {
+		a.f, a.direct = f, true
+		return a, nil
+	}
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if link {
+		return nil, fmt.Errorf("%s is a symbolic link: opctl does not write through a link to a file, which anyone who can write in its directory may have planted (remove it, or give the path of the file to write)", a.dest)
+	}
+	return nil, fmt.Errorf("%s is %s, not a file opctl can write", a.dest, st.Mode().Type())
 }
 
 // Write writes to the temporary file.

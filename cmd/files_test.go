@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
@@ -102,10 +104,13 @@ func TestAtomicFile(t *testing.T) {
 	}
 }
 
-// TestAtomicFileDestinations: a symlink stays a link (its target is
-// replaced); a file that is not a regular one (/dev/null, a pipe) is
-// written directly; noClobber never replaces a file, not even one that
-// appears while writing.
+// TestAtomicFileDestinations: a symbolic link as the last component is
+// never written through to a file (a link planted in a shared directory
+// made --out overwrite its target): refused, the target and the link as
+// they were; a link to a stream (/dev/stdout's kind) and a stream itself
+// (/dev/null, a pipe with a reader) are written directly; a pipe no
+// process reads is an error at once, not a hang; noClobber never replaces
+// a file, not even one that appears while writing.
 func TestAtomicFileDestinations(t *testing.T) {
 	dir := t.TempDir()
 	target, link := filepath.Join(dir, "real.jsonl"), filepath.Join(dir, "link.jsonl")
@@ -115,17 +120,63 @@ func TestAtomicFileDestinations(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(link, modeShared, func(w io.Writer) error { _, err := io.WriteString(w, "new\n"); return err }); err != nil {
-		t.Fatal(err)
+	write := func(path string) error {
+		return writeFileAtomic(path, modeShared, func(w io.Writer) error { _, err := io.WriteString(w, "new\n"); return err })
 	}
-	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 || readString(t, target) != "new\n" {
+	if err := write(link); err == nil || !strings.Contains(err.Error(), "is a symbolic link: opctl does not write through a link") {
+		t.Errorf("through a symlink to a file: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 || readString(t, target) != "old\n" {
 		t.Errorf("through a symlink: link %v (%v), target %q", fi, err, readString(t, target))
 	}
-	onlyFiles(t, dir, "link.jsonl", "real.jsonl")
+	dangling := filepath.Join(dir, "dangling.jsonl")
+	if err := os.Symlink(filepath.Join(dir, "created-through-link"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(dangling); err == nil || !strings.Contains(err.Error(), "a symbolic link to nothing") {
+		t.Errorf("through a dangling symlink: %v", err)
+	}
+	onlyFiles(t, dir, "dangling.jsonl", "link.jsonl", "real.jsonl")
 
-	if err := writeFileAtomic(os.DevNull, modeShared, func(w io.Writer) error { _, err := io.WriteString(w, "x\n"); return err }); err != nil {
+	if err := write(os.DevNull); err != nil {
 		t.Errorf("%s: %v", os.DevNull, err)
 	}
+	null := filepath.Join(dir, "null.jsonl")
+	if err := os.Symlink(os.DevNull, null); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(null); err != nil {
+		t.Errorf("a link to %s: %v", os.DevNull, err)
+	}
+	os.Remove(null)
+
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- write(fifo) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "a named pipe no process reads") {
+			t.Errorf("a pipe without a reader: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writing a named pipe without a reader still waits after 10s")
+	}
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(fifo); err != nil {
+		t.Errorf("a pipe with a reader: %v", err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if string(got) != "new\n" {
+		t.Errorf("the pipe's reader got %q", got)
+	}
+	os.Remove(fifo)
 
 	cfg := filepath.Join(dir, "opctl.yaml")
 	if _, err := createAtomic(target, modePrivate, true); !errors.Is(err, fs.ErrExist) {
@@ -142,7 +193,7 @@ func TestAtomicFileDestinations(t *testing.T) {
 	if err := a.Commit(); !errors.Is(err, fs.ErrExist) || readString(t, cfg) != "theirs\n" {
 		t.Errorf("a file that appeared: %v, %q", err, readString(t, cfg))
 	}
-	onlyFiles(t, dir, "link.jsonl", "opctl.yaml", "real.jsonl")
+	onlyFiles(t, dir, "dangling.jsonl", "link.jsonl", "opctl.yaml", "real.jsonl")
 }
 
 // TestReconcileOutIsAtomic: --out holds the previous run's targets until a
@@ -214,5 +265,27 @@ func TestReconcileOutIsAtomic(t *testing.T) {
 			}
 			onlyFiles(t, dir, "targets.jsonl")
 		})
+	}
+}
+
+// TestPlanFileNotRegularRefused: repair apply and repair show of a plan
+// "file" that is a named pipe or a device refuse it at once. (A FIFO hung
+// forever and ignored SIGINT and SIGTERM.)
+func TestPlanFileNotRegularRefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "plan.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, os.DevNull} {
+		done := make(chan error, 1)
+		go func() { _, err := readPlans(path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), path+" is a ") || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("readPlans(%s): %v", path, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("readPlans(%s) still waits after 10s", path)
+		}
 	}
 }

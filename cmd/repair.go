@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
 
@@ -75,6 +75,8 @@ type RepairApplyOptions struct {
 	DryRun   bool
 	Yes      bool
 	Operator string
+	// Next are the global flags the printed commands carry.
+	Next NextFlags
 }
 
 // RepairRunners replace the run functions of `opctl repair`'s subcommands
@@ -175,8 +177,12 @@ batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 			if opts.FromFile != "" && opts.Out == "" {
 				return usageErrorf("--from-file needs --out plans.jsonl")
 			}
-			if opts.Operator == "" {
-				opts.Operator = defaultOperator()
+			var err error
+			if opts.Operator, err = operatorOr(opts.Operator); err != nil {
+				return err
+			}
+			if err := checkText("--reason", opts.Reason, "--attest", opts.Attest); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -263,9 +269,10 @@ what would happen with the row counts each statement affected.`,
   opctl repair apply 3f1c9a0b7e21 --dry-run   # a plan that stopped part-way, read from the audit`,
 		Args: exactArgs(1, "one <plan.json> or a plan id"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.File, opts.Format = args[0], f.Globals.Output
-			if opts.Operator == "" {
-				opts.Operator = defaultOperator()
+			opts.File, opts.Format, opts.Next = args[0], f.Globals.Output, f.Globals.Next()
+			var err error
+			if opts.Operator, err = operatorOr(opts.Operator); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -277,17 +284,6 @@ what would happen with the row counts each statement affected.`,
 	c.Flags().BoolVar(&opts.Yes, "yes", false, "apply without asking for confirmation")
 	c.Flags().StringVar(&opts.Operator, "operator", "", "who applies (recorded in the audit; default: $USER)")
 	return c
-}
-
-// defaultOperator is $USER, else the OS user name.
-func defaultOperator() string {
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return "unknown"
 }
 
 func runRepairPlan(ctx context.Context, opts *RepairPlanOptions) error {
@@ -413,6 +409,9 @@ func runRepairApply(ctx context.Context, opts *RepairApplyOptions) error {
 		return err
 	}
 	v := newRepairApplyView(opts.IO, opts.Format, opts.DryRun)
+	if hv, ok := v.(*repairApplyHuman); ok {
+		hv.next = opts.Next
+	}
 	var verified []*plans.Plan
 	for _, p := range ps {
 		if p.Verify() == nil {
@@ -482,7 +481,7 @@ func storedPlan(ctx context.Context, opts *RepairApplyOptions) ([]*plans.Plan, e
 // does not have, truncated or malformed JSON — was changed after it was
 // made: refused as tampered (exit 5).
 func readPlans(path string) ([]*plans.Plan, error) {
-	fh, err := os.Open(path)
+	fh, _, err := config.OpenRegular(path) // a named pipe is refused, never waited on
 	if err != nil {
 		return nil, err
 	}

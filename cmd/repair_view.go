@@ -81,7 +81,7 @@ func (v *repairPlanHuman) Plan(p *plans.Plan, saved string) error {
 	b.WriteString("\n")
 	if saved != "" {
 		fmt.Fprintf(&b, "Saved the plan to %s (id %s). Review it, then:\n", ui.Safe(saved), p.Short())
-		fmt.Fprintf(&b, "  %s\n  %s\n", ui.Safe(v.next.Apply("opctl repair apply "+inspect.ShellQuote(saved)+" --dry-run")), ui.Safe(v.next.Apply("opctl repair apply "+inspect.ShellQuote(saved))))
+		fmt.Fprintf(&b, "  %s\n  %s\n", ui.Safe(v.next.Apply("opctl repair apply --dry-run"+inspect.IDArg(saved))), ui.Safe(v.next.Apply("opctl repair apply"+inspect.IDArg(saved))))
 		v.next.Note(&b)
 	} else {
 		b.WriteString("Not saved: add --out plan.json to apply it (apply only takes a saved, reviewed plan).\n")
@@ -165,6 +165,8 @@ type repairApplyHuman struct {
 	w   io.Writer
 	st  ui.Styles
 	dry bool
+	// next are the global flags the printed command carries.
+	next NextFlags
 }
 
 func (v *repairApplyHuman) Plan(p *plans.Plan) error {
@@ -229,7 +231,7 @@ func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
 		if res.Previously > 0 {
 			msg += fmt.Sprintf(" (%d by an earlier apply, %d now)", res.Previously, res.Applied)
 		}
-		msg += ". Check it: " + ui.Safe("opctl where "+inspect.ShellQuote(res.BizID)+" --pipeline "+inspect.ShellQuote(res.Pipeline))
+		msg += ". Check it: " + ui.Safe(v.next.Apply("opctl where --pipeline "+inspect.ShellQuote(res.Pipeline)+inspect.IDArg(res.BizID)))
 	case repair.OutcomeAlreadyApplied:
 		msg = v.st.OK.Render(fmt.Sprintf("already applied: all %d action(s) took effect earlier; nothing changed", res.Total))
 		if res.Concurrent != "" {

@@ -43,6 +43,8 @@ type SopOptions struct {
 	Outcome  string
 	Action   string
 	Operator string
+	// Next are the global flags the printed resume command carries.
+	Next NextFlags
 }
 
 // NewCmdSop builds `opctl sop` (list, show, check, run). runF replaces
@@ -53,7 +55,7 @@ func NewCmdSop(f *Factory, runF func(context.Context, string, *SopOptions) error
 	opts.Runner = func() (*sop.Runner, error) { return sopRunner(f) }
 	run := func(name string, fn func(context.Context, *SopOptions) error) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, args []string) error {
-			opts.Format = f.Globals.Output
+			opts.Format, opts.Next = f.Globals.Output, f.Globals.Next()
 			switch name {
 			case "show":
 				opts.Name = args[0]
@@ -145,7 +147,13 @@ func sopLibrary(f *Factory) (*sop.Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sop.Load(configRelative(cfg, cfg.Sop.Dir))
+	lib, err := sop.Load(configRelative(cfg, cfg.Sop.Dir))
+	if lib != nil {
+		for _, s := range lib.Skipped {
+			fmt.Fprintf(f.IOStreams.ErrOut, "opctl: note: sop.dir: %s\n", ui.Safe(s))
+		}
+	}
+	return lib, err
 }
 
 // configRelative is path relative to the config file's directory.
@@ -302,8 +310,12 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 	if opts.Resume == "" && opts.Name == "" && opts.BizID == "" {
 		return usageErrorf("give --biz-id (the runbook of its verdict), a runbook NAME, or --resume RUN_ID")
 	}
-	if opts.Operator == "" {
-		opts.Operator = defaultOperator()
+	var err error
+	if opts.Operator, err = operatorOr(opts.Operator); err != nil {
+		return err
+	}
+	if err := checkText("--reason", opts.Reason, "--attest", opts.Attest); err != nil {
+		return err
 	}
 	lib, err := opts.Library()
 	if err != nil {
@@ -321,14 +333,22 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 			return usageErrorf("no runbook %q; known: %s (opctl sop list)", opts.Name, strings.Join(lib.Names(), ", "))
 		}
 	}
+	// A run applies only with --yes, or with a person answering on a
+	// terminal (a review step, or the confirmation of an apply step):
+	// piped, a run that may apply is refused before anything runs.
 	interactive := !opts.Yes && !opts.DryRun
 	if (interactive || opts.Step) && !opts.IO.IsStdinTTY() {
-		needs := "its review steps need a person"
-		if opts.Step {
+		needs := "a person must accept its plans before they are applied"
+		switch {
+		case opts.Step:
 			needs = "--step asks before each step"
+		case opts.Resume != "":
+			needs = "the resumed run may apply plans, which a person must accept"
+		case rb == nil:
+			needs = "the runbook of the operation's verdict may apply plans, which a person must accept"
 		}
-		if rb == nil || hasReview(rb) || opts.Step {
-			return usageErrorf("stdin is not a terminal and %s: pass --yes (or --dry-run) to run it scripted", needs)
+		if rb == nil || applies(rb) || opts.Step {
+			return usageErrorf("stdin is not a terminal and %s: pass --yes to run it scripted (or --dry-run)", needs)
 		}
 	}
 	r, err := opts.Runner()
@@ -336,7 +356,7 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 		return err
 	}
 	v := newSopView(opts)
-	ro := sop.Options{BizID: opts.BizID, Pipeline: opts.Pipeline, DryRun: opts.DryRun, Operator: opts.Operator, Emit: v.Event,
+	ro := sop.Options{BizID: opts.BizID, Pipeline: opts.Pipeline, DryRun: opts.DryRun, Operator: opts.Operator, Yes: opts.Yes, Emit: v.Event,
 		Plan: plans.Options{Reason: opts.Reason, Operator: opts.Operator, Action: plans.ActionType(opts.Action), Attest: opts.Attest, Outcome: opts.Outcome}}
 	if interactive {
 		ro.Review = v.Review
@@ -361,6 +381,9 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 	if sum == nil {
 		return err
 	}
+	if sum.Resume != "" {
+		sum.Resume = opts.Next.Apply(sum.Resume) // as the run was started: --config ...
+	}
 	if verr := v.Summary(sum); verr != nil {
 		return verr
 	}
@@ -378,9 +401,10 @@ func isRunbookFile(name string) bool {
 	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }
 
-func hasReview(rb *sop.Runbook) bool {
+// applies reports whether rb has an apply step.
+func applies(rb *sop.Runbook) bool {
 	for _, s := range rb.Steps {
-		if s.Type == sop.StepReview {
+		if s.Type == sop.StepApply {
 			return true
 		}
 	}

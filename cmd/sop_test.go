@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -213,6 +214,45 @@ func TestSopRunFake(t *testing.T) {
 			t.Fatalf("exit %d (triaged %d), want 2 before anything ran", code, c.svc.triaged)
 		}
 	})
+	// A runbook without a review step applies only with --yes or a typed
+	// confirmation on a terminal. (Piped without --yes it applied, exit
+	// 0.)
+	noReview := filepath.Join(t.TempDir(), "noreview.yaml")
+	if err := os.WriteFile(noReview, []byte("name: noreview\ntitle: t\nverdicts: [STRANDED]\nsteps:\n  - type: where\n  - type: plan\n  - type: apply\n  - type: verify\n    expect: [WILL_REDELIVER]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("no review step, no terminal and no --yes", func(t *testing.T) {
+		c := newSopCase(t, inspect.Stranded, inspect.Stranded, inspect.WillRedeliver)
+		c.opts.Name, c.opts.BizID = noReview, "PAY-3"
+		err := runSopRun(context.Background(), c.opts)
+		if code := exitCode(err, false); code != ExitUsage || c.svc.triaged != 0 || len(c.svc.applied) != 0 || !strings.Contains(err.Error(), "pass --yes") {
+			t.Fatalf("exit %d (%v; triaged %d, applied %v), want 2 before anything ran", code, err, c.svc.triaged, c.svc.applied)
+		}
+	})
+	t.Run("resume, no terminal and no --yes", func(t *testing.T) {
+		c := newSopCase(t, inspect.Stranded)
+		c.opts.Resume = "r20260101T000000-abcdef"
+		if code := c.run(t, context.Background()); code != ExitUsage || !strings.Contains(fmt.Sprint(runSopRun(context.Background(), c.opts)), "resumed run") {
+			t.Fatalf("exit %d, want 2", code)
+		}
+	})
+	for _, answer := range []string{"no", "yes"} {
+		t.Run("no review step, on a terminal: "+answer, func(t *testing.T) {
+			c := newSopCase(t, inspect.Stranded, inspect.Stranded, inspect.WillRedeliver)
+			c.opts.Name, c.opts.BizID = noReview, "PAY-3"
+			c.stdin(answer + "\n")
+			code := c.run(t, context.Background())
+			if !strings.Contains(c.errOut.String(), "Only 'yes' will be accepted") {
+				t.Fatalf("nothing asked before the apply:\n%s", c.errOut)
+			}
+			if answer == "no" && (code != ExitRefused || len(c.svc.applied) != 0 || !strings.Contains(c.out.String(), "step 3 3-apply (apply): REFUSED")) {
+				t.Fatalf("answered no: exit %d applied %v\n%s", code, c.svc.applied, c.out)
+			}
+			if answer == "yes" && (code != 0 || len(c.svc.applied) != 1) {
+				t.Fatalf("answered yes: exit %d applied %v\n%s", code, c.svc.applied, c.out)
+			}
+		})
+	}
 	t.Run("review refused on a terminal", func(t *testing.T) {
 		c := newSopCase(t, inspect.Stranded)
 		c.opts.Name, c.opts.BizID = "stranded", "PAY-3"
@@ -243,6 +283,10 @@ func TestSopRunFake(t *testing.T) {
 		}
 		if !strings.Contains(c.out.String(), "verify (verify): skipped: dry run") || !strings.Contains(c.out.String(), "(dry run: nothing applied)") {
 			t.Fatalf("output:\n%s", c.out)
+		}
+		// The review says why it passed: not --yes, which was not given.
+		if !strings.Contains(c.out.String(), "step 3 review (review): ok: 1 plan(s) passed without a person (--dry-run: nothing is applied)") || strings.Contains(c.out.String(), "--yes") {
+			t.Fatalf("the dry run's review:\n%s", c.out)
 		}
 	})
 	t.Run("interrupted, then resumed", func(t *testing.T) {

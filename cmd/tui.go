@@ -117,8 +117,9 @@ program, which opctl runs from beside its own executable or from $PATH
 			if err := plans.CheckIncident(opts.Incident); err != nil {
 				return usageErrorf("%s", err.Error())
 			}
-			if opts.Operator == "" {
-				opts.Operator = defaultOperator()
+			var err error
+			if opts.Operator, err = operatorOr(opts.Operator); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)

@@ -204,7 +204,7 @@ func TestWhereSettlementSeed000(t *testing.T) {
 	}
 	// The next commands carry the global flags this run was given (the
 	// DSN has no password), so that each runs as printed.
-	if len(r.Verdict.Next) == 0 || !strings.Contains(r.Verdict.Next[0], " repair plan PAY-1 --pipeline settlement") ||
+	if len(r.Verdict.Next) == 0 || !strings.Contains(r.Verdict.Next[0], " repair plan --pipeline settlement") || !strings.Contains(r.Verdict.Next[0], " -- PAY-1") ||
 		!strings.HasPrefix(r.Verdict.Next[0], "opctl --config ") || !strings.Contains(r.Verdict.Next[0], " --mysql-dsn ") {
 		t.Errorf("next %v", r.Verdict.Next)
 	}
@@ -343,7 +343,7 @@ func TestWhereNotFoundAndHostileIDs(t *testing.T) {
 	}
 	// Human output of NOT_FOUND says so and suggests the next command.
 	code, out, _ := f.run("where", "NOPE-1")
-	if code != ExitNotFound || !strings.Contains(out, "NOT_FOUND") || !strings.Contains(out, " where NOPE-1") {
+	if code != ExitNotFound || !strings.Contains(out, "NOT_FOUND") || !strings.Contains(out, " where -- NOPE-1") {
 		t.Errorf("human not found: exit %d\n%s", code, out)
 	}
 }

@@ -510,7 +510,7 @@ func TestFailedReadIsNeverOK(t *testing.T) {
 				if ExitCode([]Report{r}) != sources.ExitPartial {
 					t.Errorf("exit %d, want %d", ExitCode([]Report{r}), sources.ExitPartial)
 				}
-				if len(r.Verdict.Next) == 0 || !strings.HasPrefix(r.Verdict.Next[0], "opctl where PAY-1 --pipeline settlement") {
+				if len(r.Verdict.Next) == 0 || !strings.HasPrefix(r.Verdict.Next[0], "opctl where --pipeline settlement -- PAY-1") {
 					t.Errorf("next %q", r.Verdict.Next)
 				}
 			})

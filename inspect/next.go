@@ -9,32 +9,35 @@ import (
 )
 
 // NextCommands returns the commands an operator should run next for a
-// report, ready to paste into a POSIX shell (the id is quoted) with REASON
-// set, and ATTEST when a line uses it. For a verdict that calls for a plan
-// these are the lines of the common case (`repair plan`, then a dry run);
-// repair (Service.Triage, through repair/plans Next) replaces them with
-// what the planner itself makes of the report: `--attest` when the plan
-// has a manual action, or `where` again with the planner's reason when it
-// would refuse. lab/demo's TestNextRunsAsPrinted runs every line of every
-// incident as printed.
+// report, ready to paste into a POSIX shell with REASON set, and ATTEST
+// when a line uses it: every id comes last, after "--" and shell-quoted
+// (IDArg), so that an id the database holds that starts with "-", or holds
+// spaces, quotes, "$(...)" or a newline, reaches the command as exactly
+// that id, never as a flag or shell syntax (docs/README.md#next-commands).
+// For a verdict that calls for a plan these are the lines of the common
+// case (`repair plan`, then a dry run); repair (Service.Triage, through
+// repair/plans Next) replaces them with what the planner itself makes of
+// the report: `--attest` when the plan has a manual action, or `where`
+// again with the planner's reason when it would refuse. lab/demo's
+// TestNextRunsAsPrinted runs every line of every incident as printed.
 func NextCommands(r *Report, p *config.Pipeline) []string {
-	id := ShellQuote(r.BizID)
+	id := IDArg(r.BizID)
 	pl := " --pipeline " + ShellQuote(r.Pipeline)
 	explain := "opctl explain " + string(r.Verdict.Code)
 	reason := ` --reason "$REASON"`
-	plan := "opctl repair plan " + id + pl
-	where := "opctl where " + id + pl
+	plan := "opctl repair plan" + pl
+	where := "opctl where" + pl + id
 	dryRun := "opctl repair apply plan.json --dry-run"
 	switch r.Verdict.Code {
 	case NotFound:
-		return []string{"opctl where " + id + "   # without --pipeline: try every configured pipeline"}
+		return []string{"opctl where" + id + "   # without --pipeline: try every configured pipeline"}
 	case InFlight:
 		return []string{where + "   # again after lease_until; repair is refused while the lease is live", explain}
 	case RepairIncomplete:
 		if r.Repair == nil {
 			return []string{explain}
 		}
-		return []string{"opctl repair apply " + r.Repair.PlanID + " --dry-run   # review, then run it without --dry-run to finish the plan", explain}
+		return []string{"opctl repair apply --dry-run" + IDArg(r.Repair.PlanID) + "   # review, then run it without --dry-run to finish the plan", explain}
 	case UnknownOutcome:
 		// No answer says whether the call took effect: a plan needs what
 		// the downstream's team says, attested (docs/repair.md).
@@ -46,11 +49,11 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 			ask = "ask the downstream of step " + step + " whether the call took effect"
 		}
 		return append(out,
-			attest+" --outcome applied --out plan.json   # "+ask+"; if it did, set ATTEST to its answer (who said what, when) and run this line",
-			attest+" --outcome absent --out plan.json   # if it never took effect, set ATTEST to its answer and run this line instead",
+			attest+" --outcome applied --out plan.json"+id+"   # "+ask+"; if it did, set ATTEST to its answer (who said what, when) and run this line",
+			attest+" --outcome absent --out plan.json"+id+"   # if it never took effect, set ATTEST to its answer and run this line instead",
 			dryRun, explain)
 	case DuplicateEffect, WronglySkipped, MissingEffect, StateBehind, Stranded:
-		return []string{plan + reason + " --out plan.json", dryRun, explain}
+		return []string{plan + reason + " --out plan.json" + id, dryRun, explain}
 	case ReadError:
 		return []string{where + "   # again once every query reads: fix the failed query PARTIAL names (opctl.yaml, the schema or a grant; opctl schema check)", explain}
 	case WillRedeliver, CompleteUncommitted, Incomplete:
@@ -60,6 +63,11 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 	}
 	return []string{}
 }
+
+// IDArg is an id as the last argument of a printed command: " -- " and the
+// id shell-quoted. After "--" the command takes it as an argument whatever
+// it starts with ("-o", "--from-file=F").
+func IDArg(id string) string { return " -- " + ShellQuote(id) }
 
 // probeCommands are the curl lines of UNKNOWN_OUTCOME: one GET per unknown
 // call of a step whose probe has {request_id}, one per step whose probe has
@@ -128,12 +136,15 @@ func WithFlags(line, flags string) string {
 }
 
 // ShellQuote quotes s for a POSIX shell when it holds anything but safe
-// characters.
+// characters, in single quotes (a ' as '\”), which keep everything else
+// as written: spaces, $(...), backquotes, a newline. A value that starts
+// with "-" is quoted too; only "--" before it keeps a command from taking
+// it for a flag (IDArg).
 func ShellQuote(s string) string {
 	if s == "" {
 		return "''"
 	}
-	safe := true
+	safe := s[0] != '-'
 	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@%+=,", r)) {
 			safe = false

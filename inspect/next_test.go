@@ -34,20 +34,20 @@ func TestNextCommands(t *testing.T) {
 		// say: repair/plans Next (TestNextPlansAsPrinted) replaces these
 		// lines for the verdicts that call for a plan.
 		{"duplicate, every extra effect undone by opctl", newEv(reversible(), join(all(2, 1, acked("a")), state("DONE"), kafka(101, 0))...), DuplicateEffect, []string{
-			`opctl repair plan PAY-1 --pipeline settlement --reason "$REASON" --out plan.json`,
+			`opctl repair plan --pipeline settlement --reason "$REASON" --out plan.json -- PAY-1`,
 			"opctl repair apply plan.json --dry-run",
 			"opctl explain DUPLICATE_EFFECT"}},
 		{"unknown outcome, probe configured", unknown, UnknownOutcome, []string{
 			"curl -s 'http://127.0.0.1:8081/notify/status?request_id=PAY-1%3Anotify%3A1'   # probe the downstream",
-			`opctl repair plan PAY-1 --pipeline settlement --action manual --from-step notify --attest "$ATTEST" --reason "$REASON" --outcome applied --out plan.json   # ask the downstream of step notify whether the call took effect; if it did, set ATTEST to its answer (who said what, when) and run this line`,
-			`opctl repair plan PAY-1 --pipeline settlement --action manual --from-step notify --attest "$ATTEST" --reason "$REASON" --outcome absent --out plan.json   # if it never took effect, set ATTEST to its answer and run this line instead`,
+			`opctl repair plan --pipeline settlement --action manual --from-step notify --attest "$ATTEST" --reason "$REASON" --outcome applied --out plan.json -- PAY-1   # ask the downstream of step notify whether the call took effect; if it did, set ATTEST to its answer (who said what, when) and run this line`,
+			`opctl repair plan --pipeline settlement --action manual --from-step notify --attest "$ATTEST" --reason "$REASON" --outcome absent --out plan.json -- PAY-1   # if it never took effect, set ATTEST to its answer and run this line instead`,
 			"opctl repair apply plan.json --dry-run",
 			"opctl explain UNKNOWN_OUTCOME"}},
 		{"read error: read again once the query works", newEv(settlement(), join(all(1, 1, acked("a")), state("DONE"), kafka(101, 0), stepFailed(0))...), ReadError, []string{
-			"opctl where PAY-1 --pipeline settlement   # again once every query reads: fix the failed query PARTIAL names (opctl.yaml, the schema or a grant; opctl schema check)",
+			"opctl where --pipeline settlement -- PAY-1   # again once every query reads: fix the failed query PARTIAL names (opctl.yaml, the schema or a grant; opctl schema check)",
 			"opctl explain READ_ERROR"}},
 		{"will redeliver", newEv(settlement(), join(all(1, 0), state("DEBIT_DONE"), kafka(100, 0))...), WillRedeliver, []string{
-			"opctl where PAY-1 --pipeline settlement   # again once the consumer has caught up", "opctl explain WILL_REDELIVER"}},
+			"opctl where --pipeline settlement -- PAY-1   # again once the consumer has caught up", "opctl explain WILL_REDELIVER"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

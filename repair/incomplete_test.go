@@ -62,7 +62,7 @@ func TestHalfDoneRepairIsVisible(t *testing.T) {
 	if inspect.ExitCode([]inspect.Report{r}) != 3 {
 		t.Fatalf("exit %d, want 3", inspect.ExitCode([]inspect.Report{r}))
 	}
-	if !slices.ContainsFunc(r.Verdict.Next, func(s string) bool { return strings.HasPrefix(s, "opctl repair apply "+p.ID) }) {
+	if !slices.ContainsFunc(r.Verdict.Next, func(s string) bool { return strings.HasPrefix(s, "opctl repair apply --dry-run -- "+p.ID) }) {
 		t.Fatalf("next %q: want opctl repair apply %s", r.Verdict.Next, p.ID)
 	}
 	// A new plan is refused: finish this one.

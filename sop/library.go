@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // builtin holds the built-in runbooks (docs/runbooks.md "Built-ins").
@@ -27,6 +28,10 @@ const BuiltinPrefix = "builtin:"
 type Library struct {
 	// Runbooks are sorted by name.
 	Runbooks []*Runbook
+	// Skipped says, for each *.yaml or *.yml entry of sop.dir that was not
+	// read as a runbook, which and why (a link out of sop.dir, a
+	// directory, a named pipe).
+	Skipped []string
 }
 
 // Builtins parses the built-in runbooks.
@@ -39,6 +44,7 @@ func Builtins() (*Library, error) { return Load("") }
 func Load(dir string) (*Library, error) {
 	byName := map[string]*Runbook{}
 	var errs ErrorList
+	var skipped []string
 	ents, err := fs.ReadDir(builtin, "runbooks")
 	if err != nil {
 		return nil, err
@@ -55,10 +61,11 @@ func Load(dir string) (*Library, error) {
 		byName[rb.Name] = rb
 	}
 	if dir != "" {
-		files, err := teamFiles(dir)
+		files, skip, err := teamFiles(dir)
 		if err != nil {
 			return nil, err
 		}
+		skipped = skip
 		team := map[string]string{}
 		for _, path := range files {
 			rb, err := ReadFile(path)
@@ -81,7 +88,7 @@ func Load(dir string) (*Library, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	l := &Library{}
+	l := &Library{Skipped: skipped}
 	for _, rb := range byName {
 		l.Runbooks = append(l.Runbooks, rb)
 	}
@@ -89,26 +96,72 @@ func Load(dir string) (*Library, error) {
 	return l, nil
 }
 
-// teamFiles lists the runbook files of dir, sorted.
-func teamFiles(dir string) ([]string, error) {
+// teamFiles lists the runbook files of dir, sorted: its *.yaml and *.yml
+// entries that are regular files, or symbolic links to a regular file
+// inside dir (a Kubernetes ConfigMap mounts each key as a link into a
+// hidden directory of the mount). Every other such entry is skipped, and
+// said in skipped.
+func teamFiles(dir string) (files, skipped []string, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("sop.dir %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("sop.dir %s: %w", dir, err)
 	}
-	var out []string
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sop.dir %s: %w", dir, err)
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, nil, fmt.Errorf("sop.dir %s: %w", dir, err)
+	}
 	for _, e := range ents {
 		n := e.Name()
-		if e.Type().IsRegular() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
-			out = append(out, filepath.Join(dir, n))
+		if !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") {
+			continue
 		}
+		path := filepath.Join(dir, n)
+		if why := teamFile(root, path, e.Type()); why != "" {
+			skipped = append(skipped, fmt.Sprintf("%s: %s", path, why))
+			continue
+		}
+		files = append(files, path)
 	}
-	return out, nil
+	return files, skipped, nil
 }
 
-// ReadFile reads and parses one runbook file, refusing one over
-// MaxFileSize bytes without reading it whole.
+// teamFile is why the entry path of sop.dir (resolved: root), of type t,
+// is not a runbook file, or "".
+func teamFile(root, path string, t fs.FileMode) string {
+	if t.IsRegular() {
+		return ""
+	}
+	if t&fs.ModeSymlink == 0 {
+		return "not a regular file (" + t.String() + "), skipped"
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Sprintf("a symbolic link that leads nowhere (%v), skipped", err)
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return err.Error()
+	}
+	if !strings.HasPrefix(real, root+string(filepath.Separator)) {
+		return fmt.Sprintf("a symbolic link to %s, outside sop.dir, skipped (copy the file into sop.dir)", real)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Sprintf("a symbolic link to %s, not a regular file, skipped", real)
+	}
+	return ""
+}
+
+// ReadFile reads and parses one runbook file, refusing one that is not a
+// regular file (config.OpenRegular: never an open that blocks) and one
+// over MaxFileSize bytes without reading it whole.
 func ReadFile(path string) (*Runbook, error) {
-	f, err := os.Open(path)
+	f, _, err := config.OpenRegular(path)
+	var nr *config.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, ErrorList{{File: path, Msg: strings.TrimPrefix(nr.Error(), path+" ")}}
+	}
 	if err != nil {
 		return nil, err
 	}

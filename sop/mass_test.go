@@ -61,7 +61,7 @@ func TestMassRedeliveryStages(t *testing.T) {
 			r := e.runner()
 			var evs []sop.Event
 			broken := ""
-			o := sop.Options{Pipeline: "settlement", Operator: "tester", Plan: plans.Options{Reason: "INC-9 broker blip", Operator: "tester"},
+			o := sop.Options{Pipeline: "settlement", Operator: "tester", Yes: true, Plan: plans.Options{Reason: "INC-9 broker blip", Operator: "tester"},
 				Emit: func(ev sop.Event) error {
 					evs = append(evs, ev)
 					if ev.Step == "canary" && ev.Outcome == sop.OutcomeOK {

@@ -2,15 +2,18 @@ package sop
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -19,11 +22,16 @@ import (
 
 // A run is recorded as one JSON lines file, RUN_ID.jsonl in the runs
 // directory (sop.runs_dir; docs/runbooks.md "Run records"): a header, then
-// one line per step that ended, with what a resumed run needs of it (the
-// targets of a reconcile step, the plans of a plan step, the plan ids an
-// apply step applied). Each line is written and synced before the next
-// step starts, so a run killed at any point resumes from the first step
-// that did not finish. The plans and audit rows of the run carry its id.
+// for each step that ended what a resumed run needs of it — the targets of
+// a reconcile step, the plans of a plan step, the plan ids an apply step
+// applied — one line each (ids in lines of up to 1000), and last the
+// step's event line, which says how many of each came before it. A
+// record has no line limit and is read one line at a time, so that a run
+// of 30,000 targets records and resumes in memory that grows with one plan
+// at a time, not with a line of them all. Each step's lines are written
+// and synced before the next step starts, its event line last, so a run
+// killed at any point resumes from the first step that did not finish.
+// The plans and audit rows of the run carry its id.
 
 // Header is the first line of a run record.
 type Header struct {
@@ -53,14 +61,43 @@ type Target struct {
 	Step     string       `json:"step,omitempty"`
 }
 
-// line is one line of a run record: the header, or a step that ended.
+// recLine is one line of a run record: the header, one part of a step
+// (a target, a plan, applied plan ids), or the event of a step that ended
+// with the count of its parts before it. (Records written before parts
+// had lines of their own carry Targets, Plans and Applied on the event
+// line; they are read as well.)
 type recLine struct {
 	Header  *Header       `json:"header,omitempty"`
 	Event   *Event        `json:"event,omitempty"`
+	Target  *Target       `json:"target,omitempty"`
+	Plan    *plans.Plan   `json:"plan,omitempty"`
+	Applied []string      `json:"applied,omitempty"`
+	Parts   *recParts     `json:"parts,omitempty"`
 	Targets []Target      `json:"targets,omitempty"`
 	Plans   []*plans.Plan `json:"plans,omitempty"`
-	Applied []string      `json:"applied,omitempty"`
 }
+
+// recParts counts the parts a step's event line closes; Targets and Plans
+// are nil when the step did not set them (an empty list is 0).
+type recParts struct {
+	Targets *int `json:"targets,omitempty"`
+	Plans   *int `json:"plans,omitempty"`
+	Applied int  `json:"applied,omitempty"`
+}
+
+// stepRecord is a step that ended, as a record holds it: its event and
+// what it added to the run's state.
+type stepRecord struct {
+	Event      Event
+	Targets    []Target
+	Plans      []*plans.Plan
+	Applied    []string
+	SetTargets bool // the step set the run's targets (to Targets, maybe none)
+	SetPlans   bool // the step set the run's plans
+}
+
+// appliedPerLine bounds the plan ids of one line.
+const appliedPerLine = 1000
 
 // Records is the runs directory.
 type Records struct{ Dir string }
@@ -120,7 +157,7 @@ func (r Records) create(h Header) (*recorder, error) {
 		return nil, fmt.Errorf("run record: %w", err)
 	}
 	rec := &recorder{f: f}
-	if err := rec.write(recLine{Header: &h}); err != nil {
+	if err := rec.lines(func(enc *json.Encoder) error { return enc.Encode(recLine{Header: &h}) }); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -136,15 +173,55 @@ func (r Records) reopen(id string) (*recorder, error) {
 	return &recorder{f: f}, nil
 }
 
-func (rec *recorder) write(l recLine) error {
-	b, err := json.Marshal(l)
+// step records a step that ended: its parts, synced, then its event line,
+// synced.
+func (rec *recorder) step(s stepRecord) error {
+	parts := &recParts{Applied: len(s.Applied)}
+	err := rec.lines(func(enc *json.Encoder) error {
+		if s.SetTargets {
+			n := len(s.Targets)
+			parts.Targets = &n
+			for i := range s.Targets {
+				if err := enc.Encode(recLine{Target: &s.Targets[i]}); err != nil {
+					return err
+				}
+			}
+		}
+		if s.SetPlans {
+			n := len(s.Plans)
+			parts.Plans = &n
+			for _, p := range s.Plans {
+				if err := enc.Encode(recLine{Plan: p}); err != nil {
+					return err
+				}
+			}
+		}
+		for ids := s.Applied; len(ids) > 0; {
+			k := min(len(ids), appliedPerLine)
+			if err := enc.Encode(recLine{Applied: ids[:k]}); err != nil {
+				return err
+			}
+			ids = ids[k:]
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := rec.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("run record %s: %w", rec.f.Name(), err)
+	return rec.lines(func(enc *json.Encoder) error { return enc.Encode(recLine{Event: &s.Event, Parts: parts}) })
+}
+
+// lines writes what write encodes, through a buffer, and syncs it.
+func (rec *recorder) lines(write func(*json.Encoder) error) error {
+	w := bufio.NewWriterSize(rec.f, 64<<10)
+	err := write(json.NewEncoder(w))
+	if err == nil {
+		err = w.Flush()
 	}
-	if err := rec.f.Sync(); err != nil {
+	if err == nil {
+		err = rec.f.Sync()
+	}
+	if err != nil {
 		return fmt.Errorf("run record %s: %w", rec.f.Name(), err)
 	}
 	return nil
@@ -155,24 +232,20 @@ func (rec *recorder) close() error { return rec.f.Close() }
 // Record is a run as its record holds it.
 type Record struct {
 	Header Header
-	lines  []recLine
+	steps  []stepRecord
 }
 
 // Events are the steps that ended, in order (a resumed step appears again).
 func (r *Record) Events() []Event {
-	var out []Event
-	for _, l := range r.lines {
-		if l.Event != nil {
-			out = append(out, *l.Event)
-		}
+	out := make([]Event, len(r.steps))
+	for i, s := range r.steps {
+		out[i] = s.Event
 	}
 	return out
 }
 
-// maxRecordLine bounds a line of a run record (its plans).
-const maxRecordLine = 64 << 20
-
-// Load reads the record of run id. An unknown id is a *NoRunError.
+// Load reads the record of run id, one line at a time (no line is too
+// long). An unknown id is a *NoRunError.
 func (r Records) Load(id string) (*Record, error) {
 	if !ValidRunID(id) {
 		return nil, &NoRunError{ID: id, Dir: r.Dir, Malformed: true}
@@ -185,16 +258,27 @@ func (r Records) Load(id string) (*Record, error) {
 		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), maxRecordLine)
+	in := bufio.NewReaderSize(f, 64<<10)
 	rec := &Record{}
-	n := 0
-	for sc.Scan() {
-		n++
+	var part stepRecord // the parts read since the last event line
+	for n := 1; ; n++ {
+		b, rerr := in.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return nil, fmt.Errorf("run record %s: %w", r.path(id), rerr)
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			if rerr == io.EOF {
+				if n == 1 {
+					return nil, fmt.Errorf("run record %s is empty", r.path(id))
+				}
+				return rec, nil
+			}
+			continue
+		}
 		var l recLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			if n > 1 && !hasMore(sc) {
-				break // the last line of a run killed while writing it: that step did not finish
+		if err := json.Unmarshal(b, &l); err != nil {
+			if n > 1 && (rerr == io.EOF || !hasMore(in)) {
+				return rec, nil // the last line of a run killed while writing it: that step did not finish
 			}
 			return nil, fmt.Errorf("run record %s line %d: %v", r.path(id), n, err)
 		}
@@ -203,20 +287,60 @@ func (r Records) Load(id string) (*Record, error) {
 				return nil, fmt.Errorf("run record %s: the first line is not the run's header", r.path(id))
 			}
 			rec.Header = *l.Header
+			if rerr == io.EOF {
+				return rec, nil
+			}
 			continue
 		}
-		rec.lines = append(rec.lines, l)
+		switch {
+		case l.Target != nil:
+			part.Targets = append(part.Targets, *l.Target)
+		case l.Plan != nil:
+			part.Plans = append(part.Plans, l.Plan)
+		case l.Event == nil:
+			part.Applied = append(part.Applied, l.Applied...)
+		case l.Parts != nil:
+			p := l.Parts
+			if p.Targets != nil && *p.Targets != len(part.Targets) || p.Plans != nil && *p.Plans != len(part.Plans) || p.Applied != len(part.Applied) {
+				return nil, fmt.Errorf("run record %s line %d: step %d (%s) says %s, but its lines before it hold %d targets, %d plans, %d applied: the record was changed, or written by two runs at once",
+					r.path(id), n, l.Event.Index, l.Event.Step, partsText(p), len(part.Targets), len(part.Plans), len(part.Applied))
+			}
+			part.Event, part.SetTargets, part.SetPlans = *l.Event, p.Targets != nil, p.Plans != nil
+			rec.steps = append(rec.steps, part)
+			part = stepRecord{}
+		default: // a record written before parts had lines of their own
+			rec.steps = append(rec.steps, stepRecord{Event: *l.Event, Targets: l.Targets, Plans: l.Plans, Applied: l.Applied,
+				SetTargets: l.Targets != nil, SetPlans: l.Plans != nil})
+		}
+		if rerr == io.EOF {
+			return rec, nil
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("run record %s: %w", r.path(id), err)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("run record %s is empty", r.path(id))
-	}
-	return rec, nil
 }
 
-func hasMore(sc *bufio.Scanner) bool { return sc.Scan() }
+func partsText(p *recParts) string {
+	var s []string
+	if p.Targets != nil {
+		s = append(s, fmt.Sprintf("%d targets", *p.Targets))
+	}
+	if p.Plans != nil {
+		s = append(s, fmt.Sprintf("%d plans", *p.Plans))
+	}
+	return strings.Join(append(s, fmt.Sprintf("%d applied", p.Applied)), ", ")
+}
+
+// hasMore reports whether in holds anything but blank space.
+func hasMore(in *bufio.Reader) bool {
+	for {
+		c, err := in.ReadByte()
+		if err != nil {
+			return false
+		}
+		if c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			return true
+		}
+	}
+}
 
 // NoRunError is a --resume of a run no record holds (exit 2).
 type NoRunError struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -59,6 +60,10 @@ type Event struct {
 	Verdicts map[inspect.Code]int `json:"verdicts,omitempty"`
 	// PlanIDs are the plans a step made or applied when there are several.
 	PlanIDs []string `json:"plan_ids,omitempty"`
+	// Partial counts the operations the step triaged from part of their
+	// sources (a source unreachable): their verdicts are not the whole
+	// answer.
+	Partial int `json:"partial,omitempty"`
 	// Text is the step's text (a note's, or what it tells the person).
 	Text string `json:"text,omitempty"`
 	// Elapsed is the step's duration in seconds.
@@ -97,8 +102,14 @@ type Options struct {
 	Plan plans.Options
 	// Operator is who applies (the audit).
 	Operator string
-	// Review is called by a review step with the plans to look at; nil
-	// passes it (--yes). An error stops the run.
+	// Yes runs the run scripted (--yes): review steps pass without a
+	// person.
+	Yes bool
+	// Review is a person on a terminal: called by a review step with the
+	// plans to look at, and by an apply step that no review step answered
+	// in this run, before it applies. An error stops the run. A run
+	// applies only with Yes, or with Review answered (docs/runbooks.md
+	// "Running"): without either, a review or an apply step is refused.
 	Review func(ctx context.Context, s Step, ps []*plans.Plan) error
 	// Before is called before each step (--step); an error stops the run.
 	Before func(ctx context.Context, index int, s Step) error
@@ -158,8 +169,11 @@ func (e *StopError) ExitCode() int { return sources.ExitRefused }
 type state struct {
 	targets []Target
 	plans   []*plans.Plan
-	applied map[string]bool
-	verdict map[string]inspect.Code // by biz_id/pipeline: the last triage
+	// reviewed: a person accepted the plans in this run (a review step
+	// or the confirmation of an apply step).
+	reviewed bool
+	applied  map[string]bool
+	verdict  map[string]inspect.Code // by biz_id/pipeline: the last triage
 }
 
 func key(biz, pipeline string) string { return pipeline + "\x00" + biz }
@@ -245,17 +259,17 @@ func (r *Runner) Resume(ctx context.Context, lib *Library, id string, o Options)
 	// finish and was resumed appears again later. The run continues after
 	// the last step of the unbroken chain of finished steps.
 	from := 0
-	for _, l := range rec.lines {
-		if l.Event == nil || l.Event.Index != from+1 || !finished(l.Event.Outcome) {
+	for _, s := range rec.steps {
+		if s.Event.Index != from+1 || !finished(s.Event.Outcome) {
 			continue
 		}
-		if l.Targets != nil {
-			st.targets = l.Targets
+		if s.SetTargets {
+			st.targets = s.Targets
 		}
-		if l.Plans != nil {
-			st.plans = l.Plans
+		if s.SetPlans {
+			st.plans = s.Plans
 		}
-		for _, id := range l.Applied {
+		for _, id := range s.Applied {
 			st.applied[id] = true
 		}
 		from++
@@ -366,11 +380,11 @@ func (r *Runner) run(ctx context.Context, rb *Runbook, h Header, o Options, st *
 		if x.ev.Outcome == "" {
 			x.ev.Outcome = OutcomeOK
 		}
-		ln := recLine{Event: &x.ev}
+		sr := stepRecord{Event: x.ev}
 		if finished(x.ev.Outcome) {
-			ln.Targets, ln.Plans, ln.Applied = x.targets, x.plans, x.applied
+			sr.Targets, sr.Plans, sr.Applied, sr.SetTargets, sr.SetPlans = x.targets, x.plans, x.applied, x.setTargets, x.setPlans
 		}
-		if werr := rec.write(ln); werr != nil {
+		if werr := rec.step(sr); werr != nil {
 			return stop(s, OutcomeFailed, werr.Error(), werr)
 		}
 		if eerr := emit(x.ev); eerr != nil {
@@ -406,9 +420,10 @@ type exec struct {
 	s  Step
 	ev Event
 	// what the step adds to the state, recorded with it
-	targets []Target
-	plans   []*plans.Plan
-	applied []string
+	targets              []Target
+	plans                []*plans.Plan
+	applied              []string
+	setTargets, setPlans bool // the step set the run's targets, its plans
 }
 
 func (x *exec) do(ctx context.Context) error {
@@ -460,6 +475,7 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 		return nil
 	}
 	counts := map[inspect.Code]int{}
+	partial, unread := 0, map[string]bool{} // operations triaged from part of their sources
 	for _, t := range ts {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -491,7 +507,13 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 			x.ev.Detail = fmt.Sprintf("%s (%s): %s: %s", t.BizID, op.Pipeline.Name, v.Code, v.Summary)
 		}
 		if op.Report.Partial {
-			x.ev.Detail += " (partial: " + strings.Join(op.Report.Unread(), ", ") + " not read)"
+			partial++
+			for _, u := range op.Report.Unread() {
+				unread[u] = true
+			}
+			if len(ts) == 1 {
+				x.ev.Detail += " (partial: " + strings.Join(op.Report.Unread(), ", ") + " not read)"
+			}
 		}
 		if len(expect) > 0 && !slices.Contains(expect, v.Code) {
 			x.ev.Outcome, x.ev.Verdict = OutcomeUnexpected, v.Code
@@ -505,6 +527,12 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 	if len(ts) > 1 {
 		x.ev.Verdicts = counts
 		x.ev.Detail = fmt.Sprintf("%d operations: %s", len(ts), countText(counts))
+		x.ev.Partial = partial
+		if partial > 0 {
+			// A verdict drawn from part of the sources is not the whole
+			// answer: said, whatever the counts.
+			x.ev.Detail += fmt.Sprintf("; PARTIAL: %d of them triaged without %s", partial, strings.Join(slices.Sorted(maps.Keys(unread)), ", "))
+		}
 	}
 	return nil
 }
@@ -535,7 +563,7 @@ func (x *exec) reconcile(ctx context.Context) error {
 	for _, t := range ts {
 		counts[t.Verdict]++
 	}
-	x.targets, x.st.targets = ts, ts
+	x.targets, x.st.targets, x.setTargets = ts, ts, true
 	x.ev.Verdicts = counts
 	x.ev.Detail = fmt.Sprintf("%d target(s): %s", len(ts), countText(counts))
 	if sum != nil && sum.Refused {
@@ -581,7 +609,7 @@ func (x *exec) plan(ctx context.Context) error {
 	switch {
 	case errors.As(err, &nothing):
 		x.ev.Outcome, x.ev.Detail = OutcomeNothing, err.Error()
-		x.plans = []*plans.Plan{}
+		x.setPlans = true
 		x.st.plans = nil
 		return nil
 	case errors.As(err, &refused):
@@ -590,7 +618,7 @@ func (x *exec) plan(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
-	x.plans, x.st.plans = []*plans.Plan{p}, []*plans.Plan{p}
+	x.plans, x.st.plans, x.setPlans = []*plans.Plan{p}, []*plans.Plan{p}, true
 	x.ev.PlanID = p.ID
 	x.ev.Detail = fmt.Sprintf("plan %s for %s: %s", p.Short(), p.BizID, actionList(p))
 	return nil
@@ -608,10 +636,7 @@ func (x *exec) planTargets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	x.plans, x.st.plans = b.Plans, b.Plans
-	if x.plans == nil {
-		x.plans = []*plans.Plan{}
-	}
+	x.plans, x.st.plans, x.setPlans = b.Plans, b.Plans, true
 	for _, p := range b.Plans {
 		x.ev.PlanIDs = append(x.ev.PlanIDs, p.ID)
 	}
@@ -635,18 +660,37 @@ func (x *exec) review(ctx context.Context) error {
 		x.ev.Outcome, x.ev.Detail = OutcomeNothing, "no plan to review"
 		return nil
 	}
-	if x.o.Review == nil {
+	switch {
+	case x.o.Yes:
 		x.ev.Detail = fmt.Sprintf("%d plan(s) passed without a person (--yes)", len(pending))
 		return nil
+	case x.o.DryRun && x.o.Review == nil:
+		x.ev.Detail = fmt.Sprintf("%d plan(s) passed without a person (--dry-run: nothing is applied)", len(pending))
+		return nil
 	}
-	if err := x.o.Review(ctx, x.s, pending); err != nil {
+	if err := x.confirm(ctx, pending); err != nil {
+		return err
+	}
+	x.ev.Detail = fmt.Sprintf("%d plan(s) reviewed", len(pending))
+	return nil
+}
+
+// confirm has a person accept ps (Options.Review); without one (no --yes
+// and stdin not a terminal) the step is refused.
+func (x *exec) confirm(ctx context.Context, ps []*plans.Plan) error {
+	if x.o.Review == nil {
+		msg := "nobody to accept the plans: pass --yes to run it scripted; nothing was applied"
+		x.ev.Outcome, x.ev.Detail = OutcomeRefused, msg
+		return &StopError{Step: x.s.Name, Detail: msg}
+	}
+	if err := x.o.Review(ctx, x.s, ps); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		x.ev.Outcome, x.ev.Detail = OutcomeRefused, err.Error()
 		return &StopError{Step: x.s.Name, Detail: err.Error()}
 	}
-	x.ev.Detail = fmt.Sprintf("%d plan(s) reviewed", len(pending))
+	x.st.reviewed = true
 	return nil
 }
 
@@ -673,6 +717,12 @@ func (x *exec) apply(ctx context.Context) error {
 	verb := "applied"
 	if x.o.DryRun {
 		verb = "dry-ran"
+	} else if !x.o.Yes && !x.st.reviewed {
+		// No review step answered in this run (a runbook without one, a
+		// resumed run): a person confirms before anything is applied.
+		if err := x.confirm(ctx, ps); err != nil {
+			return err
+		}
 	}
 	for i, p := range ps {
 		res, err := x.r.Service.Apply(ctx, p, repair.ApplyOptions{DryRun: x.o.DryRun, Operator: x.o.Operator})

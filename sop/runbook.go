@@ -206,8 +206,8 @@ func Parse(name string, data []byte) (rb *Runbook, err error) {
 	case len(bytes.TrimSpace(data)) == 0:
 		return nil, ErrorList{{File: name, Msg: "the file is empty"}}
 	}
-	if line := config.NestingLine(data); line > 0 {
-		return nil, ErrorList{{File: name, Line: line, Msg: fmt.Sprintf("the file nests deeper than %d levels here; is this a runbook?", config.MaxNesting)}}
+	if line, why := config.Prescan(data); line > 0 {
+		return nil, ErrorList{{File: name, Line: line, Msg: "the file " + why + " here; is this a runbook?"}}
 	}
 	f, perr := parser.ParseBytes(data, 0)
 	if perr != nil {

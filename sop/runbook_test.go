@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // Every built-in parses, is named after the verdicts it is for, and there
@@ -135,6 +136,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\ntitle: t\nverdicts: [STRANDED]\nsteps:\n  - type: wait\n    until: [COMPLETE]\n    timeout: 1m\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rb, err := Parse("f.yaml", data)
+		if line, _ := config.Prescan(data); line > 0 && err == nil {
+			t.Fatalf("parsed a file the pre-scan refuses at line %d", line)
+		}
 		if err != nil {
 			var list ErrorList
 			if !errors.As(err, &list) || len(list) == 0 {

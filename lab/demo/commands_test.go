@@ -405,7 +405,8 @@ func TestLabCommands(t *testing.T) {
 		// in-flight-lease scenario's two on fulfilment_anchored, which stay
 		// up holding F-L-1: they consume what opctl republishes there.
 		if strings.Contains(m[1], "--pipeline fulfilment_anchored") {
-			sh.settle(t, strings.Fields(m[1])[2], inspect.Complete)
+			f := strings.Fields(m[1])
+			sh.settle(t, f[len(f)-1], inspect.Complete)
 		}
 		sh.run(t, m[1], 0)
 	}
@@ -491,7 +492,7 @@ func whereCode(t *testing.T, c inspect.Code) int {
 // to repair (and no plan.json to dry-run) on the kept lab.
 func TestRepairedViewNext(t *testing.T) {
 	r := inspect.Report{Verdict: inspect.Verdict{Code: inspect.DuplicateEffect, Next: []string{
-		`opctl repair plan PAY-D-1 --pipeline settlement --reason "$REASON" --out plan.json`,
+		`opctl repair plan --pipeline settlement --reason "$REASON" --out plan.json -- PAY-D-1`,
 		"opctl repair apply plan.json --dry-run",
 		"opctl explain DUPLICATE_EFFECT",
 	}}}

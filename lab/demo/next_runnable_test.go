@@ -97,8 +97,8 @@ func TestNextRunsAsPrinted(t *testing.T) {
 	// The lines this test exists for were run: the seed 000 plan that needs
 	// an attestation, the manual plan of an unknown outcome, a probe.
 	for _, want := range []struct{ what, re string }{
-		{"a DUPLICATE_EFFECT plan line with --attest (seed 000's PAY-1)", `^opctl repair plan PAY-1 .*--attest "\$ATTEST"`},
-		{"an UNKNOWN_OUTCOME plan line with --action manual --attest (the lab's F-U-1)", `^opctl repair plan F-U-1 .*--action manual .*--attest "\$ATTEST" .*--outcome applied`},
+		{"a DUPLICATE_EFFECT plan line with --attest (seed 000's PAY-1)", `^opctl repair plan .*--attest "\$ATTEST" .*-- PAY-1$`},
+		{"an UNKNOWN_OUTCOME plan line with --action manual --attest (the lab's F-U-1)", `^opctl repair plan .*--action manual .*--attest "\$ATTEST" .*--outcome applied .*-- F-U-1$`},
 		{"a probe (seed 001 with WMS down)", `^curl -s '?http`},
 		{"a dry run", `^opctl repair apply plan.json --dry-run$`},
 	} {

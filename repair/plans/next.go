@@ -21,10 +21,10 @@ import (
 func Next(in Input) []string {
 	r := in.Report
 	base := r.Verdict.Next
-	id, pl := inspect.ShellQuote(r.BizID), " --pipeline "+inspect.ShellQuote(r.Pipeline)
-	where := "opctl where " + id + pl
+	id, pl := inspect.IDArg(r.BizID), " --pipeline "+inspect.ShellQuote(r.Pipeline)
+	where := "opctl where" + pl + id
 	explain := "opctl explain " + string(r.Verdict.Code)
-	plan := "opctl repair plan " + id + pl
+	plan := "opctl repair plan" + pl
 	dryRun := "opctl repair apply plan.json --dry-run"
 	try := func(o Options) (*Plan, error) {
 		o.Reason, o.Operator, o.Now = "next", "", time.Unix(0, 0)
@@ -38,9 +38,9 @@ func Next(in Input) []string {
 			return []string{where + "   # no plan: " + why(err), explain}
 		}
 		if undo := manualUndo(p); undo != "" {
-			return []string{plan + ` --attest "$ATTEST" --reason "$REASON" --out plan.json   # first ` + undo + `, then set ATTEST to what was done`, dryRun, explain}
+			return []string{plan + ` --attest "$ATTEST" --reason "$REASON" --out plan.json` + id + `   # first ` + undo + `, then set ATTEST to what was done`, dryRun, explain}
 		}
-		return []string{plan + ` --reason "$REASON" --out plan.json`, dryRun, explain}
+		return []string{plan + ` --reason "$REASON" --out plan.json` + id, dryRun, explain}
 	case inspect.UnknownOutcome:
 		var out []string
 		for _, l := range base {

@@ -289,10 +289,11 @@ func planOptions(line string, r inspect.Report, env map[string]string) (plans.Op
 		return plans.Options{}, err
 	}
 	var o plans.Options
-	if len(words) < 4 || words[3] != r.BizID {
-		return o, fmt.Errorf("want opctl repair plan %s ..., got %q", r.BizID, words)
+	if n := len(words); n < 5 || words[n-2] != "--" || words[n-1] != r.BizID {
+		return o, fmt.Errorf("want opctl repair plan ... -- %s, got %q", r.BizID, words)
 	}
-	for i := 4; i < len(words); i++ {
+	words = words[:len(words)-2]
+	for i := 3; i < len(words); i++ {
 		flag := words[i]
 		if i+1 >= len(words) {
 			return o, fmt.Errorf("%s has no value", flag)

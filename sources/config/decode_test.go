@@ -67,7 +67,7 @@ func TestSyntaxAndDocumentErrors(t *testing.T) {
 		{"bad indentation has a line", edit(t, baseYAML, map[int]string{17: `     key: biz_id`}), 17, ""},
 		{"empty file", "  \n", 0, "the file is empty"},
 		{"only comments", "# nothing\n", 0, "only comments"},
-		{"top level is a list", "- a\n- b\n", 1, "expected a mapping"},
+		{"top level is a list", "- a\n- b\n", 1, "the file holds a list, not a configuration"},
 		{"two documents", baseYAML + "---\nmysql: {}\n", 49, "a second YAML document"},
 		{"unterminated ${", edit(t, baseYAML, map[int]string{2: `  dsn: "${OPCTL_MYSQL_DSN"`}), 2, "mysql.dsn: unterminated ${"},
 		{"invalid variable name", edit(t, baseYAML, map[int]string{2: `  dsn: "${1DSN}"`}), 2, "invalid variable reference ${1DSN}"},

@@ -42,6 +42,70 @@ func RedactDSN(dsn string) string {
 	return dsn[:start+colon+1] + "***" + dsn[at:]
 }
 
+// redactSecrets is msg, an error message, with the password of every
+// DSN-shaped text in it replaced by "***" (RedactDSN): each Go-quoted
+// string ("...", as %q writes a value: spaces and quotes in the password
+// included) and each word, inside such a string or outside. DSN-shaped:
+// RedactDSN changes it and the user before the password holds no space (so
+// that an SQL snippet with ":name" and "@" keeps its text). A configuration
+// error may quote any value of the file, or of the environment a ${VAR}
+// took it from.
+func redactSecrets(msg string) string {
+	if !strings.Contains(msg, "@") {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		if msg[i] == '"' {
+			if q, err := strconv.QuotedPrefix(msg[i:]); err == nil {
+				i += len(q)
+				if u, err := strconv.Unquote(q); err == nil {
+					r, ok := redactShaped(u)
+					if !ok {
+						r = redactWords(u)
+					}
+					if r != u {
+						q = strconv.Quote(r)
+					}
+				}
+				b.WriteString(q)
+				continue
+			}
+		}
+		j := i + 1
+		for j < len(msg) && msg[j] != '"' {
+			j++
+		}
+		b.WriteString(redactWords(msg[i:j]))
+		i = j
+	}
+	return b.String()
+}
+
+// redactWords is s with each DSN-shaped word (between spaces) redacted.
+func redactWords(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	words := strings.Split(s, " ")
+	for i, w := range words {
+		if r, ok := redactShaped(w); ok {
+			words[i] = r
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// redactShaped is RedactDSN(s), and whether s is DSN-shaped: it had a
+// password, after a user without a space.
+func redactShaped(s string) (string, bool) {
+	r := RedactDSN(s)
+	if r == s {
+		return s, false
+	}
+	return r, !strings.ContainsAny(r[:strings.Index(r, "***")], " \t\n")
+}
+
 // isScheme reports whether s is a URL scheme (letters, digits, "+", "-",
 // "."), so that a password containing "://" is not mistaken for one.
 func isScheme(s string) bool {

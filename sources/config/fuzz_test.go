@@ -63,11 +63,18 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
-	env := envMap(map[string]string{"OPCTL_MYSQL_DSN": "u:p@tcp(db:3306)/pay", "OPCTL_BROKERS": "k1:9092,k2:9092", "X": "${Y}", "NL": "a\nb"})
+	// A secret the environment holds never shows in an error, wherever a
+	// ${SECRET_DSN} puts it (the file itself does not hold it).
+	const secret = "Fz-S3cret"
+	env := envMap(map[string]string{"OPCTL_MYSQL_DSN": "u:p@tcp(db:3306)/pay", "OPCTL_BROKERS": "k1:9092,k2:9092", "X": "${Y}", "NL": "a\nb",
+		"SECRET_DSN": "app:" + secret + "@tcp(db:3306)/pay"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseWithEnv("fuzz.yaml", data, env)
 		if err != nil {
 			checkErrorList(t, "Parse", err)
+			if !strings.Contains(string(data), secret) && strings.Contains(err.Error(), secret) {
+				t.Errorf("an error shows the password of $SECRET_DSN: %q", err)
+			}
 			for _, e := range err.(ErrorList) {
 				if e.File != "fuzz.yaml" {
 					t.Errorf("error without the file name: %q", e.Error())

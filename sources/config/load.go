@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
@@ -142,22 +143,64 @@ const MaxNesting = 64
 // aliases multiply (a 2.6 KB file made 90,000 steps, 36 s and 857 MB).
 const MaxAliasValues = 100_000
 
+// OpenRegular opens path for reading when it is a regular file (a symlink
+// to one included), and refuses anything else (a named pipe, a device, a
+// socket, a directory) with a *NotRegularError, without an open that can
+// block: a named pipe is opened non-blocking, then its type is read from
+// the open file. A configuration, a runbook and a plan file are read this
+// way (docs/config.md "Where opctl looks").
+func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = &NotRegularError{Path: path, Mode: st.Mode()}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
+// NotRegularError is a file opctl reads that is not a regular file.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+// Error names the file and what it is.
+func (e *NotRegularError) Error() string {
+	what := "not a regular file"
+	switch t := e.Mode.Type(); {
+	case t&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		what = "a socket"
+	case t&fs.ModeDevice != 0:
+		what = "a device"
+	case t&fs.ModeDir != 0:
+		what = "a directory"
+	}
+	return fmt.Sprintf("%s is %s, not a regular file: opctl reads only files (save it to a file first)", e.Path, what)
+}
+
 // readFile reads the configuration file p, refusing one over MaxFileSize
-// without reading more than that (a special file such as /dev/zero never
-// ends).
+// without reading more than that, and one that is not a regular file
+// (OpenRegular).
 func readFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	f, st, err := OpenRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
 	size := int64(bytes.MinRead)
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		if st.Size() > MaxFileSize {
-			return nil, ErrorList{tooBig(p, st.Size())}
-		}
-		size += st.Size()
+	if st.Size() > MaxFileSize {
+		return nil, ErrorList{tooBig(p, st.Size())}
 	}
+	size += st.Size()
 	var buf bytes.Buffer
 	buf.Grow(int(size))
 	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
@@ -231,7 +274,7 @@ func ParseWithEnv(name string, data []byte, lookup LookupFunc) (*Config, error) 
 		var list ErrorList
 		if errors.As(err, &list) {
 			for _, e := range list {
-				e.Msg = printable(e.Msg)
+				e.Msg = printable(redactSecrets(e.Msg))
 			}
 		}
 		return nil, err
@@ -250,9 +293,8 @@ func parse(name string, data []byte, lookup LookupFunc) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrorList{{File: name, Msg: "the file is empty"}}
 	}
-	if line := nesting(data, MaxNesting); line > 0 {
-		return nil, ErrorList{{File: name, Line: line, Msg: fmt.Sprintf(
-			"the file nests deeper than %d levels here; opctl refuses it without parsing it: is this the right file?", MaxNesting)}}
+	if line, why := Prescan(data); line > 0 {
+		return nil, ErrorList{{File: name, Line: line, Msg: "the file " + why + " here; opctl refuses it without parsing it: is this the right file?"}}
 	}
 	file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey()) // shape reports repeats with both lines
 	if err != nil {
@@ -274,6 +316,15 @@ func parse(name string, data []byte, lookup LookupFunc) (*Config, error) {
 	}
 	if body == nil {
 		return nil, ErrorList{{File: name, Msg: "the file holds no configuration (only comments)"}}
+	}
+	if isScalar(body) || body.Type() == ast.SequenceType {
+		// Not a configuration at all (an environment, a binary): named, never
+		// quoted, since it may hold anything.
+		kind := "a list"
+		if isScalar(body) {
+			kind = "a single value"
+		}
+		return nil, ErrorList{{File: name, Line: nodeLine(body), Msg: fmt.Sprintf("the file holds %s, not a configuration (a mapping of keys such as mysql:, kafka:, pipelines:): is this the right file?", kind)}}
 	}
 
 	if line, alias := aliasExpansion(body, MaxAliasValues); line > 0 {
@@ -344,6 +395,30 @@ func nesting(data []byte, limit int) int {
 	return s.deep
 }
 
+// MaxKeys is how many keys one block mapping of a file may hold; a file
+// with a wider one is refused before it is parsed (docs/config.md). The
+// YAML parser's cost grows with the square of a block mapping's keys (one
+// mapping of 96,000 keys, inside MaxFileSize, took 23 s and 386 MB); a
+// configuration's mappings hold a few dozen.
+const MaxKeys = 256
+
+// Prescan is the check made over the bytes of a YAML file (a
+// configuration, a runbook) before it is parsed, in one pass (see
+// nesting): the line where it first nests deeper than MaxNesting levels or
+// where a block mapping first holds more than MaxKeys keys, and what it
+// does there ("nests deeper than 64 levels"); or 0 and "".
+func Prescan(data []byte) (line int, why string) {
+	s := nestScan{src: data, line: 1, col: 1, first: true, limit: MaxNesting, maxKeys: MaxKeys}
+	s.run()
+	switch {
+	case s.deep > 0:
+		return s.deep, fmt.Sprintf("nests deeper than %d levels", MaxNesting)
+	case s.wide > 0:
+		return s.wide, fmt.Sprintf("has a mapping of more than %d keys", MaxKeys)
+	}
+	return 0, ""
+}
+
 // nestScan is the state of nesting: the position, the parts of the
 // tokenizer's state that decide what a character is, and the collections
 // open.
@@ -355,6 +430,9 @@ type nestScan struct {
 	prev  rune
 	limit int
 	deep  int // the line where the depth exceeded limit, or 0
+	// maxKeys bounds the keys of a block mapping (0: no bound); wide is
+	// the line where one exceeded it, or 0.
+	maxKeys, wide int
 
 	first     bool // only spaces and tabs so far on this line
 	indentNum int  // spaces before the first character of the line
@@ -394,6 +472,7 @@ type nestScan struct {
 type nestLevel struct {
 	col, line          int
 	seq, empty, tagged bool
+	keys               int // the entries of its collection so far, this one included
 }
 
 const (
@@ -472,10 +551,14 @@ func (s *nestScan) push(col int, seq, key bool) {
 		return
 	}
 	tagged := s.dangling || key && s.keyAfterTag
+	keys := 1 // a sibling closed here is the previous entry of this collection
 	for !tagged && len(s.stack) > 0 {
 		top := s.stack[len(s.stack)-1]
 		if top.col < col || top.col == col && top.seq != seq && (seq || top.empty) {
 			break
+		}
+		if top.col == col && top.seq == seq {
+			keys = top.keys + 1
 		}
 		if top.tagged {
 			if top.col == col && top.seq == seq {
@@ -486,7 +569,10 @@ func (s *nestScan) push(col int, seq, key bool) {
 		}
 		s.stack = s.stack[:len(s.stack)-1]
 	}
-	s.stack = append(s.stack, nestLevel{col: col, line: s.line, seq: seq, empty: true, tagged: tagged})
+	s.stack = append(s.stack, nestLevel{col: col, line: s.line, seq: seq, empty: true, tagged: tagged, keys: keys})
+	if !seq && s.maxKeys > 0 && keys > s.maxKeys && s.wide == 0 {
+		s.wide = s.line
+	}
 	s.dangling, s.keyAfterTag = false, false
 	s.nodeCol = 0
 	s.check()
@@ -530,7 +616,7 @@ func (s *nestScan) repeat(c byte) int {
 func blankOrEnd(r rune) bool { return r == 0 || r == ' ' || r == '\t' || r == '\n' || r == '\r' }
 
 func (s *nestScan) run() {
-	for s.i < len(s.src) && s.deep == 0 {
+	for s.i < len(s.src) && s.deep == 0 && s.wide == 0 {
 		c, _ := s.at(s.i)
 		// The indentation state, decided by the first character of a line
 		// that is not a space, a tab or a line break.
@@ -1102,8 +1188,3 @@ func (x *aliasCount) size(n ast.Node) int {
 	}
 	return 1
 }
-
-// NestingLine is the line where data, a YAML file, first nests deeper than
-// MaxNesting levels, or 0: a file opctl refuses without parsing it (see
-// nesting). Runbook files are checked with it too.
-func NestingLine(data []byte) int { return nesting(data, MaxNesting) }
