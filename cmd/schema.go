@@ -286,23 +286,59 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 		err   error
 	)
 	switch {
-	case opts.Audit:
+	case opts.Audit || opts.Indexes:
+		// Each server its own statements (pipelines[].mysql): the audit
+		// tables where its pipelines' repairs write, the indexes where
+		// their tables are.
 		cfg, err = opts.Config()
 		if err != nil {
 			return err
 		}
-		stmts, what = schema.AuditDDL(cfg.Audit.AuditTable()), "create the audit tables"
-	case opts.Indexes:
-		var rep *schema.Report
-		rep, cfg, err = schemaCheck(ctx, opts)
+		ps, err := cfg.Select(opts.Pipeline)
 		if err != nil {
 			return err
 		}
-		stmts, what, ask = rep.DDL(), "add the indexes reconcile needs", true
-		if len(stmts) == 0 {
-			fmt.Fprintln(opts.IO.Out, "nothing to add: every index reconcile needs is there")
+		groups := byServer(cfg, ps)
+		if len(groups) > 1 {
+			for _, g := range groups {
+				gcfg := *cfg
+				gcfg.MySQL = cfg.MySQLFor(g[0])
+				gopts := *opts
+				gopts.Config = func() (*config.Config, error) { return &gcfg, nil }
+				gopts.Pipeline = g[0].Name
+				if len(g) > 1 {
+					gopts.Pipeline = "" // every pipeline of the file shares this server
+					sub := gcfg
+					sub.Pipelines = nil
+					for _, p := range g {
+						sub.Pipelines = append(sub.Pipelines, *p)
+					}
+					gopts.Config = func() (*config.Config, error) { return &sub, nil }
+				}
+				if err := runSchemaApply(ctx, &gopts); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
+		if opts.Audit {
+			stmts, what = schema.AuditDDL(cfg.Audit.AuditTable()), "create the audit tables"
+		} else {
+			var rep *schema.Report
+			if rep, _, err = schemaCheck(ctx, opts); err != nil {
+				return err
+			}
+			stmts, what, ask = rep.DDL(), "add the indexes reconcile needs", true
+			if len(stmts) == 0 {
+				fmt.Fprintln(opts.IO.Out, "nothing to add: every index reconcile needs is there")
+				return nil
+			}
+		}
+		// The pipelines' own server when they share one other than the
+		// top-level one.
+		own := *cfg
+		own.MySQL = cfg.MySQLFor(ps[0])
+		cfg = &own
 	default:
 		cfg, err = opts.Config()
 		if err != nil {
