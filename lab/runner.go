@@ -85,11 +85,15 @@ func killAll(cs []*consumer.Consumer) {
 	wg.Wait()
 }
 
-// Select returns the named scenarios (every one when names is empty) in the
-// order of Scenarios(), each once; a name that is no scenario is an error.
+// Select returns the named scenarios (every one of Scenarios() when names
+// is empty) in the order of Scenarios(), BinlogScenarios() and
+// SeedScenarios(), each once; a name that is no scenario is an error.
 func Select(names []string) ([]Scenario, error) {
 	want := map[string]bool{}
 	for _, n := range names {
+		if n == seed003Scenario().Name && !Seed003Ready {
+			return nil, fmt.Errorf("scenario %q waits for opctl to read seed 003's own schema (idempotency records without a biz_id; lab.Seed003Ready)", n)
+		}
 		if !isScenario(n) {
 			return nil, fmt.Errorf("no scenario %q (have: %s)", n, strings.Join(ScenarioNames(), ", "))
 		}
@@ -101,7 +105,7 @@ func Select(names []string) ([]Scenario, error) {
 			list = append(list, s)
 		}
 	}
-	for _, s := range BinlogScenarios() {
+	for _, s := range append(BinlogScenarios(), SeedScenarios()...) {
 		if want[s.Name] {
 			list = append(list, s)
 		}
@@ -109,10 +113,15 @@ func Select(names []string) ([]Scenario, error) {
 	return list, nil
 }
 
+// allScenarios are Scenarios, BinlogScenarios and SeedScenarios.
+func allScenarios() []Scenario {
+	return append(append(Scenarios(), BinlogScenarios()...), SeedScenarios()...)
+}
+
 // ScenarioNames lists the scenarios in the order they run.
 func ScenarioNames() []string {
 	var out []string
-	for _, s := range append(Scenarios(), BinlogScenarios()...) {
+	for _, s := range allScenarios() {
 		out = append(out, s.Name)
 	}
 	return out
@@ -120,7 +129,7 @@ func ScenarioNames() []string {
 
 // isScenario reports whether name is a scenario.
 func isScenario(name string) bool {
-	for _, s := range append(Scenarios(), BinlogScenarios()...) {
+	for _, s := range allScenarios() {
 		if s.Name == name {
 			return true
 		}
