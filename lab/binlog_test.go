@@ -67,6 +67,9 @@ func TestSeedScenarioFromBinlog(t *testing.T) {
 			}
 		}
 	}
+	for _, r := range results {
+		seedReconcile(ctx, t, env, r)
+	}
 	invs, err := env.Invariants(ctx, results)
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +84,9 @@ func TestSeedScenarioFromBinlog(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range repairs {
+		t.Logf("repair %s: %s → %s (%s)\n%s", r.BizID, r.Before, r.After, r.Applied, r.PlanText)
 		if !r.OK {
-			t.Errorf("repair %+v", r)
+			t.Errorf("repair %s: %s → %s (plan %.12s %s %s)", r.BizID, r.Before, r.After, r.PlanID, r.Applied, r.Why)
 		}
 	}
 	invs, err = env.Invariants(ctx, results)
