@@ -322,6 +322,12 @@ func bizProbe(step string, se sources.StepEvidence, att Attestations, count, unk
 			n = max(n-u, 0)
 			v.Detail = joinNote(v.Detail, fmt.Sprintf("%d effect(s) attested undone by opctl's audit", u))
 		}
+		if n == 0 && att.is(step, AttestAll, AttestApplied) {
+			// Made by hand where the downstream's count does not show it
+			// (a skipped effect closed by a manual action).
+			n = 1
+			v.Detail = joinNote(v.Detail, att.note(step, AttestAll))
+		}
 		return v, n, 0
 	case bp.Outcome == sources.ProbeApplied:
 		return v, max(count, 1), unknown

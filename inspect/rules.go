@@ -216,14 +216,27 @@ func (f *facts) endedWithoutRow() (ended, byCommit bool) {
 // effect. Each entry reads "run debit again (...)".
 func (f *facts) redone() []string {
 	noRow := !f.state.Found
+	return Redone(f.pipeline, f.steps, func(i int) bool { return noRow || f.steps[i].Reached == nil })
+}
+
+// Redone lists, in step order, the steps of p among those redo selects
+// (by index) that took effect, or may have (unverified), and that nothing
+// stops from running twice (not idempotent): what a redelivery, or a
+// republish read as one, would make again. Each entry reads "run debit
+// again (...)" (docs/verdicts.md#will_redeliver).
+func Redone(p *config.Pipeline, steps []StepView, redo func(i int) bool) []string {
 	var out []string
-	for i, v := range f.steps {
-		s := f.pipeline.Steps[i]
-		if s.Idempotent {
-			continue
+	gap := false // an earlier step is absent
+	for i, v := range steps {
+		if i >= len(p.Steps) {
+			break
 		}
-		took := v.Status == StepApplied || v.Status == StepDuplicated || v.Status == StepAhead || v.Status == StepUnverified
-		if !took || !(noRow || v.Reached == nil) {
+		s := p.Steps[i]
+		// An unverified step may have run only if every step before it
+		// did: the consumer runs its steps in order.
+		took := v.Status == StepApplied || v.Status == StepDuplicated || v.Status == StepAhead || (v.Status == StepUnverified && !gap)
+		gap = gap || v.Status == StepAbsent
+		if s.Idempotent || !took || !redo(i) {
 			continue
 		}
 		switch {

@@ -301,6 +301,72 @@ func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() group
 			ev.Kafka.SearchDetail = "no row to locate the message from"
 		}
 	}
+	if req.All {
+		c.linkRecords(ctx, ev, loc.Messages)
+	}
+}
+
+// linkRecords reads the idempotency records of an operation whose
+// idempotency table has no biz_id column, through its messages (every
+// record of its key in the search window): their msg ids, from the msg_id
+// header or idempotency.msg_id_path, are the records' keys
+// (docs/where.md#records-without-a-biz_id). The operation's message is then
+// the one of the record MessageRecord picks (a SKIPPED decision is what an
+// operator asks about), else the newest. A failed read is a failed
+// idempotency query: the report is partial.
+func (c *Collector) linkRecords(ctx context.Context, ev *Evidence, msgs []*Message) {
+	p := ev.Pipeline
+	byID := map[string]*Message{}
+	var ids []string
+	for _, m := range msgs {
+		id := MsgIDOf(p, m)
+		if id == "" || byID[id] != nil {
+			continue
+		}
+		byID[id] = m
+		ids = append(ids, id)
+	}
+	if len(msgs) > 0 {
+		newest := msgs[len(msgs)-1]
+		ev.Kafka.Offset, ev.Kafka.Message = newest.Offset, newest
+	}
+	rd, ok := c.DB.(IdempotencyByKeys)
+	if len(ids) == 0 || !ok {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.timeout())
+	rows, err := rd.ReadIdempotencyByKeys(dctx, p, ids)
+	cancel()
+	if err != nil {
+		ev.DB.Failed = append(ev.DB.Failed, failedQueries(err)...)
+		ev.Sources["mysql"] = MySQLStatus(ev.DB, err)
+		return
+	}
+	ev.DB.Idempotency = rows
+	if rec := MessageRecord(rows); rec != nil && byID[rec.Key] != nil {
+		m := byID[rec.Key]
+		ev.Kafka.Offset, ev.Kafka.Message = m.Offset, m
+	}
+}
+
+// MsgIDOf is a message's msg id: its msg_id header, else the value at
+// idempotency.msg_id_path of its JSON value; "" when neither gives one.
+func MsgIDOf(p *config.Pipeline, m *Message) string {
+	if v, ok := m.Headers["msg_id"]; ok && v != "" {
+		return v
+	}
+	if p.Idempotency == nil || p.Idempotency.MsgIDPath == "" {
+		return ""
+	}
+	mp, problem := config.ParseMessagePath(p.Idempotency.MsgIDPath, false)
+	if problem != "" {
+		return ""
+	}
+	v, err := mp.Lookup(m.Value)
+	if err != nil {
+		return ""
+	}
+	return v
 }
 
 func (c *Collector) timeout() time.Duration {
@@ -343,10 +409,19 @@ func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidenc
 		}
 		earliest(rec.CreatedAt)
 	}
+	if id := p.Idempotency; id != nil && id.BizID == "" {
+		// The records are found through the messages: every message of the
+		// key in the window (linkRecords).
+		req.All = true
+	}
 	if !st.Found && rec == nil {
 		// No state row and no record (seed 000's schema): the evidence's
-		// earliest time anchors the search.
+		// earliest time anchors the search, else the entity's time (seed
+		// 003's orders.updated_at).
 		t := EvidenceTime(db)
+		if t == nil && db.Entity != nil {
+			t = db.Entity.At
+		}
 		if t == nil {
 			return req, false
 		}

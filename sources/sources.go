@@ -158,6 +158,9 @@ type IdempotencyRow struct {
 type EntityRow struct {
 	Found  bool
 	Status string
+	// At is the entity query's second column when it is a time: it anchors
+	// the message search of an operation with no other timestamp.
+	At *time.Time
 }
 
 // AuditAction is one action of opctl's own audit for the operation.
@@ -294,6 +297,10 @@ type LocateRequest struct {
 	Around time.Time
 	Window time.Duration
 	Limit  int
+	// All asks for every committed record of the key in the window
+	// (Location.Messages), not the first: the messages through which the
+	// records of an idempotency table without a biz_id are found.
+	All bool
 }
 
 // Location is where a message was found.
@@ -309,6 +316,9 @@ type Location struct {
 	Message *Message
 	// Detail says how the search went: records scanned, why it stopped.
 	Detail string
+	// Messages are every record of the key in the window, oldest first,
+	// when the request asked for All (Message is then the first).
+	Messages []*Message
 }
 
 // KafkaEvidence is everything read from Kafka for one operation.
@@ -346,6 +356,13 @@ type DB interface {
 	// recorded in that step's Err; an error is returned only when nothing
 	// could be read (connection refused, auth failed).
 	ReadOperation(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (DBEvidence, error)
+}
+
+// IdempotencyByKeys is a DB that can read a pipeline's idempotency records
+// by their keys (msg ids): how a table without a biz_id column is linked to
+// an operation, through its messages (docs/where.md).
+type IdempotencyByKeys interface {
+	ReadIdempotencyByKeys(ctx context.Context, p *config.Pipeline, keys []string) ([]IdempotencyRow, error)
 }
 
 // Kafka reads the group and log positions and locates a message.

@@ -84,13 +84,13 @@ func CalledFor(verdict inspect.Code) []ActionType {
 	case inspect.UnknownOutcome:
 		return []ActionType{Manual, AdvanceState, RewindState, Republish}
 	case inspect.WronglySkipped:
-		return []ActionType{FlipSkipped, Republish}
+		return []ActionType{FlipSkipped, Republish, Manual}
 	case inspect.MissingEffect:
-		return []ActionType{RewindState, Republish}
+		return []ActionType{RewindState, Republish, Manual}
 	case inspect.StateBehind:
-		return []ActionType{AdvanceState, Republish}
+		return []ActionType{AdvanceState, Republish, Manual}
 	case inspect.Stranded:
-		return []ActionType{RewindState, Republish}
+		return []ActionType{RewindState, Republish, Manual}
 	case inspect.InFlight:
 		return []ActionType{ReleaseLease}
 	}
@@ -471,8 +471,13 @@ func (pl *planner) isFailedStatus(s string) bool {
 // statusBefore is the status of an operation about to run step k: the
 // done_status of the step before, or the first initial status.
 func (pl *planner) statusBefore(k int) (string, error) {
-	if k > 0 {
-		return pl.p.Steps[k-1].DoneStatus, nil
+	// A step without a done_status of its own (seed 001's order row holds
+	// PROCESSING through WMS and logistics) is before the nearest earlier
+	// step that has one.
+	for j := k - 1; j >= 0; j-- {
+		if s := pl.p.Steps[j].DoneStatus; s != "" {
+			return s, nil
+		}
 	}
 	if len(pl.p.State.Initial) == 0 {
 		return "", &RefusedError{Code: CodeNoSafePlan, Detail: "state.initial is empty: there is no status to rewind to"}
@@ -486,6 +491,12 @@ func (pl *planner) statusAfter(k int) string {
 	s := pl.p.Steps[k].DoneStatus
 	if k == len(pl.p.Steps)-1 && !pl.isTerminalStatus(s) && len(pl.p.State.Terminal) > 0 {
 		return pl.p.State.Terminal[0]
+	}
+	if s == "" {
+		// No status of its own: the state row can record no more than
+		// the nearest earlier step's.
+		st, _ := pl.statusBefore(k)
+		return st
 	}
 	return s
 }
@@ -848,6 +859,13 @@ func (pl *planner) manualDuplicate(k, n int) {
 				att[id] = inspect.AttestCompensated
 				what = append(what, id)
 			}
+		} else {
+			// The downstream's journal counts the effects and names none:
+			// the audit attests n of them undone, and the step's count is
+			// the journal's less those (docs/verdicts.md#counting-a-steps-effects).
+			for i := 1; i <= n; i++ {
+				att[fmt.Sprintf("%s%d", inspect.AttestUndonePrefix, i)] = inspect.AttestCompensated
+			}
 		}
 	} else {
 		rows := liveRows(v)
@@ -1088,11 +1106,44 @@ func (pl *planner) wronglySkipped() error {
 	if key == "" {
 		return &RefusedError{Code: CodeNoSafePlan, Detail: "no SKIPPED record"}
 	}
+	if !pl.p.HonoursOpctlHeaders {
+		// The consumer's skip is its own code: a republish, even with
+		// opctl-force-effect, would be skipped again (seed 003). The
+		// effect is made at the downstream, or by hand; the record stays.
+		return pl.skippedEffect(key)
+	}
 	if err := pl.flip(key); err != nil {
 		return err
 	}
 	eff := pl.p.Entity.EffectStep
 	return pl.republishMsg(-1, eff, key)
+}
+
+// skippedEffect plans the swallowed effect of a WRONGLY_SKIPPED operation
+// whose consumer does not honour opctl's headers: done by hand (manual),
+// the SKIPPED record left as it is (docs/repair.md#consumers-that-ignore-opctls-headers).
+func (pl *planner) skippedEffect(key string) error {
+	eff := pl.p.Entity.EffectStep
+	k := pl.p.StepIndex(eff)
+	if k < 0 {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: "entity.effect_step " + eff + " is not a step"}
+	}
+	why := fmt.Sprintf("pipeline %s does not declare honours_opctl_headers: its consumer's own skip rule would skip a republished record again", pl.p.Name)
+	if !pl.allow(Manual) {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: why + "; make the effect of " + eff + " by hand and plan --action manual --attest"}
+	}
+	pl.note("%s, so no flip and no republish: the effect of %s is made by hand; record %s stays SKIPPED, and with the effect in place the skip no longer reads wrong", why, eff, key)
+	guards := append(pl.stateGuards(), pl.idemGuard(key))
+	if e := pl.r.Entity; e != nil {
+		guards = append(guards, Guard{Check: CheckEntityStatus, Op: "==", Value: e.Status})
+	}
+	// No guard on the effect itself: the operator makes it before the
+	// plan is applied. The action attests it, for a downstream whose count
+	// does not show an effect made by hand.
+	instr := fmt.Sprintf("make the effect of %s by hand (the one record %s skipped)", eff, key)
+	pl.add(Action{Type: Manual, Step: eff, Summary: instr, Guards: guards,
+		Manual: &ManualSpec{Instructions: instr, Attest: pl.o.Attest}, Attested: map[string]string{inspect.AttestAll: inspect.AttestApplied}})
+	return nil
 }
 
 func (pl *planner) skippedKey() string {
@@ -1210,6 +1261,9 @@ func (pl *planner) republishMsg(from int, forceEffect, key string) error {
 	if !pl.allow(Republish) {
 		return nil
 	}
+	if redo := pl.redoneBy(); len(redo) > 0 {
+		return pl.byHand(from, forceEffect, redo)
+	}
 	p := pl.p
 	msgID := pl.msgID(key)
 	spec := &PublishSpec{Topic: p.EffectiveRedriveTopic(), MsgID: msgID, Headers: map[string]string{}}
@@ -1289,6 +1343,53 @@ func (pl *planner) republishMsg(from int, forceEffect, key string) error {
 		summary += ", resuming at " + step
 	}
 	pl.add(Action{Type: Republish, Step: step, Summary: summary, Guards: guards, Publish: spec})
+	return nil
+}
+
+// redoneBy lists what a republish would make the consumer do again
+// (inspect.Redone) when its consumer does not honour opctl's replay
+// headers: it reads the record as a plain redelivery and resumes where its
+// own state says (the first step the planned state row does not claim), or
+// without a state row from the first step (docs/repair.md#consumers-that-ignore-opctls-headers).
+func (pl *planner) redoneBy() []string {
+	if pl.p.HonoursOpctlHeaders {
+		return nil
+	}
+	start := max(pl.reached(), 0)
+	return inspect.Redone(pl.p, pl.r.Steps, func(i int) bool { return i >= start })
+}
+
+// byHand replaces a republish that would redo effects (redo) with a manual
+// action: the operator finishes the operation by hand from step from (or
+// makes forceEffect's effect) and attests it.
+func (pl *planner) byHand(from int, forceEffect string, redo []string) error {
+	name, k := forceEffect, -1
+	if name == "" && from >= 0 {
+		name, k = pl.p.Steps[from].Name, from
+	} else if name != "" {
+		k = pl.p.StepIndex(name)
+	}
+	why := fmt.Sprintf("pipeline %s does not declare honours_opctl_headers: its consumer would read a republished record as a plain redelivery and %s", pl.p.Name, strings.Join(redo, ", "))
+	if !pl.allow(Manual) {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: why + "; no republish is planned: finish the operation by hand and plan --action manual --attest"}
+	}
+	var missing []string
+	for i := max(k, 0); i < len(pl.r.Steps); i++ {
+		if st := pl.r.Steps[i].Status; st == inspect.StepAbsent || (i == k && forceEffect != "") {
+			missing = append(missing, pl.p.Steps[i].Name)
+		}
+	}
+	instr := "finish the operation by hand"
+	if len(missing) > 0 {
+		instr = "make the effect of " + strings.Join(missing, ", ") + " by hand"
+	}
+	pl.note("%s; so the plan asks for it by hand instead of a republish", why)
+	guards := pl.stateGuards()
+	if k >= 0 {
+		guards = append(guards, pl.effectGuards(k)...)
+	}
+	pl.add(Action{Type: Manual, Step: name, Summary: instr, Guards: guards,
+		Manual: &ManualSpec{Instructions: instr, Attest: pl.o.Attest}})
 	return nil
 }
 

@@ -417,7 +417,7 @@ func intp(n int) *int { return &n }
 func settlementP(reverse bool, compensate, probe string) *config.Pipeline {
 	p := &config.Pipeline{
 		Name: "settlement", Topic: "settlement-event", Group: "settlement-consumer",
-		Partitioner: "murmur2", MessageKey: "{biz_id}", OffsetReset: "latest",
+		Partitioner: "murmur2", MessageKey: "{biz_id}", OffsetReset: "latest", HonoursOpctlHeaders: true,
 		State: &config.State{Table: "biz_operation", Key: "biz_id", Status: "status", Version: "version",
 			Owner: "owner", LeaseUntil: "lease_until", CreatedAt: "created_at", UpdatedAt: "updated_at",
 			Initial: []string{"INIT"}, Terminal: []string{"DONE"}, Failed: []string{"FAILED"}},
@@ -438,7 +438,7 @@ func settlementP(reverse bool, compensate, probe string) *config.Pipeline {
 // with wms_lock's compensate as given.
 func fulfilmentP(compensate string) *config.Pipeline {
 	return &config.Pipeline{
-		Name: "fulfilment", Topic: "order-fulfilment", Group: "fulfilment-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+		Name: "fulfilment", Topic: "order-fulfilment", Group: "fulfilment-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}", HonoursOpctlHeaders: true,
 		State: &config.State{Table: "fulfil_state", Key: "biz_id", Status: "status", Version: "version",
 			Owner: "owner", LeaseUntil: "lease_until", CreatedAt: "created_at", UpdatedAt: "updated_at",
 			Initial: []string{"RECEIVED"}, Terminal: []string{"DONE"}, Failed: []string{"ROLLED_BACK"}},
@@ -454,7 +454,7 @@ func fulfilmentP(compensate string) *config.Pipeline {
 // skipP is seed 003's pipeline (testdata/config/skip.yaml): no state table.
 func skipP() *config.Pipeline {
 	return &config.Pipeline{
-		Name: "orders", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+		Name: "orders", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}", HonoursOpctlHeaders: true,
 		Steps:       []config.Step{{Name: "points", Kind: "local", Evidence: "SELECT id FROM points_grant WHERE order_id = ?"}},
 		Idempotency: &config.Idempotency{Table: "consumer_idempotency", Key: "msg_id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"},
 		Entity:      &config.Entity{Query: "SELECT status FROM orders WHERE order_id = ?", Lifecycle: []string{"CREATED", "PAID", "SHIPPED"}, Cancels: []string{"REFUNDED"}, EffectStep: "points"},

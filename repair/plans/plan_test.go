@@ -83,7 +83,7 @@ func TestDiffFingerprints(t *testing.T) {
 // skip.yaml.
 func pureConfig() *config.Config {
 	return &config.Config{Pipelines: []config.Pipeline{{
-		Name: "settlement", Topic: "settlement-event", Group: "settlement-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+		Name: "settlement", Topic: "settlement-event", Group: "settlement-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}", HonoursOpctlHeaders: true,
 		State: &config.State{Table: "biz_operation", Key: "biz_id", Status: "status", Version: "version", Owner: "owner", LeaseUntil: "lease_until",
 			UpdatedAt: "updated_at", Initial: []string{"INIT"}, Terminal: []string{"DONE"}, Failed: []string{"FAILED"}},
 		Steps: []config.Step{
@@ -93,7 +93,7 @@ func pureConfig() *config.Config {
 			{Name: "notify", Kind: "remote", DoneStatus: "DONE", Intent: "SELECT request_id FROM i WHERE biz_id = ?"},
 		},
 	}, {
-		Name: "orders", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+		Name: "orders", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}", HonoursOpctlHeaders: true,
 		Steps:       []config.Step{{Name: "points", Kind: "local", Evidence: "SELECT id FROM p WHERE order_id = ?"}},
 		Idempotency: &config.Idempotency{Table: "idem", Key: "msg_id", BizID: "biz_id", Action: "action"},
 		Entity:      &config.Entity{Query: "SELECT status FROM orders WHERE order_id = ?", Cancels: []string{"REFUNDED"}, EffectStep: "points"},
@@ -298,4 +298,96 @@ func TestIdentityLess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A consumer that does not honour opctl's replay headers (the default:
+// honours_opctl_headers unset) reads a republished record as a plain
+// redelivery and redoes every step its own state does not claim: no
+// republish is planned that would redo an effect nothing stops from
+// running twice, and a WRONGLY_SKIPPED is not flipped and republished
+// (its own skip rule would skip it again) but made by hand
+// (docs/repair.md#consumers-that-ignore-opctls-headers).
+func TestBuildHeadersIgnored(t *testing.T) {
+	seed000 := func(idempotentDebit bool) *config.Config {
+		return &config.Config{Pipelines: []config.Pipeline{{
+			Name: "settlement", Topic: "settlement-event", Group: "settlement-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+			Steps: []config.Step{
+				{Name: "debit", Kind: "local", Idempotent: idempotentDebit, Evidence: "SELECT id, delta FROM j WHERE biz_id = ?"},
+				{Name: "ledger", Kind: "local", Idempotent: true, Evidence: "SELECT id FROM l WHERE biz_id = ?"},
+				{Name: "notify", Kind: "remote"},
+			},
+		}}}
+	}
+	// Debit done, ledger missing, the group committed past: STRANDED.
+	stranded := func(cfg *config.Config) sources.Evidence {
+		ev := sources.Evidence{BizID: "PAY-9", Pipeline: cfg.Pipeline("settlement"), Sources: map[string]string{"mysql": "ok", "kafka": "ok"}}
+		ev.DB.Now = t0
+		ev.DB.Steps = []sources.StepEvidence{{Name: "debit", Rows: []sources.Row{{Columns: []string{"id", "delta"}, Values: []sources.Value{int64(10), "-5.00"}}}}, {Name: "ledger"}, {Name: "notify"}}
+		ev.Kafka = sources.KafkaEvidence{Partition: 2, Offset: 7, Located: sources.LocatedSearched,
+			Message: &sources.Message{Partition: 2, Offset: 7, Key: []byte("PAY-9"), Value: []byte(`{}`)},
+			Group:   sources.GroupView{Topic: "settlement-event", Partitions: map[int32]sources.PartitionView{2: {Partition: 2, Committed: 8, LogStart: 0, LogEnd: 9}}}}
+		return ev
+	}
+	plan := func(cfg *config.Config, ev sources.Evidence, o Options) (*Plan, error) {
+		if o.Reason == "" {
+			o.Reason = "r"
+		}
+		rep := inspect.Diagnose(ev)
+		if rep.Verdict.Code != inspect.Stranded && rep.Verdict.Code != inspect.WronglySkipped {
+			t.Fatalf("verdict %s (%s)", rep.Verdict.Code, rep.Verdict.Summary)
+		}
+		return Build(Input{Config: cfg, Report: rep, Evidence: &ev, RedrivePartitions: 8, Options: o})
+	}
+	t.Run("stranded, a republish would debit again", func(t *testing.T) {
+		cfg := seed000(false)
+		_, err := plan(cfg, stranded(cfg), Options{})
+		if err == nil || !strings.Contains(err.Error(), "--attest") {
+			t.Fatalf("err %v, want a manual action that asks for --attest", err)
+		}
+		p, err := plan(cfg, stranded(cfg), Options{Attest: "ledger row written by hand, INC-7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Actions) != 1 || p.Actions[0].Type != Manual || p.Actions[0].Summary != "make the effect of ledger by hand" {
+			t.Fatalf("actions %+v", p.Actions)
+		}
+		if !strings.Contains(strings.Join(p.Notes, "\n"), "write debit again") {
+			t.Errorf("notes %q do not say why", p.Notes)
+		}
+	})
+	t.Run("stranded, only idempotent effects", func(t *testing.T) {
+		cfg := seed000(true)
+		p, err := plan(cfg, stranded(cfg), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Actions) != 1 || p.Actions[0].Type != Republish {
+			t.Fatalf("actions %+v", p.Actions)
+		}
+	})
+	t.Run("stranded, honours opctl's headers", func(t *testing.T) {
+		cfg := seed000(false)
+		cfg.Pipelines[0].HonoursOpctlHeaders = true
+		p, err := plan(cfg, stranded(cfg), Options{})
+		if err != nil || len(p.Actions) != 1 || p.Actions[0].Type != Republish {
+			t.Fatalf("plan %+v err %v", p, err)
+		}
+	})
+	t.Run("wrongly skipped", func(t *testing.T) {
+		cfg := pureConfig()
+		cfg.Pipelines[1].HonoursOpctlHeaders = false
+		p := cfg.Pipeline("orders")
+		ev := sources.Evidence{BizID: "8821", Pipeline: p, Sources: map[string]string{"mysql": "ok", "kafka": "ok"}}
+		ev.DB.Now = t0
+		ev.DB.Steps = []sources.StepEvidence{{Name: "points"}}
+		ev.DB.Idempotency = []sources.IdempotencyRow{{Key: "msg-7391", Action: "SKIPPED"}, {Key: "msg-7392", Action: "DONE"}}
+		ev.DB.Entity = &sources.EntityRow{Found: true, Status: "SHIPPED"}
+		pl, err := plan(cfg, ev, Options{Attest: "points granted by hand, INC-8821"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.Actions) != 1 || pl.Actions[0].Type != Manual || pl.Actions[0].Attested[inspect.AttestAll] != inspect.AttestApplied {
+			t.Fatalf("actions %+v: want one manual action, no flip, no republish", pl.Actions)
+		}
+	})
 }

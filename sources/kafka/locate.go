@@ -299,6 +299,12 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		return s
 	}
 	stopped := func(why string) (sources.Location, error) {
+		if req.All && len(loc.Messages) > 0 {
+			first := loc.Messages[0]
+			loc.Offset, loc.Located, loc.Message = first.Offset, sources.LocatedSearched, first
+			loc.Detail = fmt.Sprintf("found %d message(s) of the key after scanning %s (stopped: %s)", len(loc.Messages), scannedDesc(), why)
+			return loc, nil
+		}
 		if fallback != nil {
 			loc.Offset, loc.Located = fallback.Offset, sources.LocatedSearched
 			loc.Detail = fmt.Sprintf("found after scanning %s; the record %s (no committed record of the operation followed; stopped: %s)",
@@ -336,6 +342,12 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 				rec.fate = f
 				fallback = &rec
 			}
+			return false, nil
+		}
+		if req.All {
+			// Every message of the key in the window: an order's PAID and
+			// SHIPPED events (docs/where.md#records-without-a-biz_id).
+			loc.Messages = append(loc.Messages, rec.Message)
 			return false, nil
 		}
 		loc.Offset, loc.Located, loc.Message = rec.Offset, sources.LocatedSearched, rec.Message

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -407,7 +408,7 @@ func TestLocateStoredBelowLogStart(t *testing.T) {
 		Partition: 2, Offset: 1, Located: sources.LocatedStored,
 		Detail: "offset 1 is below log start 3: deleted by retention",
 	}
-	if loc != want {
+	if !reflect.DeepEqual(loc, want) {
 		t.Errorf("location = %+v\nwant       %+v", loc, want)
 	}
 	v, err := r.Group(context.Background(), topic, "g")
@@ -613,7 +614,7 @@ func TestLocateNoTimestampReadsNothing(t *testing.T) {
 		Partition: p, Offset: -1, Located: sources.LocatedUnknown,
 		Detail: "no timestamp known for the operation; the search never starts at the partition head",
 	}
-	if loc != want {
+	if !reflect.DeepEqual(loc, want) {
 		t.Errorf("location = %+v\nwant       %+v", loc, want)
 	}
 	if n := fetches.Load(); n != 0 {

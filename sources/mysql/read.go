@@ -271,6 +271,13 @@ func (r *Reader) assemble(p *config.Pipeline, qs []query, results []result) (sou
 			if len(res.rows) > 0 && len(res.rows[0]) > 0 {
 				ent.Found = true
 				ent.Status = asString(res.rows[0][0])
+				if len(res.rows[0]) > 1 {
+					// A second column that is a time anchors the message
+					// search (docs/config.md#entity).
+					if t, ok := asTime(res.rows[0][1]); ok {
+						ent.At = &t
+					}
+				}
 			}
 			ev.Entity = ent
 		case kindAudit:
@@ -350,7 +357,9 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		}
 	}
 
-	if id := p.Idempotency; id != nil {
+	if id := p.Idempotency; id != nil && id.BizID != "" {
+		// Without a biz_id column the records are read by their keys, once
+		// the operation's messages are found (ReadIdempotencyByKeys).
 		sel := q(id.Key) + ", " + q(id.Action)
 		order := q(id.Key)
 		if id.CreatedAt != "" {
@@ -638,4 +647,45 @@ func jsonScalar(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
+}
+
+// ReadIdempotencyByKeys reads the idempotency records of pipeline p whose
+// key (idempotency.key, the msg id) is one of keys: how the records of a
+// table without a biz_id column are linked to an operation, through the
+// msg ids of its messages (docs/where.md#records-without-a-biz_id). At most
+// MaxRows rows, in created_at (then key) order; no keys, no statement.
+func (r *Reader) ReadIdempotencyByKeys(ctx context.Context, p *config.Pipeline, keys []string) ([]sources.IdempotencyRow, error) {
+	id := p.Idempotency
+	if id == nil || len(keys) == 0 {
+		return nil, nil
+	}
+	for _, c := range []string{id.Table, id.Key, id.Action, id.CreatedAt} {
+		if c != "" && !config.ValidIdent(c) {
+			return nil, fmt.Errorf("mysql: pipeline %q: invalid identifier %q", p.Name, c)
+		}
+	}
+	q := config.QuoteIdent
+	sel := q(id.Key) + ", " + q(id.Action)
+	order := q(id.Key)
+	if id.CreatedAt != "" {
+		sel += ", " + q(id.CreatedAt)
+		order = q(id.CreatedAt) + ", " + order
+	}
+	// A constant last column keeps readIdempotency's layout (key, action[,
+	// created_at], biz_id): the table has no biz_id.
+	sel += ", ''"
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	text := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s) ORDER BY %s LIMIT %d", sel, q(id.Table), q(id.Key),
+		strings.TrimSuffix(strings.Repeat("?,", len(keys)), ","), order, MaxRows)
+	res := r.fetch(ctx, text, MaxRows, args...)
+	if res.err != nil {
+		if isConnError(res.err) {
+			return nil, r.connError(res.err)
+		}
+		return nil, &PartialError{Addr: r.addr, Failed: []QueryError{{Query: sources.QueryIdempotency, Err: r.scrubErr(res.err)}}}
+	}
+	return readIdempotency(res), nil
 }

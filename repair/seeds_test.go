@@ -1,0 +1,393 @@
+package repair
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// journal is a downstream that keeps its own journal of effects per
+// biz_id and answers the {"count": N} probe (seed 001's WMS and logistics,
+// seed 003's points service): GET /<list>?<param>=ID counts; POST
+// /<do>?<param>=ID makes one effect, once per Idempotency-Key header; POST
+// /<undo>?<param>=ID removes one.
+type journal struct {
+	mu     sync.Mutex
+	count  map[string]int
+	keys   map[string]bool
+	posts  int
+	param  string
+	server *httptest.Server
+}
+
+func newJournal(t testing.TB, list, do, undo, param string) *journal {
+	j := &journal{count: map[string]int{}, keys: map[string]bool{}, param: param}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /"+list, func(w http.ResponseWriter, r *http.Request) {
+		j.mu.Lock()
+		n := j.count[r.URL.Query().Get(param)]
+		j.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"count": n})
+	})
+	mux.HandleFunc("POST /"+do, func(w http.ResponseWriter, r *http.Request) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.posts++
+		if k := r.Header.Get("Idempotency-Key"); k != "" {
+			if j.keys[k] {
+				_ = json.NewEncoder(w).Encode(map[string]any{"status": "DUPLICATE"})
+				return
+			}
+			j.keys[k] = true
+		}
+		j.count[r.URL.Query().Get(param)]++
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "APPLIED"})
+	})
+	mux.HandleFunc("POST /"+undo, func(w http.ResponseWriter, r *http.Request) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.posts++
+		if id := r.URL.Query().Get(param); j.count[id] > 0 {
+			j.count[id]--
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "APPLIED"})
+	})
+	j.server = httptest.NewServer(mux)
+	t.Cleanup(j.server.Close)
+	return j
+}
+
+func (j *journal) set(id string, n int) {
+	j.mu.Lock()
+	j.count[id] = n
+	j.mu.Unlock()
+}
+
+func (j *journal) get(id string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.count[id]
+}
+
+// seedEnv is a tenv on one seed's own schema, configured by the seed's
+// preset (sources/config/presets), unmodified but for the addresses.
+func seedEnv(t testing.TB, preset string, schemaFile string, topic string, vars map[string]string) *tenv {
+	t.Helper()
+	b, err := config.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/" + preset + ".yaml"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return newTenv(t, path, []string{td("schema", schemaFile)}, []string{topic}, vars)
+}
+
+// seed003 is seed 003's own schema: orders(status ENUM), idempotent(msg_id
+// UNIQUE, action ENUM('DONE','SKIPPED')) without a biz_id, the points
+// service's journal.
+type seed003 struct {
+	*tenv
+	points *journal
+}
+
+func newSeed003(t testing.TB) *seed003 {
+	pts := newJournal(t, "grants", "grant", "revoke", "order_id")
+	e := seedEnv(t, "seed003", "seed003.sql", "order-event", map[string]string{"OPCTL_POINTS_URL": pts.server.URL})
+	return &seed003{tenv: e, points: pts}
+}
+
+// event produces one order event the way the seed's producer does: key =
+// the order id, value {"msgId","orderId","expectedStatus"}, no headers;
+// the consumer's record (action, "" for none) and a commit past it when
+// committed.
+func (s *seed003) event(order int64, msgID, expected, action string, at time.Time, committed bool) int64 {
+	s.t.Helper()
+	key := fmt.Sprint(order)
+	p, err := sources.PartitionFor("murmur2", []byte(key), s.parts)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	off := s.k.Produce(s.t, "order-event", p, key, fmt.Sprintf(`{"msgId":%q,"orderId":%d,"expectedStatus":%q}`, msgID, order, expected), nil, at)
+	if action != "" {
+		s.db.Exec(s.t, "INSERT INTO idempotent (msg_id, action, created_at) VALUES (?, ?, ?)", msgID, action, at.Add(50*time.Millisecond))
+	}
+	if committed {
+		s.k.Commit(s.t, "order-consumer", "order-event", p, off+1)
+	}
+	return off
+}
+
+func (s *seed003) order(id int64, status string, created, updated time.Time) {
+	s.db.Exec(s.t, "INSERT INTO orders (order_id, status, created_at, updated_at) VALUES (?, ?, ?, ?)", id, status, created, updated)
+}
+
+// Seed 003's incident on its own schema: SHIPPED handled before PAID, PAID
+// recorded SKIPPED, the points grant lost. opctl links the records (no
+// biz_id column) through the order's messages and reads WRONGLY_SKIPPED;
+// a refunded order's skip is SKIPPED_OK; a healthy order is COMPLETE; an
+// order whose PAID was skipped but whose points were granted (a look-alike:
+// the effect exists) is not flagged.
+func TestSeed003Where(t *testing.T) {
+	s := newSeed003(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+
+	// 8821: the incident. PAID (msg-7391) then SHIPPED (msg-7392); SHIPPED
+	// was processed first, PAID found SHIPPED ≠ PAID and was SKIPPED.
+	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+
+	// 8822: healthy; PAID granted the points, SHIPPED later.
+	s.order(8822, "SHIPPED", t0, t0.Add(3*time.Second))
+	s.event(8822, "msg-8001", "PAID", "DONE", t0.Add(time.Second), true)
+	s.event(8822, "msg-8002", "SHIPPED", "DONE", t0.Add(3*time.Second), true)
+	s.points.set("8822", 1)
+
+	// 8823: refunded before PAID was processed: the skip was right.
+	s.order(8823, "REFUNDED", t0, t0.Add(2*time.Second))
+	s.event(8823, "msg-8101", "PAID", "SKIPPED", t0.Add(time.Second), true)
+
+	// 8824: a look-alike of 8821: PAID skipped, but the points were granted
+	// (by hand, earlier): nothing is missing.
+	s.order(8824, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8824, "msg-8201", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8824, "msg-8202", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+	s.points.set("8824", 1)
+
+	for _, tc := range []struct {
+		id   string
+		want inspect.Code
+		says string
+	}{
+		{"8821", inspect.WronglySkipped, "record msg-7391 is SKIPPED, the entity is SHIPPED (not cancelling) and step points has no effect"},
+		{"8822", inspect.Complete, "idempotency records: msg-8001 DONE, msg-8002 DONE"},
+		{"8823", inspect.SkippedOK, "record msg-8101 is SKIPPED and the entity is REFUNDED"},
+		{"8824", inspect.Complete, "msg-8201 SKIPPED"},
+		{"9999", inspect.NotFound, ""},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			r := s.where("orders", tc.id)
+			if r.Verdict.Code != tc.want || !strings.Contains(r.Verdict.Summary, tc.says) {
+				t.Fatalf("verdict %s (%s), want %s with %q\nsources %v\nkafka %+v", r.Verdict.Code, r.Verdict.Summary, tc.want, tc.says, r.Sources, r.Kafka)
+			}
+			if r.Partial {
+				t.Errorf("partial: %v", r.Sources)
+			}
+		})
+	}
+	// The incident's report places the skipped PAID message, whose record
+	// says SKIPPED: the position is of msg-7391.
+	r := s.where("orders", "8821")
+	if len(r.Idempotency) != 2 || r.Idempotency[0].Key != "msg-7391" || r.Idempotency[0].Action != "SKIPPED" {
+		t.Errorf("idempotency = %+v", r.Idempotency)
+	}
+	if r.Kafka.Offset == nil || r.Kafka.Redelivery != inspect.RedeliveryNo {
+		t.Errorf("kafka = %+v", r.Kafka)
+	}
+}
+
+// seed001 is seed 001's own schema: fulfil_order (status PROCESSING →
+// DONE, unique biz_id), outbox, WMS's and logistics' journals.
+type seed001 struct {
+	*tenv
+	wms, logistics *journal
+}
+
+func newSeed001(t testing.TB) *seed001 {
+	wms := newJournal(t, "locks", "locks/lock", "locks/release", "biz_id")
+	lg := newJournal(t, "waybills", "waybills/new", "waybills/cancel", "biz_id")
+	e := seedEnv(t, "seed001", "seed001.sql", "order-fulfilment",
+		map[string]string{"OPCTL_WMS_URL": wms.server.URL, "OPCTL_LOGISTICS_URL": lg.server.URL})
+	return &seed001{tenv: e, wms: wms, logistics: lg}
+}
+
+// op writes what the seed's consumer leaves: the business row (status),
+// the WMS locks and waybills, the outbox notice when done, its message,
+// and a commit past it when committed.
+func (s *seed001) op(biz, status string, locks, waybills int, notice, committed bool, at time.Time) {
+	s.t.Helper()
+	order, event, _ := strings.Cut(biz, ":")
+	s.db.Exec(s.t, "INSERT INTO fulfil_order (biz_id, order_no, event_type, order_status, status, created_at, updated_at) VALUES (?, ?, ?, 'PAID', ?, ?, ?)",
+		biz, order, event, status, at, at.Add(time.Second))
+	s.wms.set(biz, locks)
+	s.logistics.set(biz, waybills)
+	if notice {
+		s.db.Exec(s.t, "INSERT INTO outbox (biz_id, kind, payload, created_at) VALUES (?, 'notice', '{}', ?)", biz, at.Add(time.Second))
+	}
+	p, err := sources.PartitionFor("murmur2", []byte(biz), s.parts)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	off := s.k.Produce(s.t, "order-fulfilment", p, biz, fmt.Sprintf(`{"biz_id":%q}`, biz), nil, at)
+	if committed {
+		s.k.Commit(s.t, "fulfilment-consumer", "order-fulfilment", p, off+1)
+	}
+}
+
+// Seed 001's incident on its own schema: the business row's PROCESSING →
+// DONE is the only progress marker; WMS's own journal shows the double
+// lock. A healthy operation is COMPLETE; one stopped after WMS with its
+// message still to be redelivered says the redelivery will lock again.
+func TestSeed001Where(t *testing.T) {
+	s := newSeed001(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.op("O-1001:FULFIL", "DONE", 2, 1, true, true, t0)         // the incident: WMS locked twice
+	s.op("O-1002:FULFIL", "DONE", 1, 1, true, true, t0)         // healthy
+	s.op("O-1003:FULFIL", "PROCESSING", 1, 0, false, false, t0) // stopped after WMS, not committed
+	s.op("O-1004:FULFIL", "PROCESSING", 1, 0, false, true, t0)  // stopped after WMS, committed past
+
+	for _, tc := range []struct {
+		id   string
+		want inspect.Code
+		says string
+	}{
+		{"O-1001:FULFIL", inspect.DuplicateEffect, "wms_lock: the downstream reports 2 effects"},
+		{"O-1002:FULFIL", inspect.Complete, "state DONE"},
+		{"O-1003:FULFIL", inspect.WillRedeliver, "the redelivery will call wms_lock again (not idempotent)"},
+		{"O-1004:FULFIL", inspect.Stranded, "committed offset"},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			r := s.where("fulfilment", tc.id)
+			if r.Verdict.Code != tc.want || !strings.Contains(r.Verdict.Summary, tc.says) {
+				t.Fatalf("verdict %s (%s), want %s with %q\nsteps %+v", r.Verdict.Code, r.Verdict.Summary, tc.want, tc.says, r.Steps)
+			}
+		})
+	}
+}
+
+// Seed 000 on its own schema through its preset, unmodified: no state
+// table, no idempotency table, no binlog.transaction (the consumer is
+// autocommit), the risk RPC unverified, commitSync after the three steps.
+// A committed operation reads COMPLETE (notify noted as not verified); one
+// whose steps ran but whose message is not committed reads WILL_REDELIVER
+// and says the redelivery will debit again; the incident (the redelivery
+// debited again, the ledger's unique key held) reads DUPLICATE_EFFECT.
+func TestSeed000PresetWhere(t *testing.T) {
+	b, err := config.Preset("seed000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/seed000.yaml"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newTenvOn(t, binlogSrv.Get(t).MySQL(t), path, []string{td("schema", "seed000.sql")}, []string{"settlement-event"}, nil)
+	e.db.Exec(t, "INSERT INTO account_balance (account_id, balance) VALUES (2001, 500.00), (2002, 500.00), (2003, 500.00)")
+	// commit commits the group's offset past biz's message, or at it (the
+	// consumer committed the message before it, not this one) when at.
+	commit := func(biz string, at bool) {
+		p, err := sources.PartitionFor("murmur2", []byte(biz), e.parts)
+		testenv.Must(t, err, "partition")
+		loc, err := e.cl.Kafka.Locate(context.Background(), sources.LocateRequest{Topic: "settlement-event", Partitioner: "murmur2",
+			Key: []byte(biz), Partition: -1, Offset: -1, Around: time.Now(), Window: time.Minute, Limit: 1000})
+		if err != nil || loc.Offset < 0 {
+			t.Fatalf("locate %s: %v %+v", biz, err, loc)
+		}
+		next := loc.Offset + 1
+		if at {
+			next = loc.Offset
+		}
+		e.k.Commit(t, "settlement-consumer", "settlement-event", p, next)
+	}
+	// PAY-H: healthy, committed.
+	e.seedMessage("PAY-H", 2001, "30.00")
+	e.seedDebit("PAY-H", 2001, "30.00")
+	commit("PAY-H", false)
+	// PAY-D: the incident: re-read, debited again, ledger stopped; committed.
+	e.seedMessage("PAY-D", 2003, "30.00")
+	e.seedDebit("PAY-D", 2003, "30.00")
+	e.seedDebit("PAY-D", 2003, "30.00")
+	commit("PAY-D", false)
+	// PAY-W: the broker blip before commitSync: every step ran, no commit
+	// (last: a commit at its offset is past every earlier message).
+	e.seedMessage("PAY-W", 2002, "30.00")
+	e.seedDebit("PAY-W", 2002, "30.00")
+	commit("PAY-W", true)
+
+	for _, tc := range []struct {
+		id   string
+		want inspect.Code
+		says []string
+	}{
+		{"PAY-H", inspect.Complete, []string{"the group committed past the message", "not verified (no intent, no probe): notify"}},
+		{"PAY-W", inspect.WillRedeliver, []string{"the redelivery will run debit again (an UPDATE of account_balance", "call notify again if it ran"}},
+		{"PAY-D", inspect.DuplicateEffect, []string{"debit: 2 changes of account_balance in the binlog"}},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			r := e.where("settlement", tc.id)
+			if r.Verdict.Code != tc.want || r.Partial {
+				t.Fatalf("verdict %s (%s) partial %v, want %s\nsources %v\nsteps %+v", r.Verdict.Code, r.Verdict.Summary, r.Partial, tc.want, r.Sources, r.Steps)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(r.Verdict.Summary, s) {
+					t.Errorf("summary %q lacks %q", r.Verdict.Summary, s)
+				}
+			}
+			if ledger := r.Steps[1]; strings.Contains(r.Verdict.Summary, "ledger") {
+				t.Errorf("the ledger (idempotent: its unique key) is named: %q (%+v)", r.Verdict.Summary, ledger)
+			}
+		})
+	}
+}
+
+// Seed 001's double WMS lock closed two ways: by the configured
+// compensation (WMS's journal drops to 1), or, for a downstream that cannot
+// undo it, by an attested manual action: the journal still says 2, opctl's
+// audit says one was undone by hand, and where reads COMPLETE with no NEXT
+// line asking for the same repair again.
+func TestSeed001DuplicateClosed(t *testing.T) {
+	s := newSeed001(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.op("O-2001:FULFIL", "DONE", 2, 1, true, true, t0)
+	s.op("O-2002:FULFIL", "DONE", 2, 1, true, true, t0)
+
+	t.Run("compensate", func(t *testing.T) {
+		p := s.mustPlan("fulfilment", "O-2001:FULFIL", plans.Options{})
+		if len(p.Actions) != 1 || p.Actions[0].Type != plans.CompensateRemote {
+			t.Fatalf("actions %+v", p.Actions)
+		}
+		s.mustApply(p)
+		if n := s.wms.get("O-2001:FULFIL"); n != 1 {
+			t.Fatalf("WMS holds %d locks, want 1", n)
+		}
+		if r := s.where("fulfilment", "O-2001:FULFIL"); r.Verdict.Code != inspect.Complete {
+			t.Fatalf("after the compensation: %s (%s)", r.Verdict.Code, r.Verdict.Summary)
+		}
+	})
+	t.Run("manual", func(t *testing.T) {
+		p := s.mustPlan("fulfilment", "O-2002:FULFIL", plans.Options{Action: plans.Manual, Attest: "WMS-4411: lock released by the WMS team"})
+		if len(p.Actions) != 1 || p.Actions[0].Type != plans.Manual || p.Actions[0].Attested[inspect.AttestUndonePrefix+"1"] != inspect.AttestCompensated {
+			t.Fatalf("actions %+v", p.Actions)
+		}
+		s.mustApply(p)
+		if n := s.wms.get("O-2002:FULFIL"); n != 2 {
+			t.Fatalf("a manual action called WMS: %d locks", n)
+		}
+		r := s.where("fulfilment", "O-2002:FULFIL")
+		if r.Verdict.Code != inspect.Complete || len(r.Verdict.Next) != 0 {
+			t.Fatalf("after the attested manual action: %s (%s), next %q", r.Verdict.Code, r.Verdict.Summary, r.Verdict.Next)
+		}
+		if v := r.Steps[1]; v.EvidenceCount != 1 || v.Probe == nil || !strings.Contains(v.Probe.Detail, "1 effect(s) attested undone") {
+			t.Fatalf("wms_lock %+v probe %+v", v, v.Probe)
+		}
+		// The manual plan again: nothing to repair.
+		if _, _, err := s.plan("fulfilment", "O-2002:FULFIL", plans.Options{}); err == nil || !strings.Contains(err.Error(), "nothing to repair") {
+			t.Fatalf("plan again: %v", err)
+		}
+	})
+}
