@@ -123,26 +123,10 @@ type SeedDB struct {
 	DB   *sql.DB
 }
 
-// Seed003Ready says whether opctl reads seed 003's own schema: its
-// idempotency table has no biz_id column, and opctl is to find an order's
-// records through the order's messages (issue 22, in progress). Until it
-// does, opctl refuses the whole pipeline ("mysql: pipeline "orders_seed":
-// invalid identifier(s)"), which would fail `opctl where` without
-// --pipeline and reconcile on every lab id; so the lab leaves seed 003's
-// database, pipeline orders_seed and scenario order-wrongly-skipped-seed
-// out. TestSeed003Waits fails as soon as opctl reads the pipeline: then
-// set it true.
-const Seed003Ready = false
-
 // Start creates the lab database, loads the schema, starts the cluster and the
 // downstream services and writes the config. On error everything started so
 // far is stopped again.
-func Start(ctx context.Context, opts Options) (*Env, error) {
-	return start(ctx, opts, Seed003Ready)
-}
-
-// start is Start, with seed 003's schema and pipeline when seed003 is set.
-func start(ctx context.Context, opts Options, seed003 bool) (_ *Env, err error) {
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	e := &Env{timings: opts.Timings}
 	defer func() {
 		if err != nil {
@@ -193,7 +177,7 @@ func start(ctx context.Context, opts Options, seed003 bool) (_ *Env, err error) 
 		}
 	}
 
-	if err := e.startSeeds(ctx, cfg, opts.SerialWrites, seed003); err != nil {
+	if err := e.startSeeds(ctx, cfg, opts.SerialWrites); err != nil {
 		return nil, err
 	}
 
@@ -316,12 +300,11 @@ func (e *Env) Close() {
 
 // startSeeds creates the seeds' own schemas, each in a database of its own
 // (their tables share names with the lab's: orders, idempotent,
-// fulfil_order): seed 001's always, seed 003's when seed003 is set
-// (Seed003Ready), seed 000's
+// fulfil_order): seed 001's and seed 003's always, seed 000's
 // (schema_seed000.sql: no journal, no state table) only when the server
 // keeps a ROW binlog, the only place its double debit can be seen (not the
 // embedded server of lab/demo, nor a server with log_bin off).
-func (e *Env) startSeeds(ctx context.Context, cfg *mysql.Config, serial, seed003 bool) error {
+func (e *Env) startSeeds(ctx context.Context, cfg *mysql.Config, serial bool) error {
 	var logBin int
 	var format string
 	if err := e.DB.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format); err == nil && logBin != 0 && strings.EqualFold(format, "ROW") {
@@ -335,7 +318,7 @@ func (e *Env) startSeeds(ctx context.Context, cfg *mysql.Config, serial, seed003
 	}{
 		{"000", &e.Seed000, seed000SQL, e.Binlog},
 		{"001", &e.Seed001, seed001SQL, true},
-		{"003", &e.Seed003, seed003SQL, seed003},
+		{"003", &e.Seed003, seed003SQL, true},
 	} {
 		if !s.on {
 			continue

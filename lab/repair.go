@@ -1,9 +1,12 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -75,6 +78,19 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 			rp.Attest = opts.Attest
 		}
 		plan, _, err := svc.PlanID(ctx, c.BizID, c.Pipeline, opts)
+		var input *plans.InputError
+		if errors.As(err, &input) && c.Verdict == inspect.WronglySkipped && opts.Attest == "" {
+			// The plan is manual (the consumer ignores opctl's headers):
+			// as its NEXT says, the operator makes the effect by hand at
+			// the downstream, then plans again attesting it.
+			done, herr := e.byHand(ctx, c.Pipeline, c.BizID)
+			if herr != nil {
+				return out, fmt.Errorf("lab: %s: %v", c.BizID, herr)
+			}
+			opts.Attest = done
+			rp.Attest = done
+			plan, _, err = svc.PlanID(ctx, c.BizID, c.Pipeline, opts)
+		}
 		var nothing *plans.NothingToRepairError
 		var refused *plans.RefusedError
 		switch {
@@ -179,6 +195,37 @@ func (e *Env) startFixed(ctx context.Context, pipeline string) (*consumer.Consum
 	return c, nil
 }
 
+// byHand makes, as an operator would by hand, the effect a WRONGLY_SKIPPED
+// operation of pipeline lacks (its entity's effect_step) at the lab's
+// downstream: one POST /call. It returns what was done, for --attest.
+func (e *Env) byHand(ctx context.Context, pipeline, bizID string) (string, error) {
+	p := e.Config.Pipeline(pipeline)
+	if p == nil || p.Entity == nil {
+		return "", fmt.Errorf("pipeline %s has no entity.effect_step to make by hand", pipeline)
+	}
+	step := p.Entity.EffectStep
+	svc := e.serviceOf(pipeline, step)
+	if svc == nil {
+		return "", fmt.Errorf("no lab downstream serves step %s of %s", step, pipeline)
+	}
+	rid := "by-hand:" + bizID + ":" + step
+	body, _ := json.Marshal(map[string]any{"request_id": rid, "biz_id": bizID, "payload": map[string]string{"by": "lab/demo"}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL+"/call", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("%s by hand: %v", step, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s by hand: POST %s/call answered %s", step, svc.URL, resp.Status)
+	}
+	return fmt.Sprintf("%s team made the %s effect of %s by hand (request %s)", svc.Name, step, bizID, rid), nil
+}
+
 // unknownStep returns the step of an UNKNOWN_OUTCOME and the downstream
 // service that can answer for it.
 func (e *Env) unknownStep(r inspect.Report) (string, *downstream.Service) {
@@ -186,23 +233,32 @@ func (e *Env) unknownStep(r inspect.Report) (string, *downstream.Service) {
 		if f.Code != inspect.UnknownOutcome {
 			continue
 		}
-		set := e.Naive
-		switch _, design := kindOf(r.Pipeline); design {
-		case consumer.Anchored:
-			set = e.Anchored
-		case consumer.Seed:
-			set = e.Seeds
-		}
-		switch f.Step {
-		case "notify":
-			return f.Step, set.Notify
-		case "wms_lock":
-			return f.Step, set.WMS
-		case "logistics":
-			return f.Step, set.Logistics
-		case "points":
-			return f.Step, set.Points
+		if svc := e.serviceOf(r.Pipeline, f.Step); svc != nil {
+			return f.Step, svc
 		}
 	}
 	return "", nil
+}
+
+// serviceOf is the lab downstream service that step of pipeline calls
+// (nil for a step that calls none).
+func (e *Env) serviceOf(pipeline, step string) *downstream.Service {
+	set := e.Naive
+	switch _, design := kindOf(pipeline); design {
+	case consumer.Anchored:
+		set = e.Anchored
+	case consumer.Seed:
+		set = e.Seeds
+	}
+	switch step {
+	case "notify":
+		return set.Notify
+	case "wms_lock":
+		return set.WMS
+	case "logistics":
+		return set.Logistics
+	case "points":
+		return set.Points
+	}
+	return nil
 }

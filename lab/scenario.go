@@ -81,24 +81,11 @@ func BinlogScenarios() []Scenario {
 // schemas (Env.Seed001, Env.Seed003), with consumers written as those
 // teams wrote theirs. They run on every server, the embedded one too.
 // They are not in Scenarios(); Select knows their names.
-// Seed 003's scenario is among them only once opctl reads its schema
-// (Seed003Ready).
 func SeedScenarios() []Scenario {
-	out := []Scenario{
+	return []Scenario{
 		{Name: "fulfilment-wms-timeout-seed", Seed: "001", Title: "fulfilment-wms-timeout on seed 001's own tables (the order row's PROCESSING/DONE mark, no intents): WMS locks twice; only its journal shows it", run: wmsTimeoutSeed},
+		{Name: "order-wrongly-skipped-seed", Seed: "003", Title: "order-wrongly-skipped on seed 003's own tables (idempotent without biz_id, ENUM actions): PAID recorded SKIPPED, points never granted", run: wronglySkippedSeed},
 	}
-	if Seed003Ready {
-		out = append(out, seed003Scenario())
-	}
-	return out
-}
-
-// seed003Scenario is seed 003's incident on its own schema (SeedScenarios
-// once Seed003Ready).
-func seed003Scenario() Scenario {
-	return Scenario{Name: "order-wrongly-skipped-seed", Seed: "003",
-		Title: "order-wrongly-skipped on seed 003's own tables (idempotent without biz_id, ENUM actions): PAID recorded SKIPPED, points never granted",
-		run:   wronglySkippedSeed}
 }
 
 // run is one scenario's context: its consumers, producer and expectations.

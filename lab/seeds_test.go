@@ -30,13 +30,8 @@ func TestSeedScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	pipelines := []string{"fulfilment_seed"}
-	incidents := []string{"one WMS lock for SO-7001:PAID"}
-	if lab.Seed003Ready {
-		pipelines = append(pipelines, "orders_seed")
-		incidents = append(incidents, "one points grant for paid order 8821")
-	}
-	for _, p := range pipelines {
+	incidents := []string{"one WMS lock for SO-7001:PAID", "one points grant for paid order 8821"}
+	for _, p := range []string{"fulfilment_seed", "orders_seed"} {
 		if env.Config.Pipeline(p) == nil {
 			t.Fatalf("the lab config has no pipeline %s", p)
 		}

@@ -152,9 +152,6 @@ func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(form
 			}
 		}
 		selected = append(selected, lab.SeedScenarios()...)
-		if !lab.Seed003Ready {
-			progress("lab: order-wrongly-skipped-seed (seed 003 on its own schema) left out: it waits for opctl to read idempotency records without a biz_id\n")
-		}
 	}
 	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(selected))
 
