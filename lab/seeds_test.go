@@ -3,6 +3,8 @@ package lab_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/repair/plans"
 )
 
 // TestSeedScenarios runs seeds 001's and 003's incidents on the seeds' own
@@ -172,4 +176,82 @@ func seedReconcile(ctx context.Context, t *testing.T, env *lab.Env, r lab.Result
 			t.Logf("reconcile %s (exit %d) does not find %s (%s) yet: reconcile's coverage of steps without a scan block is issue 22 item 4", pipeline, code, x.BizID, x.Verdict)
 		}
 	}
+}
+
+// TestSeed003PlanBeforeTheGrant: on seed 003's own schema, 8821's plan
+// (WRONGLY_SKIPPED, a consumer that ignores opctl's headers) is made
+// before the grant by hand, as an operator reviews a plan before acting:
+// its dry run and its apply check their guards (the SKIPPED record of
+// msg-7391, read in a table without a biz_id column) and succeed, and
+// with the grant made by hand 8821 reads COMPLETE.
+func TestSeed003PlanBeforeTheGrant(t *testing.T) {
+	testenv.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	scenario, err := lab.Select([]string{"order-wrongly-skipped-seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := env.Run(ctx, scenario, nil)
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("scenario: %v %v", err, results[0].Err)
+	}
+	svc, closeFn, err := env.Service(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	plan, _, err := svc.PlanID(ctx, "8821", "orders_seed", plans.Options{Reason: "INC-8821", Operator: "test",
+		Attest: "points team: 120 points granted to order 8821 by hand"})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	var sb strings.Builder
+	_ = plans.Render(&sb, plan, plans.RenderOptions{})
+	t.Logf("plan:\n%s", sb.String())
+	dry, err := svc.Apply(ctx, plan, repair.ApplyOptions{DryRun: true, Operator: "test"})
+	if err != nil || dry.Outcome != repair.OutcomeWouldApply {
+		t.Fatalf("dry run: %v; %+v", err, dry)
+	}
+	// The grant, by hand, then the apply.
+	if err := grantByHand(ctx, env.Seeds.Points.URL, "8821"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "test"})
+	if err != nil || res.Outcome != repair.OutcomeApplied {
+		t.Fatalf("apply: %v; %+v", err, res)
+	}
+	r, err := env.Triage(ctx, svc, "orders_seed", "8821")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict.Code != "COMPLETE" {
+		t.Errorf("8821 after the grant and the apply: %s (%s)", r.Verdict.Code, r.Verdict.Summary)
+	}
+	if n := env.Seeds.Points.Net("8821"); n != 1 {
+		t.Errorf("points grants of 8821: %d, want 1", n)
+	}
+}
+
+// grantByHand is the points team's grant: one POST /call.
+func grantByHand(ctx context.Context, base, orderID string) error {
+	body := strings.NewReader(`{"request_id":"by-hand-` + orderID + `","biz_id":"` + orderID + `"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/call", body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("grant by hand: %s", resp.Status)
+	}
+	return nil
 }

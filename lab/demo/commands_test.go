@@ -124,6 +124,24 @@ func buildOpctl(t *testing.T, dir string) {
 	}
 }
 
+// commandSeedScenarios are the seed scenarios whose operations the command
+// tests (TestLabCommands, TestNextRunsAsPrinted) run NEXT lines and repairs
+// on: every one of lab.SeedScenarios but order-wrongly-skipped-seed, whose
+// manual plan's dry run and apply fail on seed 003's idempotency table
+// without a biz_id column ("internal error: config: QuoteIdent on
+// unvalidated identifier", lab's TestSeed003PlanBeforeTheGrant). Put it
+// back once that test passes.
+func commandSeedScenarios(t *testing.T) []lab.Scenario {
+	t.Helper()
+	var out []lab.Scenario
+	for _, s := range lab.SeedScenarios() {
+		if s.Name != "order-wrongly-skipped-seed" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // keptLab starts the embedded server and the lab as `go run ./lab/demo
 // --keep` leaves it (the incidents unrepaired, the lab's config written to
 // dir/opctl-lab.yaml) and a shell with opctl built on its PATH and
@@ -141,7 +159,12 @@ func keptLab(t *testing.T) (sh *labShell, env *lab.Env, rep demoReport, dir stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true, selected: lab.Scenarios()}
+	selected := append(lab.Scenarios(), commandSeedScenarios(t)...)
+	var names []string
+	for _, s := range selected {
+		names = append(names, s.Name)
+	}
+	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true, Scenarios: names, selected: selected}
 	env, rep, err = startLab(context.Background(), opts, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
@@ -331,11 +354,15 @@ func TestLabCommands(t *testing.T) {
 	// preset's scan walks) and nothing an existing index serves (the debit
 	// journals' (created_at) index, with the id InnoDB appends to it; the
 	// primary keys).
+	seedIndexes := map[string]bool{ // the seeds' own tables, as their teams have them
+		env.Seed001.Name + ".fulfil_order (created_at)":       true, // fulfilment_seed's scan walks it
+		env.Seed003.Name + ".idempotent (action, created_at)": true, // the skipped check walks it
+	}
 	seedOrder := env.Seed001.Name + ".fulfil_order"
 	check := sh.run(t, "opctl schema check", 3)
 	for _, l := range strings.Split(check.out, "\n") {
 		if f := strings.Split(l, "\t"); len(f) >= 5 && f[4] == "missing" {
-			if f[3] != "(src_partition, src_offset)" && (f[2] != seedOrder || f[3] != "(created_at)") {
+			if f[3] != "(src_partition, src_offset)" && !seedIndexes[f[2]+" "+f[3]] {
 				t.Errorf("schema check: %s %s %s missing", f[1], f[2], f[3])
 			}
 		}
@@ -353,7 +380,8 @@ func TestLabCommands(t *testing.T) {
 		switch c.Status {
 		case reconcile.StatusRefused:
 			stateIndex := c.Check == reconcile.CheckUncommitted && strings.Contains(c.Reason, "starting with (src_partition, src_offset)")
-			seedIndex := c.Pipeline == "fulfilment_seed" && strings.Contains(c.Reason, "no index on "+seedOrder+" starting with (created_at)")
+			seedIndex := (c.Pipeline == "fulfilment_seed" && strings.Contains(c.Reason, "no index on "+seedOrder+" starting with (created_at)")) ||
+				(c.Pipeline == "orders_seed" && c.Check == reconcile.CheckSkipped && strings.Contains(c.Reason, "no index on "+env.Seed003.Name+".idempotent starting with (action, created_at)"))
 			if !stateIndex && !seedIndex {
 				t.Errorf("reconcile %s/%s refused: %s", c.Pipeline, c.Check, c.Reason)
 			}
