@@ -27,7 +27,8 @@ type Repair struct {
 	// PlanID is empty when there was no plan; Why then says why.
 	PlanID string `json:"plan_id,omitempty"`
 	Why    string `json:"why,omitempty"`
-	// Attest is what the operator attested for a manual action.
+	// Attest is what the operator attested for a manual action, or did by
+	// hand before planning again (a WRONGLY_SKIPPED whose plan is manual).
 	Attest string `json:"attest,omitempty"`
 	// PlanText is the plan as `opctl repair show` renders it.
 	PlanText string       `json:"-"`
