@@ -30,6 +30,9 @@ type GroupReader interface {
 // a fresh read.
 type Collector interface {
 	Collect(ctx context.Context, p *config.Pipeline, bizID string) (sources.Evidence, error)
+	// ReadActionColumn adds the idempotency action column's type to ev
+	// when a plan may reopen a SKIPPED record (sources.Collector).
+	ReadActionColumn(ctx context.Context, ev *sources.Evidence)
 }
 
 // Applier applies plans (docs/repair.md "Apply"): the tamper and config
@@ -295,6 +298,7 @@ func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
 	}
 	x.fresh = &ev
 	parts := redrivePartitions(ctx, x.a.Partitions, x.p, ev)
+	x.a.Collector.ReadActionColumn(ctx, &ev)
 	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev), &ev, parts))
 	if len(diff) == 0 {
 		return false, nil
@@ -691,6 +695,26 @@ func (x *applyRun) reverse(g *guardEnv, act plans.Action, ar *ActionResult, befo
 func (x *applyRun) flip(g *guardEnv, act plans.Action, ar *ActionResult, before, after map[string]any) error {
 	f := act.Flip
 	before["idempotency"] = map[string]any{"key": f.Key, "action": f.From}
+	if f.Delete {
+		// The record goes: its whole row is kept in the audit, so that it
+		// can be put back (docs/repair.md#reopening-a-skipped-record).
+		row, found, err := g.tx.LockRecord(g.ctx, x.p, f.Key, x.plan.BizID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return &guardFailure{guard: plans.Guard{Check: plans.CheckIdemAction, Key: f.Key, Op: "==", Value: f.From}, got: "no such record"}
+		}
+		img := map[string]any{}
+		for _, fl := range plans.ImageOf(row) {
+			if fl.Value == nil {
+				img[fl.Name] = nil
+			} else {
+				img[fl.Name] = *fl.Value
+			}
+		}
+		before["idempotency"] = map[string]any{"key": f.Key, "action": f.From, "row": img, "columns": row.Columns}
+	}
 	stmt, err := g.tx.FlipIdempotency(g.ctx, x.p, f.Key, x.plan.BizID, f.From, f.To)
 	if err != nil {
 		return fmt.Errorf("flip %s: %w", f.Key, err)
@@ -698,6 +722,10 @@ func (x *applyRun) flip(g *guardEnv, act plans.Action, ar *ActionResult, before,
 	ar.Statements = append(ar.Statements, stmt)
 	if stmt.Rows != 1 {
 		return &guardFailure{guard: plans.Guard{Check: plans.CheckIdemAction, Key: f.Key, Op: "==", Value: f.From}, got: fmt.Sprintf("the CAS changed %d rows", stmt.Rows)}
+	}
+	if f.Delete {
+		after["idempotency"] = map[string]any{"key": f.Key, "deleted": true}
+		return nil
 	}
 	after["idempotency"] = map[string]any{"key": f.Key, "action": f.To}
 	return nil

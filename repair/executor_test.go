@@ -89,6 +89,9 @@ func (t *fakeTx) FlipIdempotency(context.Context, *config.Pipeline, string, stri
 	t.s.writes = append(t.s.writes, "flip")
 	return sources.Statement{SQL: "UPDATE idem", Rows: 1}, nil
 }
+func (t *fakeTx) LockRecord(context.Context, *config.Pipeline, string, string) (sources.Row, bool, error) {
+	return sources.Row{}, false, nil
+}
 func (t *fakeTx) Reverse(_ context.Context, stmt, _ string, rows sources.LockedRows, i int) (sources.Statement, error) {
 	t.s.writes = append(t.s.writes, "reverse "+inspect.IdentityString(rows.Row(i).Identity()))
 	return sources.Statement{SQL: stmt, Rows: 1}, nil
@@ -106,6 +109,8 @@ func (t *fakeTx) Rollback() error                                               
 
 // fakeCollector returns fixed evidence (the stale check).
 type fakeCollector struct{ ev sources.Evidence }
+
+func (c fakeCollector) ReadActionColumn(context.Context, *sources.Evidence) {}
 
 func (c fakeCollector) Collect(context.Context, *config.Pipeline, string) (sources.Evidence, error) {
 	return c.ev, nil

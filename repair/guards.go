@@ -300,6 +300,9 @@ func (g *guardEnv) checkIdempotency(gd plans.Guard) error {
 		return err
 	}
 	switch {
+	case gd.Op == "absent" && v != nil:
+		return fail(gd, fmt.Sprintf("idempotency[%s].action == %s", plans.Quote(gd.Key), plans.Quote(*v)))
+	case gd.Op == "absent":
 	case v == nil:
 		return fail(gd, "no record "+plans.Quote(gd.Key))
 	case *v != gd.Value:

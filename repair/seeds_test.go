@@ -391,3 +391,57 @@ func TestSeed001DuplicateClosed(t *testing.T) {
 		}
 	})
 }
+
+// Seed 003's ENUM('DONE','SKIPPED') cannot hold PENDING: for a consumer that
+// honours opctl's headers (the team deployed the fix), flip_skipped reopens
+// the record by deleting it, its whole row kept in the audit's
+// before_image, then republishes with opctl-force-effect. Today's code
+// wrote PENDING and failed with "Error 1265 Data truncated".
+func TestSeed003ReopenByDelete(t *testing.T) {
+	pts := newJournal(t, "grants", "grant", "revoke", "order_id")
+	b, err := config.Preset("seed003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "honours_opctl_headers: false", "honours_opctl_headers: true", 1))
+	b = []byte(strings.Replace(string(b), "      reopen: delete             # the ENUM has no PENDING\n", "", 1))
+	path := t.TempDir() + "/seed003.yaml"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &seed003{tenv: newTenv(t, path, []string{td("schema", "seed003.sql")}, []string{"order-event"}, map[string]string{"OPCTL_POINTS_URL": pts.server.URL}), points: pts}
+	if s.cfg.Pipeline("orders").Idempotency.Reopen != "" {
+		t.Fatal("the test config still sets reopen")
+	}
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+
+	p := s.mustPlan("orders", "8821", plans.Options{})
+	if len(p.Actions) != 2 || p.Actions[0].Type != plans.FlipSkipped || !p.Actions[0].Flip.Delete || p.Actions[1].Type != plans.Republish {
+		t.Fatalf("actions %+v", p.Actions)
+	}
+	if p.Observed.ActionColumn != "enum('DONE','SKIPPED')" {
+		t.Errorf("observed action column %q", p.Observed.ActionColumn)
+	}
+	if _, err := s.dryRun(p); err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if n := s.str("SELECT COUNT(*) FROM idempotent WHERE msg_id = 'msg-7391'"); n != "1" {
+		t.Fatalf("a dry run deleted the record (%s left)", n)
+	}
+	res := s.mustApply(p)
+	if n := s.str("SELECT COUNT(*) FROM idempotent WHERE msg_id = 'msg-7391'"); n != "0" {
+		t.Fatalf("the SKIPPED record is still there (%s)", n)
+	}
+	img := s.str("SELECT before_image FROM opctl_audit WHERE plan_id = '" + p.ID + "' AND action_index = 1")
+	for _, want := range []string{`"msg_id":"msg-7391"`, `"action":"SKIPPED"`, `"created_at"`} {
+		if !strings.Contains(img, want) {
+			t.Errorf("before_image %s lacks %s", img, want)
+		}
+	}
+	if m := s.published(res); m.Headers[plans.HeaderForceEffect] != "points" || string(m.Key) != "8821" {
+		t.Errorf("republished %+v", m)
+	}
+}

@@ -265,6 +265,7 @@ func (t *Triage) One() (*Operation, error) {
 // Kafka answered. Errors: those of plans.Build.
 func (s *Service) Plan(ctx context.Context, op *Operation, o plans.Options) (*plans.Plan, error) {
 	parts := redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
+	s.Collector.ReadActionColumn(ctx, &op.Evidence)
 	if o.Now.IsZero() && s.Now != nil {
 		o.Now = s.Now()
 	}

@@ -498,3 +498,29 @@ func MessageRecord(rows []IdempotencyRow) *IdempotencyRow {
 	}
 	return &rows[len(rows)-1]
 }
+
+// ReadActionColumn reads the type of the idempotency action column into
+// ev.DB.ActionColumn when a repair may have to reopen a SKIPPED record of
+// ev (the pipeline leaves idempotency.reopen to the column's type and a
+// record is SKIPPED): which value flip_skipped can write is the column's
+// to say (docs/repair.md#reopening-a-skipped-record). A read that fails
+// leaves it "" (the plan then refuses the flip and says why).
+func (c *Collector) ReadActionColumn(ctx context.Context, ev *Evidence) {
+	id := ev.Pipeline.Idempotency
+	ct, ok := c.DB.(ColumnTyper)
+	if id == nil || id.Reopen != "" || !ok {
+		return
+	}
+	skipped := false
+	for _, r := range ev.DB.Idempotency {
+		skipped = skipped || r.Action == "SKIPPED"
+	}
+	if !skipped {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	if t, err := ct.ColumnType(dctx, id.Table, id.Action); err == nil {
+		ev.DB.ActionColumn = t
+	}
+}

@@ -202,6 +202,11 @@ type DBEvidence struct {
 	// audit) that failed: what they would have read is missing (the zero
 	// value). A step's failed query is in its StepEvidence.Err instead.
 	Failed []FailedQuery
+	// ActionColumn is the idempotency action column's type as the server
+	// declares it ("enum('DONE','SKIPPED')", "varchar(24)"), read for a
+	// repair that may reopen a SKIPPED record (Collector.ReadActionColumn);
+	// "" when not read.
+	ActionColumn string
 }
 
 // Operation-level queries of a read, as FailedQuery.Query names them.
@@ -363,6 +368,12 @@ type DB interface {
 // an operation, through its messages (docs/where.md).
 type IdempotencyByKeys interface {
 	ReadIdempotencyByKeys(ctx context.Context, p *config.Pipeline, keys []string) ([]IdempotencyRow, error)
+}
+
+// ColumnTyper reads a column's declared type (information_schema's
+// COLUMN_TYPE).
+type ColumnTyper interface {
+	ColumnType(ctx context.Context, table, column string) (string, error)
 }
 
 // Kafka reads the group and log positions and locates a message.

@@ -59,8 +59,14 @@ type Tx interface {
 	// that the CAS changed exactly one.
 	WriteState(ctx context.Context, p *config.Pipeline, bizID string, w StateWrite) (Statement, error)
 	// FlipIdempotency sets the action of record key of bizID from → to,
-	// under a CAS on from.
+	// under a CAS on from; an empty to deletes the record (idempotency.reopen:
+	// delete), under the same CAS. A table without a biz_id column names the
+	// record by its key alone.
 	FlipIdempotency(ctx context.Context, p *config.Pipeline, key, bizID, from, to string) (Statement, error)
+	// LockRecord reads the whole idempotency record key of bizID FOR
+	// UPDATE (every column): the image the audit keeps of a record opctl
+	// deletes. found is false when there is none.
+	LockRecord(ctx context.Context, p *config.Pipeline, key, bizID string) (row Row, found bool, err error)
 	// Reverse runs one configured reverse statement, binding :biz_id to
 	// bizID and every other :name from row i of rows (a DECIMAL exactly). A
 	// :name that rows does not have is an error and runs nothing.

@@ -457,7 +457,12 @@ func (pl *planner) stateGuards() []Guard {
 // idemGuards guard every idempotency record's action as the plan expects it
 // (for pipelines without a state row).
 func (pl *planner) idemGuard(key string) Guard {
-	return Guard{Check: CheckIdemAction, Key: key, Op: "==", Value: pl.idem[key]}
+	a, ok := pl.idem[key]
+	if !ok {
+		// Deleted by an earlier action of the plan (reopen: delete).
+		return Guard{Check: CheckIdemAction, Key: key, Op: "absent"}
+	}
+	return Guard{Check: CheckIdemAction, Key: key, Op: "==", Value: a}
 }
 
 func (pl *planner) isTerminalStatus(s string) bool {
@@ -1173,6 +1178,26 @@ func (pl *planner) flip(key string) error {
 		if k := pl.p.StepIndex(pl.p.Entity.EffectStep); k >= 0 {
 			guards = append(guards, pl.effectGuards(k)...)
 		}
+	}
+	column := ""
+	if pl.in.Evidence != nil {
+		column = pl.in.Evidence.DB.ActionColumn
+	}
+	mode, problem := config.ReopenFor(pl.p.Idempotency, column)
+	if problem != "" {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: problem}
+	}
+	if mode == config.ReopenDelete {
+		// The action column cannot hold PENDING (seed 003's
+		// ENUM('DONE','SKIPPED')), or the config says delete: the record
+		// goes, its row kept whole in the audit, and a redelivery of the
+		// message is processed again (docs/repair.md#reopening-a-skipped-record).
+		pl.add(Action{Type: FlipSkipped, Step: stepOfEntity(pl.p),
+			Summary: fmt.Sprintf("reopen idempotency record %s: delete it (SKIPPED; its row is kept in the audit)", key),
+			Guards:  guards,
+			Flip:    &FlipSpec{Table: pl.p.Idempotency.Table, Key: key, From: inspect.ActionSkipped, Delete: true}})
+		delete(pl.idem, key)
+		return nil
 	}
 	pl.add(Action{Type: FlipSkipped, Step: stepOfEntity(pl.p),
 		Summary: fmt.Sprintf("flip idempotency record %s SKIPPED → PENDING", key),

@@ -38,6 +38,10 @@ type Observed struct {
 	Entity      *ObservedEntity          `json:"entity,omitempty"`
 	Steps       []ObservedStep           `json:"steps"`
 	Kafka       ObservedKafka            `json:"kafka"`
+	// ActionColumn is the idempotency action column's declared type, when
+	// it was read: what flip_skipped may write
+	// (docs/repair.md#reopening-a-skipped-record).
+	ActionColumn string `json:"action_column,omitempty"`
 	// Sources are the statuses of the mysql and kafka reads.
 	Sources map[string]string `json:"sources,omitempty"`
 }
@@ -182,6 +186,7 @@ func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Ob
 		}
 	}
 	if ev != nil {
+		o.ActionColumn = text(ev.DB.ActionColumn)
 		if m := ev.Kafka.Message; m != nil {
 			om := &ObservedMessage{Partition: m.Partition, Offset: m.Offset, Key: slices.Clone(m.Key), Value: slices.Clone(m.Value)}
 			if len(m.Headers) > 0 {
@@ -264,6 +269,7 @@ func (o Observed) report(bizID, pipeline, summary string) inspect.Report {
 // of the lease owner, and which sources answered.
 func (o Observed) evidence() *sources.Evidence {
 	ev := &sources.Evidence{Sources: maps.Clone(o.Sources)}
+	ev.DB.ActionColumn = o.ActionColumn
 	if m := o.Kafka.Message; m != nil {
 		ev.Kafka.Message = &sources.Message{Partition: m.Partition, Offset: m.Offset, Key: slices.Clone(m.Key), Value: slices.Clone(m.Value), Headers: maps.Clone(m.Headers)}
 	}
@@ -323,6 +329,9 @@ func (o Observed) fields() []kv {
 	}
 	for _, x := range o.Idempotency {
 		add("idempotency["+x.Key+"].action", x.Action)
+	}
+	if o.ActionColumn != "" {
+		add("idempotency.action_column", o.ActionColumn)
 	}
 	if o.Entity != nil {
 		if o.Entity.Found {

@@ -194,6 +194,10 @@ type FlipSpec struct {
 	Key   string `json:"key"`
 	From  string `json:"from"`
 	To    string `json:"to"`
+	// Delete reopens the record by deleting it (idempotency.reopen:
+	// delete, or an action column that cannot hold PENDING): its whole row
+	// is kept in the audit's before_image; To is then "".
+	Delete bool `json:"delete,omitempty"`
 }
 
 // PublishSpec is a republish action.
@@ -260,7 +264,8 @@ type Guard struct {
 	Step  string `json:"step,omitempty"`
 	// Key is an idempotency key, an evidence identity or a request id.
 	Key string `json:"key,omitempty"`
-	// Op is ==, inactive (lease), live (evidence.row), not_member (owner).
+	// Op is ==, inactive (lease), live (evidence.row), not_member (owner),
+	// absent (idempotency.action: no such record).
 	Op    string `json:"op"`
 	Value string `json:"value,omitempty"`
 }
@@ -304,6 +309,9 @@ func (g Guard) String() string {
 	case CheckProbeOutcome:
 		return fmt.Sprintf("probe(%s)[%s] == %s", g.Step, Quote(g.Key), g.Value)
 	case CheckIdemAction:
+		if g.Op == "absent" {
+			return fmt.Sprintf("idempotency[%s] does not exist", Quote(g.Key))
+		}
 		return fmt.Sprintf("idempotency[%s].action == %s", Quote(g.Key), Quote(g.Value))
 	case CheckStateStatus, CheckStateOwner, CheckEntityStatus:
 		return fmt.Sprintf("%s == %s", g.Check, Quote(g.Value))

@@ -176,6 +176,11 @@ func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
 		}
 	case a.Flip != nil:
 		f := a.Flip
+		if f.Delete {
+			line(ClassRemove, "-", fmt.Sprintf("%s[%s]", Shown(f.Table), Shown(f.Key)))
+			detail("deleted while its action is " + literal(f.From) + "; the whole row is kept in the audit (before_image)")
+			break
+		}
 		line(ClassChange, "~", fmt.Sprintf("%s[%s]", Shown(f.Table), Shown(f.Key)))
 		detail("action: " + literal(f.From) + " → " + literal(f.To) + " (CAS on " + literal(f.From) + ")")
 	case a.Publish != nil:

@@ -8,6 +8,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -431,3 +432,68 @@ func (a Audit) AuditTable() string {
 
 // AttemptTable is the audit attempt table: the audit table + "_attempt".
 func (a Audit) AttemptTable() string { return a.AuditTable() + "_attempt" }
+
+// EnumValues returns the values of a column type written as
+// information_schema.COLUMNS.COLUMN_TYPE writes an ENUM ("enum('DONE',
+// 'SKIPPED')"; quotes doubled inside a value), and whether it is one.
+func EnumValues(columnType string) ([]string, bool) {
+	t := strings.TrimSpace(columnType)
+	if len(t) < 6 || !strings.EqualFold(t[:5], "enum(") || !strings.HasSuffix(t, ")") {
+		return nil, false
+	}
+	body := t[5 : len(t)-1]
+	var out []string
+	for i := 0; i < len(body); {
+		if body[i] != '\'' {
+			return nil, false
+		}
+		var v strings.Builder
+		j := i + 1
+		for ; j < len(body); j++ {
+			if body[j] == '\'' {
+				if j+1 < len(body) && body[j+1] == '\'' {
+					v.WriteByte('\'')
+					j++
+					continue
+				}
+				break
+			}
+			v.WriteByte(body[j])
+		}
+		if j >= len(body) {
+			return nil, false
+		}
+		out = append(out, v.String())
+		i = j + 1
+		if i < len(body) {
+			if body[i] != ',' {
+				return nil, false
+			}
+			i++
+		}
+	}
+	return out, true
+}
+
+// ReopenFor decides how flip_skipped reopens a SKIPPED record of a table
+// whose action column has type columnType (information_schema's
+// COLUMN_TYPE; "" when it could not be read): idempotency.reopen when
+// set, else pending when the column can hold PENDING (not an ENUM, or an
+// ENUM with PENDING) and delete when it cannot
+// (docs/repair.md#reopening-a-skipped-record). problem says why neither
+// can be used: reopen: pending on an ENUM without PENDING.
+func ReopenFor(id *Idempotency, columnType string) (mode, problem string) {
+	vals, isEnum := EnumValues(columnType)
+	holdsPending := !isEnum || slices.Contains(vals, "PENDING")
+	switch {
+	case id.Reopen == ReopenDelete:
+		return ReopenDelete, ""
+	case id.Reopen == ReopenPending && isEnum && !holdsPending:
+		return "", fmt.Sprintf("idempotency.reopen is pending, but %s.%s is %s, which cannot hold PENDING: set reopen: delete, or add PENDING to the ENUM", id.Table, id.Action, columnType)
+	case id.Reopen == ReopenPending, holdsPending:
+		// A type that was not read ("") is taken to hold PENDING: apply
+		// reads it again, and a plan whose reading differs is stale.
+		return ReopenPending, ""
+	}
+	return ReopenDelete, ""
+}

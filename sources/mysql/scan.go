@@ -538,6 +538,10 @@ type TableInfo struct {
 	// Collations are the columns' collations, by position ("" for a
 	// column that is not text).
 	Collations []string
+	// Types are the columns' types as information_schema.COLUMNS writes
+	// them (COLUMN_TYPE: "enum('DONE','SKIPPED')", "varchar(24)"), by
+	// position.
+	Types []string
 	// Indexes in name order; the primary key is named PRIMARY. Disabled
 	// indexes are listed (Index.Disabled says so) but serve nothing.
 	Indexes []Index
@@ -585,6 +589,30 @@ func splitTable(table string) (string, string) {
 	return "", table
 }
 
+// ColumnType reads one column's type from information_schema.COLUMNS
+// (COLUMN_TYPE: "enum('DONE','SKIPPED')", "varchar(24)"); "" when the
+// table or the column does not exist.
+func (r *Reader) ColumnType(ctx context.Context, table, column string) (string, error) {
+	if !config.ValidIdent(table) || !config.ValidIdent(column) {
+		return "", fmt.Errorf("mysql: invalid table or column name %q.%q", table, column)
+	}
+	schema, name := splitTable(table)
+	var schemaArg any
+	if schema != "" {
+		schemaArg = schema
+	}
+	var typ sql.NullString
+	err := r.db.QueryRowContext(ctx, "SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?",
+		schemaArg, name, column).Scan(&typ)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", r.queryError("type of "+table+"."+column, err)
+	}
+	return typ.String, nil
+}
+
 // TableInfo reads the columns and indexes of table from information_schema
 // (three statements: columns, row estimate, indexes). A missing table is
 // not an error: Exists is false. The primary key is the index PRIMARY of
@@ -604,19 +632,20 @@ func (r *Reader) TableInfo(ctx context.Context, table string) (TableInfo, error)
 	}
 	const where = "TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?"
 	rows, err := r.db.QueryContext(ctx,
-		"SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS WHERE "+where+" ORDER BY ORDINAL_POSITION", schemaArg, name)
+		"SELECT COLUMN_NAME, COLLATION_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE "+where+" ORDER BY ORDINAL_POSITION", schemaArg, name)
 	if err != nil {
 		return info, r.queryError("columns of "+table, err)
 	}
 	for rows.Next() {
 		var c string
-		var coll sql.NullString
-		if err := rows.Scan(&c, &coll); err != nil {
+		var coll, typ sql.NullString
+		if err := rows.Scan(&c, &coll, &typ); err != nil {
 			rows.Close()
 			return info, r.queryError("columns of "+table, err)
 		}
 		info.Columns = append(info.Columns, c)
 		info.Collations = append(info.Collations, coll.String)
+		info.Types = append(info.Types, typ.String)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

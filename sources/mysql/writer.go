@@ -235,9 +235,9 @@ func (t *writeTx) LockIdempotency(ctx context.Context, p *config.Pipeline, key, 
 	if err := validIdents(id.Table, id.Key, id.BizID, id.Action); err != nil {
 		return "", false, err
 	}
-	q := config.QuoteIdent
-	text := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? AND %s = ? FOR UPDATE", q(id.Action), q(id.Table), q(id.Key), q(id.BizID))
-	res := t.fetch(ctx, text, 1, key, bizID)
+	where, args := recordWhere(id, key, bizID)
+	text := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", config.QuoteIdent(id.Action), config.QuoteIdent(id.Table), where)
+	res := t.fetch(ctx, text, 1, args...)
 	if res.err != nil {
 		return "", false, fmt.Errorf("read idempotency record %s: %w", key, t.w.r.scrubErr(res.err))
 	}
@@ -435,8 +435,46 @@ func (t *writeTx) FlipIdempotency(ctx context.Context, p *config.Pipeline, key, 
 		return sources.Statement{}, err
 	}
 	q := config.QuoteIdent
-	text := fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ? AND %s = ? AND %s = ?", q(id.Table), q(id.Action), q(id.Key), q(id.BizID), q(id.Action))
-	return t.exec(ctx, text, to, key, bizID, from)
+	where, args := recordWhere(id, key, bizID)
+	if to == "" {
+		// idempotency.reopen: delete (docs/repair.md#reopening-a-skipped-record).
+		text := fmt.Sprintf("DELETE FROM %s WHERE %s AND %s = ?", q(id.Table), where, q(id.Action))
+		return t.exec(ctx, text, append(args, from)...)
+	}
+	text := fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s AND %s = ?", q(id.Table), q(id.Action), where, q(id.Action))
+	return t.exec(ctx, text, append(append([]any{to}, args...), from)...)
+}
+
+// recordWhere is the condition that names one idempotency record: its key,
+// and its biz_id when the table has that column (a table without one, seed
+// 003's, is keyed by the msg id alone).
+func recordWhere(id *config.Idempotency, key, bizID string) (string, []any) {
+	q := config.QuoteIdent
+	if id.BizID == "" {
+		return q(id.Key) + " = ?", []any{key}
+	}
+	return q(id.Key) + " = ? AND " + q(id.BizID) + " = ?", []any{key, bizID}
+}
+
+// LockRecord reads the whole idempotency record key of bizID FOR UPDATE:
+// every column, as the audit keeps the image of a record opctl deletes.
+func (t *writeTx) LockRecord(ctx context.Context, p *config.Pipeline, key, bizID string) (sources.Row, bool, error) {
+	id := p.Idempotency
+	if id == nil {
+		return sources.Row{}, false, errors.New("no idempotency table configured")
+	}
+	if err := validIdents(id.Table, id.Key, id.BizID, id.Action); err != nil {
+		return sources.Row{}, false, err
+	}
+	where, args := recordWhere(id, key, bizID)
+	res := t.fetch(ctx, fmt.Sprintf("SELECT * FROM %s WHERE %s FOR UPDATE", config.QuoteIdent(id.Table), where), 1, args...)
+	if res.err != nil {
+		return sources.Row{}, false, fmt.Errorf("read idempotency record %s: %w", key, t.w.r.scrubErr(res.err))
+	}
+	if len(res.rows) == 0 {
+		return sources.Row{}, false, nil
+	}
+	return sources.Row{Columns: res.cols, Values: res.rows[0]}, true, nil
 }
 
 // Reverse binds and runs one reverse statement. DECIMAL values are bound as
