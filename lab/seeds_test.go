@@ -178,13 +178,16 @@ func seedReconcile(ctx context.Context, t *testing.T, env *lab.Env, r lab.Result
 	}
 }
 
-// TestSeed003PlanBeforeTheGrant: on seed 003's own schema, 8821's plan
-// (WRONGLY_SKIPPED, a consumer that ignores opctl's headers) is made
-// before the grant by hand, as an operator reviews a plan before acting:
-// its dry run and its apply check their guards (the SKIPPED record of
-// msg-7391, read in a table without a biz_id column) and succeed, and
-// with the grant made by hand 8821 reads COMPLETE.
-func TestSeed003PlanBeforeTheGrant(t *testing.T) {
+// TestSeed003Repair: on seed 003's own schema, 8821's repair
+// (WRONGLY_SKIPPED, a consumer that ignores opctl's headers, a points step
+// with a redrive template) calls the points service's redrive: never a
+// republish the consumer would skip again (docs/repair.md). Its dry run
+// sends nothing, its apply grants once, a second apply grants nothing more,
+// and 8821 reads COMPLETE. While the plan is manual (the redrive plan is
+// in progress), the test says so, then takes the manual path as the plan
+// describes it: reviewed and dry-run first, the grant made by hand, then
+// applied.
+func TestSeed003Repair(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -214,24 +217,40 @@ func TestSeed003PlanBeforeTheGrant(t *testing.T) {
 	var sb strings.Builder
 	_ = plans.Render(&sb, plan, plans.RenderOptions{})
 	t.Logf("plan:\n%s", sb.String())
+	manual := true
+	for _, a := range plan.Actions {
+		if a.Type == plans.Republish || a.Type == plans.FlipSkipped {
+			t.Errorf("action %d is %s: the seed's consumer skips a republished PAID again", a.Index, a.Type)
+		}
+		manual = manual && a.Type == plans.Manual
+	}
+	if manual {
+		t.Errorf("8821's plan is manual, although orders_seed's points step has redrive: %s", env.Config.Pipeline("orders_seed").Steps[0].Redrive)
+	}
 	dry, err := svc.Apply(ctx, plan, repair.ApplyOptions{DryRun: true, Operator: "test"})
 	if err != nil || dry.Outcome != repair.OutcomeWouldApply {
 		t.Fatalf("dry run: %v; %+v", err, dry)
 	}
-	// The grant, by hand, then the apply.
-	if err := grantByHand(ctx, env.Seeds.Points.URL, "8821"); err != nil {
-		t.Fatal(err)
+	if n := env.Seeds.Points.Net("8821"); n != 0 {
+		t.Fatalf("the dry run granted %d time(s)", n)
 	}
-	res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "test"})
-	if err != nil || res.Outcome != repair.OutcomeApplied {
-		t.Fatalf("apply: %v; %+v", err, res)
+	if manual {
+		if err := grantByHand(ctx, env.Seeds.Points.URL, "8821"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []repair.Outcome{repair.OutcomeApplied, repair.OutcomeAlreadyApplied} {
+		res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "test"})
+		if err != nil || res.Outcome != want {
+			t.Fatalf("apply %d: %v; want %s, got %+v", i+1, err, want, res)
+		}
 	}
 	r, err := env.Triage(ctx, svc, "orders_seed", "8821")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Verdict.Code != "COMPLETE" {
-		t.Errorf("8821 after the grant and the apply: %s (%s)", r.Verdict.Code, r.Verdict.Summary)
+		t.Errorf("8821 after the repair: %s (%s)", r.Verdict.Code, r.Verdict.Summary)
 	}
 	if n := env.Seeds.Points.Net("8821"); n != 1 {
 		t.Errorf("points grants of 8821: %d, want 1", n)

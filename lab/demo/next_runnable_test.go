@@ -142,14 +142,14 @@ func labOnMariaDB(ctx context.Context, t *testing.T, scenarios []lab.Scenario) (
 }
 
 // labTargets starts the lab on MariaDB and kfake, runs every scenario
-// (and commandSeedScenarios: seed 000's needs a binlog)
+// (the seeds' own schemas' too, but seed 000's, which needs a binlog)
 // without repairing anything, and returns each operation (affected or not)
 // with the verdict the lab expects.
 func labTargets(t *testing.T, base []string) []nextTarget {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, results := labOnMariaDB(ctx, t, append(lab.Scenarios(), commandSeedScenarios(t)...))
+	env, results := labOnMariaDB(ctx, t, append(lab.Scenarios(), lab.SeedScenarios()...))
 	checks, err := env.Check(ctx, results)
 	if err != nil {
 		t.Fatalf("lab triage: %v", err)
