@@ -60,6 +60,22 @@ func TestSeedScenarioFromBinlog(t *testing.T) {
 				t.Errorf("%s %s: where says %s (partial %v), want %s; sources %v", c.Scenario, c.BizID, c.Verdict, c.Report.Partial, c.Expectation.Verdict, c.Report.Sources)
 			}
 		}
+		// The wall time of a triage that reads the binlog, for the record
+		// (measured, not asserted): where PAY-BL-1, five times.
+		svc, closeFn, err := env.Service(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeFn()
+		var took []time.Duration
+		for range 5 {
+			start := time.Now()
+			if _, err := env.Where(ctx, svc, "settlement_seed", "PAY-BL-1"); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start).Round(time.Millisecond))
+		}
+		t.Logf("where PAY-BL-1 (binlog step): %v", took)
 	})
 	// Each operation counts its own changes of its account: PAY-BL-1 two,
 	// the others one. PAY-BL-3's change is inside PAY-BL-1's window, but

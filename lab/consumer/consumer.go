@@ -1,5 +1,6 @@
 // Package consumer holds the incident lab's reference consumers: one per
-// pipeline (settlement, fulfilment, orders) and design (naive, anchored).
+// pipeline (settlement, fulfilment, orders) and design (naive, anchored,
+// seed: the seed's own consumer on the seed's own tables).
 //
 // Naive consumers reproduce the seeds' original designs, bugs included:
 // effects with no anchor, a state row written after each effect in its own
