@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/lab"
-	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/testenv"
 )
 
@@ -33,11 +32,7 @@ func TestSeedScenarioFromBinlog(t *testing.T) {
 	srv := binlogSrv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: srv.RootDSN, Timings: consumer.FastTimings()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	env := startSeedLab(ctx, t, srv.RootDSN)
 	if !env.Binlog || env.Config.Pipeline("settlement_seed") == nil {
 		t.Fatalf("the lab on a ROW binlog server has no seed pipeline (binlog %v)", env.Binlog)
 	}
@@ -107,36 +102,7 @@ func TestSeedScenarioFromBinlog(t *testing.T) {
 	}
 	// The repair reverses PAY-BL-1's second debit, never PAY-BL-3's: the
 	// balances hold and every operation reads COMPLETE.
-	t.Run("repair", func(t *testing.T) {
-		repairs, err := env.Repair(ctx, checks, func(s string) { t.Log(s) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range repairs {
-			t.Logf("repair %s: %s → %s (%s)\n%s", r.BizID, r.Before, r.After, r.Applied, r.PlanText)
-			if !r.OK {
-				t.Errorf("repair %s: %s → %s (plan %.12s %s %s)", r.BizID, r.Before, r.After, r.PlanID, r.Applied, r.Why)
-			}
-		}
-		invs, err = env.Invariants(ctx, results)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, inv := range invs {
-			if !inv.Holds {
-				t.Errorf("after the repair: %s: %s", inv.Name, inv.Detail)
-			}
-		}
-		after, err := env.Check(ctx, results)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range after {
-			if c.Verdict != "COMPLETE" {
-				t.Errorf("%s after the repair: %s", c.BizID, c.Verdict)
-			}
-		}
-	})
+	t.Run("repair", func(t *testing.T) { repairSeeds(ctx, t, env, results, checks) })
 }
 
 // The lab's copies of the seeds' schemas are testdata's, below their

@@ -29,11 +29,7 @@ func TestSeedScenarios(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	env := startSeedLab(ctx, t, testenv.RootDSN())
 	incidents := []string{"one WMS lock for SO-7001:PAID", "one points grant for paid order 8821"}
 	for _, p := range []string{"fulfilment_seed", "orders_seed"} {
 		if env.Config.Pipeline(p) == nil {
@@ -97,6 +93,15 @@ func TestSeedScenarios(t *testing.T) {
 	if len(broken) != len(incidents) {
 		t.Errorf("broken before the repair: %v, want only the incidents' %v", broken, incidents)
 	}
+	repairSeeds(ctx, t, env, results, checks)
+}
+
+// repairSeeds repairs the affected operations of checks as the demo does
+// (lab.Env.Repair) and requires each to end COMPLETE or SKIPPED_OK, every
+// invariant of results to hold, and every untouched operation to keep its
+// verdict.
+func repairSeeds(ctx context.Context, t *testing.T, env *lab.Env, results []lab.Result, checks []lab.Check) {
+	t.Helper()
 	repairs, err := env.Repair(ctx, checks, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +109,10 @@ func TestSeedScenarios(t *testing.T) {
 	for _, r := range repairs {
 		t.Logf("repair %s %s: %s → %s (plan %.12s %s %s)\n%s", r.Scenario, r.BizID, r.Before, r.After, r.PlanID, r.Applied, r.Why, r.PlanText)
 		if !r.OK {
-			t.Errorf("%s %s: %s → %s after the repair (plan %q, %s %s)", r.Scenario, r.BizID, r.Before, r.After, r.PlanID, r.Applied, r.Why)
+			t.Errorf("%s %s: %s → %s after the repair (plan %.12s, %s %s)", r.Scenario, r.BizID, r.Before, r.After, r.PlanID, r.Applied, r.Why)
 		}
 	}
-	invs, err = env.Invariants(ctx, results)
+	invs, err := env.Invariants(ctx, results)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +130,18 @@ func TestSeedScenarios(t *testing.T) {
 			t.Errorf("untouched %s became %s", c.BizID, c.Verdict)
 		}
 	}
+}
+
+// startSeedLab starts the lab on dsn with FastTimings, closed when the test
+// ends.
+func startSeedLab(ctx context.Context, t *testing.T, dsn string) *lab.Env {
+	t.Helper()
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: dsn, Timings: consumer.FastTimings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	return env
 }
 
 // seedReconcile runs `opctl reconcile --pipeline P` over a seed scenario's
@@ -191,11 +208,7 @@ func TestSeed003Repair(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	env := startSeedLab(ctx, t, testenv.RootDSN())
 	scenario, err := lab.Select([]string{"order-wrongly-skipped-seed"})
 	if err != nil {
 		t.Fatal(err)

@@ -56,11 +56,7 @@ func (p *fulfilmentNaive) process(ctx context.Context, d *delivery) result {
 		}
 	}
 	remote := func(base, name string) func() (string, bool, error) {
-		return func() (string, bool, error) {
-			rid := freshRequestID(m.BizID, name)
-			_, err := c.call(ctx, base, rid, m.BizID, fulfilmentPayload(m))
-			return rid, false, err
-		}
+		return c.freshCall(ctx, base, name, m, fulfilmentPayload(m))
 	}
 	for _, s := range []struct {
 		name, done string
@@ -189,11 +185,7 @@ func (p *fulfilmentSeed) process(ctx context.Context, d *delivery) result {
 	}
 	none := func() error { return nil } // the row is the only marker
 	remote := func(base, name string) func() (string, bool, error) {
-		return func() (string, bool, error) {
-			rid := freshRequestID(m.BizID, name)
-			_, err := c.call(ctx, base, rid, m.BizID, fulfilmentPayload(m))
-			return rid, false, err
-		}
+		return c.freshCall(ctx, base, name, m, fulfilmentPayload(m))
 	}
 	for _, s := range []struct {
 		name   string

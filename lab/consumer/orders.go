@@ -103,11 +103,7 @@ func (p *ordersNaive) process(ctx context.Context, d *delivery) result {
 		c.emitD(d, "skipped", "", fmt.Sprintf("order %s is %q, event %s expects PAID", m.BizID, status, m.Event))
 		return done()
 	}
-	effect := func() (string, bool, error) {
-		rid := freshRequestID(m.BizID, stepPoints)
-		_, err := c.call(ctx, c.cfg.Services.Points, rid, m.BizID, pointsPayload(m))
-		return rid, false, err
-	}
+	effect := c.freshCall(ctx, c.cfg.Services.Points, stepPoints, m, pointsPayload(m))
 	step := stepPoints
 	if m.Event == EventShipped {
 		step = stepShip
@@ -434,11 +430,7 @@ func (p *ordersSeed) process(ctx context.Context, d *delivery) result {
 		c.emitD(d, "skipped", "", fmt.Sprintf("order %s is %q, event %s expects %s", m.BizID, status, m.Event, m.ExpectedStatus))
 		return done()
 	}
-	step, effect := stepPoints, func() (string, bool, error) {
-		rid := freshRequestID(m.BizID, stepPoints)
-		_, err := c.call(ctx, c.cfg.Services.Points, rid, m.BizID, pointsPayload(m))
-		return rid, false, err
-	}
+	step, effect := stepPoints, c.freshCall(ctx, c.cfg.Services.Points, stepPoints, m, pointsPayload(m))
 	if m.Event == EventShipped {
 		step, effect = stepShip, func() (string, bool, error) {
 			_, err := db.ExecContext(ctx, "UPDATE orders SET status = 'SHIPPED', updated_at = NOW(3) WHERE order_id = ?", m.BizID)

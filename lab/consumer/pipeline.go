@@ -464,6 +464,16 @@ func (c *Consumer) probe(ctx context.Context, base, requestID string) (string, e
 	return a.Status, nil
 }
 
+// freshCall is a naive or seed consumer's remote step: one call of base
+// with a new request id on every attempt, and no intent.
+func (c *Consumer) freshCall(ctx context.Context, base, step string, m Message, payload any) func() (string, bool, error) {
+	return func() (string, bool, error) {
+		rid := freshRequestID(m.BizID, step)
+		_, err := c.call(ctx, base, rid, m.BizID, payload)
+		return rid, false, err
+	}
+}
+
 // freshRequestID is a naive consumer's request id: new on every attempt.
 func freshRequestID(bizID, step string) string {
 	b := make([]byte, 6)
