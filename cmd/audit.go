@@ -139,7 +139,7 @@ func styleOutcome(st ui.Styles, o string) string {
 	switch o {
 	case sources.AuditApplied, sources.AuditPublished:
 		return st.OK.Render(o)
-	case sources.AuditPublishing, sources.AuditCompensating, repair.AttemptDryRun:
+	case sources.AuditPublishing, sources.AuditCompensating, sources.AuditRedriving, repair.AttemptDryRun:
 		return st.Watch.Render(o)
 	}
 	return st.Action.Render(ui.Safe(o))

@@ -187,7 +187,7 @@ func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
 		out = v.st.OK.Render(out)
 	case repair.OutcomeWouldApply:
 		out = v.st.Watch.Render("would apply")
-	case repair.OutcomeRefused, repair.OutcomeFailed:
+	case repair.OutcomeRefused, repair.OutcomeFailed, repair.OutcomeUnknown:
 		out = v.st.Action.Render(out)
 	}
 	line := fmt.Sprintf("  %d. [%s] %s", ar.Index, ui.Safe(string(ar.Type)), out)
@@ -207,7 +207,7 @@ func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
 	for _, p := range parts {
 		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(p))
 	}
-	if ar.Detail != "" && ar.Outcome != repair.OutcomeRefused && ar.Outcome != repair.OutcomeFailed {
+	if ar.Detail != "" && ar.Outcome != repair.OutcomeRefused && ar.Outcome != repair.OutcomeFailed && ar.Outcome != repair.OutcomeUnknown {
 		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(ui.Safe(ar.Detail)))
 	}
 }
@@ -232,9 +232,12 @@ func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
 		msg += ". Check it: " + ui.Safe("opctl where "+inspect.ShellQuote(res.BizID)+" --pipeline "+inspect.ShellQuote(res.Pipeline))
 	case repair.OutcomeAlreadyApplied:
 		msg = v.st.OK.Render(fmt.Sprintf("already applied: all %d action(s) took effect earlier; nothing changed", res.Total))
+		if res.Concurrent != "" {
+			msg = v.st.OK.Render(fmt.Sprintf("already applied by another apply, which held the plan's lock (%s) while this one waited: all %d action(s) took effect; nothing changed", ui.Safe(res.Concurrent), res.Total))
+		}
 	case repair.OutcomeWouldApply:
 		msg = v.st.Watch.Render(fmt.Sprintf("would apply %d/%d (dry run: rolled back, nothing sent)", res.Applied+res.Previously, res.Total))
-	case repair.OutcomeRefused, repair.OutcomeFailed:
+	case repair.OutcomeRefused, repair.OutcomeFailed, repair.OutcomeUnknown:
 		done := res.Previously
 		if !res.DryRun {
 			done += res.Applied

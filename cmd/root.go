@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,38 @@ func MainConsole(c Console) int {
 	// cleanly and say how far they got.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	return RunConsole(ctx, iostreams.System(), os.Args[1:], c)
+	io := iostreams.System()
+	return interruptible(ctx, io.ErrOut, InterruptGrace, func() int { return RunConsole(ctx, io, os.Args[1:], c) })
+}
+
+// InterruptGrace is how long a command has, after an interrupt, to stop by
+// itself (say how far it got, leave its files as they were) before opctl
+// exits 130 without it: the one second an interrupt may take
+// (docs/exit-codes.md#interrupted), less the process's own exit.
+const InterruptGrace = 700 * time.Millisecond
+
+// interruptible runs fn and returns its exit code; once ctx is done (an
+// interrupt), it waits at most grace for fn, then says so on stderr and
+// returns 130 while fn is still running: whatever fn is waiting for (a
+// server that stopped answering in the middle of a read, a statement
+// bounded only by --timeout) is abandoned, and main exits.
+func interruptible(ctx context.Context, stderr stdio.Writer, grace time.Duration, fn func() int) int {
+	done := make(chan int, 1)
+	go func() { done <- fn() }()
+	select {
+	case code := <-done:
+		return code
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case code := <-done:
+		return code
+	case <-t.C:
+		fmt.Fprintf(stderr, "opctl: interrupted (what was in flight did not stop within %s and was abandoned)\n", grace)
+		return ExitInterrupted
+	}
 }
 
 // RunConsole is Run with c running `opctl tui` in this process (nil: it

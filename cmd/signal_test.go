@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources/schema"
 )
 
@@ -243,7 +245,7 @@ func TestRepairApplySIGTERM(t *testing.T) {
 	if got := audit(); got != "1:compensate_remote:compensating" {
 		t.Errorf("audit after the interrupt: %q, want the compensating row", got)
 	}
-	if got := attempts(); got != "1:error" {
+	if got := attempts(); got != "1:unknown" {
 		t.Errorf("attempts after the interrupt: %q, want the stopped action's", got)
 	}
 	w.mu.Lock()
@@ -320,5 +322,110 @@ func TestTriageSIGTERM(t *testing.T) {
 			}
 			onlyFiles(t, dir, "plans.jsonl", "targets.jsonl")
 		})
+	}
+}
+
+// TestInterruptStalledReads: SIGINT, SIGTERM and SIGHUP while a read of
+// every kind is stalled (a TCP proxy that stops forwarding the server's
+// answer after N bytes: in MySQL's handshake, in Kafka's first answer)
+// stop every command with exit 130 within the interrupt's grace, long
+// before --timeout (60 s) would end the read. Before, reconcile let the
+// statement in flight run to --timeout (58 s after the signal).
+func TestInterruptStalledReads(t *testing.T) {
+	t.Parallel()
+	bin := buildOpctl(t, "")
+	f := newFixture(t, "settlement", "settlement-event")
+	mysqlAddr := "127.0.0.1:3306"
+	for _, tc := range []struct {
+		name    string
+		mysql   int // bytes of MySQL's answer forwarded, -1 all
+		kafka   int // bytes of Kafka's answer forwarded, -1 all
+		command []string
+	}{
+		{"where, MySQL handshake", 0, -1, []string{"where", "PAY-1"}},
+		{"where, MySQL greeting cut", 40, -1, []string{"where", "PAY-1"}},
+		{"where, Kafka first answer", -1, 0, []string{"where", "PAY-1"}},
+		{"where, Kafka answer cut", -1, 100, []string{"where", "PAY-1"}},
+		{"doctor, MySQL", 0, -1, []string{"doctor"}},
+		{"doctor, Kafka", -1, 0, []string{"doctor"}},
+		{"audit, MySQL", 0, -1, []string{"audit", "--biz-id", "PAY-1"}},
+		{"schema check, MySQL", 0, -1, []string{"schema", "check"}},
+		{"reconcile, MySQL", 0, -1, []string{"reconcile", "--check", "duplicates", "--allow-full-scan", "--since", "30d"}},
+		{"sop run, MySQL", 0, -1, []string{"sop", "run", "stranded", "--biz-id", "PAY-1", "--dry-run", "--reason", "signal test"}},
+		{"sop run, Kafka", -1, 0, []string{"sop", "run", "stranded", "--biz-id", "PAY-1", "--dry-run", "--reason", "signal test"}},
+	} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+			t.Run(tc.name+"/"+sig.String(), func(t *testing.T) {
+				t.Parallel()
+				my := testenv.NewStallProxy(t, mysqlAddr, tc.mysql)
+				k := testenv.NewStallProxy(t, f.k.Brokers[0], tc.kafka)
+				stalled := my.Stalled()
+				if tc.kafka >= 0 {
+					stalled = k.Stalled()
+				}
+				dsn := strings.Replace(f.db.DSN, mysqlAddr, my.Addr, 1)
+				p := startOpctl(t, bin, append([]string{"--config", f.cfg, "--mysql-dsn", dsn, "--brokers", k.Addr, "--timeout", "60s"}, tc.command...)...)
+				select {
+				case <-stalled:
+				case <-p.done:
+					t.Fatalf("ended before the read stalled:\n%s", p.stderr)
+				case <-time.After(30 * time.Second):
+					t.Fatalf("the read did not stall within 30 s:\n%s", p.stderr)
+				}
+				time.Sleep(100 * time.Millisecond) // the read is waiting now
+				sent := time.Now()
+				if err := p.cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				code := p.wait(t)
+				took := time.Since(sent)
+				if code != ExitInterrupted {
+					t.Fatalf("exit %d, want 130:\n%s", code, p.stderr)
+				}
+				// Not a timing assertion: the read waits for --timeout
+				// (60 s) unless the interrupt ends it.
+				if took > 30*time.Second {
+					t.Errorf("exit %s after the signal: the stalled read ran to --timeout", took.Round(time.Millisecond))
+				}
+				t.Logf("exit 130 %s after %s", took.Round(time.Millisecond), sig)
+			})
+		}
+	}
+}
+
+// TestInterruptible: after an interrupt a command has the grace to stop by
+// itself (its own exit code and message); one that does not is abandoned
+// with exit 130 and a line saying so.
+func TestInterruptible(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stops  bool
+		want   int
+		stderr string
+	}{
+		{"stops by itself", true, ExitInterrupted, ""},
+		{"ignores the interrupt", false, ExitInterrupted, "opctl: interrupted (what was in flight did not stop within 50ms and was abandoned)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			release := make(chan struct{})
+			defer close(release)
+			var stderr bytes.Buffer
+			got := interruptible(ctx, &stderr, 50*time.Millisecond, func() int {
+				cancel()
+				if tc.stops {
+					return ExitInterrupted
+				}
+				<-release // a read that does not look at ctx
+				return ExitOK
+			})
+			if got != tc.want || stderr.String() != tc.stderr {
+				t.Errorf("exit %d, stderr %q; want %d, %q", got, stderr.String(), tc.want, tc.stderr)
+			}
+		})
+	}
+	// Without an interrupt nothing is cut short.
+	if got := interruptible(context.Background(), io.Discard, time.Nanosecond, func() int { time.Sleep(20 * time.Millisecond); return ExitAttention }); got != ExitAttention {
+		t.Errorf("uninterrupted: exit %d, want 3", got)
 	}
 }

@@ -1,12 +1,16 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,5 +155,94 @@ func TestSchemaApplyTimeoutBoundsOnlyConnecting(t *testing.T) {
 	var n int
 	if err := db.SQL.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'slow_ddl'", db.Name).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the table after the slow statement: %d (%v)", n, err)
+	}
+}
+
+// TestStalledReadsHonourTimeout: a read that stalls part-way (a proxy that
+// stops forwarding the server's answer after N bytes: in Kafka's first
+// answer, inside MySQL's handshake) ends with --timeout: Kafka's makes the
+// report partial (exit 6, sources.kafka says which timeout), MySQL's is a
+// connection error (exit 1); a broker address where another service
+// listens (MariaDB's port, an SSH server) is a partial report naming it,
+// at once.
+func TestStalledReadsHonourTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "settlement", "settlement-event")
+	ssh := testenv.BannerServer(t, []byte(testenv.SSHBanner))
+	for _, tc := range []struct {
+		name         string
+		mysql, kafka int // bytes forwarded, -1 all
+		brokers      string
+		code         int
+		want         string
+	}{
+		{"Kafka, no answer", -1, 0, "", ExitPartial, "no answer within 1s"},
+		{"Kafka, answer cut", -1, 100, "", ExitPartial, "no answer within 1s"},
+		{"MySQL, no greeting", 0, -1, "", ExitError, ""}, // the message names the server
+		{"MySQL, greeting cut", 40, -1, "", ExitError, ""},
+		{"brokers at MariaDB's port", -1, -1, "127.0.0.1:3306", ExitPartial, "127.0.0.1:3306 does not speak Kafka"},
+		{"brokers at an SSH server", -1, -1, ssh, ExitPartial, ssh + " does not speak Kafka: it answered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			my := testenv.NewStallProxy(t, "127.0.0.1:3306", tc.mysql)
+			brokers := tc.brokers
+			if brokers == "" {
+				brokers = testenv.NewStallProxy(t, f.k.Brokers[0], tc.kafka).Addr
+			}
+			dsn := strings.Replace(f.db.DSN, "127.0.0.1:3306", my.Addr, 1)
+			want := tc.want
+			if want == "" {
+				want = "mysql " + my.Addr + ": "
+			}
+			done := make(chan struct{})
+			var code int
+			var out, errOut string
+			go func() {
+				defer close(done)
+				code, out, errOut = runCLI(context.Background(), false, "--config", f.cfg, "--mysql-dsn", dsn, "--brokers", brokers,
+					"--timeout", "1s", "where", "PAY-1", "-o", "json")
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("still waiting 30 s into a run with --timeout 1s")
+			}
+			if code != tc.code || !strings.Contains(out+errOut, want) {
+				t.Errorf("exit %d, want %d with %q:\n%s\n%s", code, tc.code, want, out, errOut)
+			}
+		})
+	}
+}
+
+// TestNotKafkaUnderMemoryLimit: the built opctl, under a 1.5 GB address
+// space limit (ulimit -v), pointed at brokers where an SSH server or
+// MariaDB listens, gives a partial verdict naming the broker with a small
+// peak RSS. Before: sarama sized a buffer by the banner's first four bytes
+// (1.4 GB for "SSH-", 1.7 GB for MariaDB's greeting) and the run died
+// with "fatal error: out of memory" (exit 2).
+func TestNotKafkaUnderMemoryLimit(t *testing.T) {
+	t.Parallel()
+	bin := buildOpctl(t, "")
+	f := newFixture(t, "settlement", "settlement-event")
+	ssh := testenv.BannerServer(t, []byte(testenv.SSHBanner))
+	for _, brokers := range []string{ssh, "127.0.0.1:3306"} {
+		t.Run(brokers, func(t *testing.T) {
+			c := exec.Command("bash", "-c", `ulimit -v 1500000 && exec "$0" "$@"`, bin, "--config", f.cfg, "--mysql-dsn", f.db.DSN,
+				"--brokers", brokers, "--timeout", "20s", "where", "PAY-1", "-o", "json")
+			var out, errOut bytes.Buffer
+			c.Stdout, c.Stderr = &out, &errOut
+			err := c.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != ExitPartial {
+				t.Fatalf("%v, want exit 6:\n%s", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), brokers+" does not speak Kafka") {
+				t.Errorf("sources.kafka does not name the broker:\n%s", out.String())
+			}
+			if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 200<<10 {
+				t.Errorf("peak RSS %d KiB", ru.Maxrss)
+			}
+		})
 	}
 }

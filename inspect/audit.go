@@ -176,7 +176,7 @@ func IncompleteRepair(audit []sources.AuditAction) *RepairView {
 		switch a.Outcome {
 		case sources.AuditApplied, sources.AuditPublished:
 			v.Done++
-		case sources.AuditPublishing, sources.AuditCompensating:
+		case sources.AuditPublishing, sources.AuditCompensating, sources.AuditRedriving:
 			v.Left = append(v.Left, RepairAction{Index: a.ActionIndex, Action: a.Action, Outcome: a.Outcome})
 		}
 	}
@@ -198,8 +198,11 @@ func (v *RepairView) detail() string {
 	}
 	for _, a := range v.Left {
 		what := "the record may not have been sent"
-		if a.Outcome == sources.AuditCompensating {
+		switch a.Outcome {
+		case sources.AuditCompensating:
 			what = "the compensation's outcome is not recorded"
+		case sources.AuditRedriving:
+			what = "the redrive's outcome is not recorded"
 		}
 		s += fmt.Sprintf("; action %d (%s) was left '%s': %s", a.Index, a.Action, a.Outcome, what)
 	}

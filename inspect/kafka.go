@@ -93,15 +93,44 @@ func kafkaView(p *config.Pipeline, ev sources.Evidence) KafkaView {
 		oo := off
 		v.Offset = &oo
 	}
-	if ev.Sources["kafka"] == sources.StatusOK && len(k.Group.Partitions) > 0 {
-		gl := GroupLag(k.Group)
+	// Every field read is shown, whatever else failed; one a request could
+	// not answer is null and named in Unknown (docs/where.md "When a
+	// Kafka request fails").
+	g := k.Group
+	for _, u := range g.Unknown {
+		for _, f := range viewFields[u.Field] {
+			v.unknown(f, u.Why)
+		}
+	}
+	if len(g.Partitions) > 0 && g.Known(sources.FieldCommitted) && g.Known(sources.FieldLogStart) && g.Known(sources.FieldLogEnd) {
+		gl := GroupLag(g)
 		v.GroupLag = &gl
 	}
-	pv, havePart := k.Group.Partitions[part]
-	if part >= 0 && havePart && ev.Sources["kafka"] == sources.StatusOK {
-		v.position(p, k.Group.Topic, pv, off)
+	pv, havePart := g.Partitions[part]
+	if part >= 0 && havePart {
+		v.position(p, g, pv, off)
 	}
 	return v
+}
+
+// viewFields are the fields of the Kafka view each unknown field of the
+// group view leaves unknown.
+var viewFields = map[string][]string{
+	sources.FieldCommitted: {"committed", "lag", "group_lag", "redelivery"},
+	sources.FieldLogStart:  {"log_start", "lag", "group_lag", "redelivery"},
+	sources.FieldLogEnd:    {"log_end", "lag", "group_lag", "redelivery"},
+	sources.FieldGroup:     {"group_state", "partition_owner"},
+}
+
+// unknown records that field of the view is unknown, and why (the first
+// reason given).
+func (v *KafkaView) unknown(field, why string) {
+	if v.Unknown == nil {
+		v.Unknown = map[string]string{}
+	}
+	if _, ok := v.Unknown[field]; !ok {
+		v.Unknown[field] = why
+	}
 }
 
 // lastRepublish returns the newest republish of the audit that was
@@ -117,22 +146,41 @@ func lastRepublish(audit []sources.AuditAction) *sources.AuditAction {
 }
 
 // position fills in the group's and the log's view of the message's
-// partition, and decides redelivery when the group reads the topic the
-// message is in (groupTopic "" means it does).
-func (v *KafkaView) position(p *config.Pipeline, groupTopic string, pv sources.PartitionView, off int64) {
-	if pv.Committed >= 0 {
+// partition, each field only when it was read, and decides redelivery when
+// the group reads the topic the message is in (g.Topic "" means it does)
+// and every input of the decision was read.
+func (v *KafkaView) position(p *config.Pipeline, g sources.GroupView, pv sources.PartitionView, off int64) {
+	haveCommitted := g.Known(sources.FieldCommitted)
+	haveStart, haveEnd := g.Known(sources.FieldLogStart), g.Known(sources.FieldLogEnd)
+	if haveCommitted && pv.Committed >= 0 {
 		c := pv.Committed
 		v.Committed = &c
 	}
-	ls, le := pv.LogStart, pv.LogEnd
-	v.LogStart, v.LogEnd = &ls, &le
-	v.PartitionOwner = pv.Owner
-	if v.Topic == groupTopic || groupTopic == "" {
-		lag := PartitionLag(pv)
-		v.Lag = &lag
-		v.Redelivery = Redelivery(off, pv.Committed, pv.LogStart, pv.LogEnd, p.EffectiveOffsetReset())
+	if haveStart {
+		ls := pv.LogStart
+		v.LogStart = &ls
 	}
-	if off >= 0 && off < pv.LogStart && v.Detail == "" {
+	if haveEnd {
+		le := pv.LogEnd
+		v.LogEnd = &le
+	}
+	if g.Known(sources.FieldGroup) {
+		v.PartitionOwner = pv.Owner
+	}
+	if v.Topic == g.Topic || g.Topic == "" {
+		switch {
+		case haveCommitted && haveStart && haveEnd:
+			lag := PartitionLag(pv)
+			v.Lag = &lag
+			v.Redelivery = Redelivery(off, pv.Committed, pv.LogStart, pv.LogEnd, p.EffectiveOffsetReset())
+		case haveStart && off >= 0 && off < pv.LogStart:
+			// Below the log start the message is gone, whatever the
+			// group committed.
+			v.Redelivery = RedeliveryNo
+			delete(v.Unknown, "redelivery")
+		}
+	}
+	if haveStart && off >= 0 && off < pv.LogStart && v.Detail == "" {
 		v.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, pv.LogStart)
 	}
 }

@@ -226,6 +226,10 @@ type KafkaView struct {
 	// Located is stored, searched, republished or unknown.
 	Located string `json:"located"`
 	Detail  string `json:"detail,omitempty"`
+	// Unknown names the fields above that a Kafka request that failed, or
+	// that the broker does not support, would have given, with why; the
+	// other fields were read (docs/where.md "When a Kafka request fails").
+	Unknown map[string]string `json:"unknown,omitempty"`
 }
 
 // Event is one timeline entry.

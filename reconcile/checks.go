@@ -170,6 +170,14 @@ func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requ
 				return nil, nil, false
 			}
 		}
+		if q.Alt != nil {
+			if _, ok := info.WalkIndex(q.Columns, q.Key, q.Reads...); !ok {
+				if _, ok := info.WalkIndex(q.Alt.Columns, q.Alt.Key, q.Alt.Reads...); ok {
+					q = *q.Alt
+					reqs[i] = q
+				}
+			}
+		}
 		switch {
 		case q.Walk:
 			if use, ok := info.WalkIndex(q.Columns, q.Key, q.Reads...); ok {
@@ -427,6 +435,9 @@ func (r *run) candidate(cs *checkState, key string) error {
 	}
 	cs.seen[key] = true
 	cs.candidates.Add(1)
+	if cs.covering {
+		cs.covered++
+	}
 	cs.pending = append(cs.pending, key)
 	if len(cs.pending) < r.o.Batch {
 		return nil
@@ -439,7 +450,7 @@ func (r *run) flush(cs *checkState) error {
 	if len(cs.pending) == 0 {
 		return nil
 	}
-	b := batch{cs: cs, keys: cs.pending}
+	b := batch{cs: cs, keys: cs.pending, cover: cs.covering, search: cs.searching}
 	cs.pending = nil
 	select {
 	case r.batches <- b:
@@ -469,39 +480,93 @@ func timeFrac(from, to time.Time) func(mysqlsrc.WalkRow) float64 {
 func (r *run) stuck(cs *checkState, q Requirement, a access) error {
 	st := cs.p.State
 	done := append(slices.Clone(st.Terminal), st.Failed...)
+	statuses, err := r.statuses(cs, a, done)
+	if err != nil {
+		return err
+	}
+	return r.walkStatuses(cs, q, a, statuses, r.now.Add(-r.o.Since), r.now.Add(-r.o.OlderThan))
+}
+
+// statuses lists the state table's statuses but those in skip: with the
+// (status, ...) index a, by a loose index scan (one index dive each), so
+// that a status missing from the config is found too; without it (a full
+// scan allowed), the configured ones.
+func (r *run) statuses(cs *checkState, a access, skip []string) ([]string, error) {
+	st := cs.p.State
 	var statuses []string
 	if a.index != "" {
 		var after *string
 		for {
 			if r.stopped() {
-				return errStop
+				return nil, errStop
 			}
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 			v, ok, err := r.d.DB.NextValue(ctx, st.Table, st.Status, after)
 			cancel()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if !ok {
 				break
 			}
 			r.count(cs, 1)
-			if !slices.Contains(done, v) {
+			if !slices.Contains(skip, v) {
 				statuses = append(statuses, v)
 			}
 			after = &v
 		}
-	} else {
-		// Full scan allowed without the index: the configured statuses only.
-		statuses = append(statuses, st.Initial...)
-		for _, s := range cs.p.Steps {
-			if s.DoneStatus != "" && !slices.Contains(done, s.DoneStatus) && !slices.Contains(statuses, s.DoneStatus) {
-				statuses = append(statuses, s.DoneStatus)
-			}
-		}
-		cs.notes = append(cs.notes, "without the (status, updated_at) index only the configured non-terminal statuses are walked")
+		return statuses, nil
 	}
-	from, to := r.now.Add(-r.o.Since), r.now.Add(-r.o.OlderThan)
+	// Full scan allowed without the index: the configured statuses only.
+	for _, v := range slices.Concat(st.Initial, stepStatuses(cs.p), st.Terminal, st.Failed) {
+		if !slices.Contains(skip, v) && !slices.Contains(statuses, v) {
+			statuses = append(statuses, v)
+		}
+	}
+	cs.notes = append(cs.notes, "without the (status, updated_at) index only the configured statuses are walked")
+	return statuses, nil
+}
+
+// stepStatuses are the steps' done statuses, in step order.
+func stepStatuses(p *config.Pipeline) []string {
+	var out []string
+	for _, s := range p.Steps {
+		if s.DoneStatus != "" {
+			out = append(out, s.DoneStatus)
+		}
+	}
+	return out
+}
+
+// cover makes every operation whose state row was updated in [now −
+// since, now] a candidate of cs: how the duplicates check reaches the
+// steps without a scan block (docs/reconcile.md#steps-without-a-scan-block).
+func (r *run) cover(cs *checkState, q Requirement, a access) error {
+	statuses, err := r.statuses(cs, a, nil)
+	if err != nil {
+		return err
+	}
+	// The scans' candidates go first, unmarked.
+	if err := r.flush(cs); err != nil {
+		return err
+	}
+	before := cs.covered
+	cs.covering = true
+	err = r.walkStatuses(cs, q, a, statuses, r.now.Add(-r.o.Since), r.now)
+	if ferr := r.flush(cs); err == nil {
+		err = ferr
+	}
+	cs.covering = false
+	cs.notes = append(cs.notes, fmt.Sprintf("steps without a scan block (%s) covered by triaging every operation of %s updated in the window: %d operation(s)",
+		strings.Join(Unscanned(cs.p), ", "), q.Table, cs.covered-before))
+	return err
+}
+
+// walkStatuses walks, for each status, the (status, updated_at) range
+// [from, to) of the index a (its keyset continuing on what the index
+// carries after them), every key a candidate of cs.
+func (r *run) walkStatuses(cs *checkState, q Requirement, a access, statuses []string, from, to time.Time) error {
+	st := cs.p.State
 	for _, status := range statuses {
 		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
 		var frac func(mysqlsrc.WalkRow) float64
@@ -559,6 +624,9 @@ func (r *run) stuckTarget(p *config.Pipeline, rep inspect.Report) bool {
 // triaged.
 func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	id := cs.p.Idempotency
+	if id.BizID == "" {
+		return r.skippedByMessages(cs, reqs, acc)
+	}
 	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
 		KeyCol: id.Key, ExtraCol: id.BizID}
 	var frac func(mysqlsrc.WalkRow) float64
@@ -637,6 +705,134 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	return err
 }
 
+// skippedByMessages is the skipped check of an idempotency table without
+// a biz_id column (seed 003's): the SKIPPED records of the window are read
+// page by page, and the topic is read once per page, from the page's
+// earliest record less the search window to its latest, to map each
+// record's msg id (its msg_id header or idempotency.msg_id_path) to the
+// key of its message, the operation (message_key "{biz_id}"). The
+// operations whose entity cancels the effect are counted SKIPPED_OK; the
+// others are triaged with their messages searched in the log
+// (docs/reconcile.md#records-without-a-biz_id).
+func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access) error {
+	p, id := cs.p, cs.p.Idempotency
+	rr, ok := r.d.Collector.Kafka.(sources.RecordReader)
+	switch {
+	case id.CreatedAt == "":
+		cs.uncover(p.Entity.EffectStep, "the idempotency table has no biz_id and no created_at: its records cannot be mapped to operations through their messages")
+		return nil
+	case p.MessageKey != config.DefaultMessageKey:
+		cs.uncover(p.Entity.EffectStep, fmt.Sprintf("the idempotency table has no biz_id, and message_key %q is not {biz_id}: a message's key does not name its operation", p.MessageKey))
+		return nil
+	case r.d.Collector.Kafka == nil || !ok:
+		cs.uncover(p.Entity.EffectStep, "the idempotency table has no biz_id and Kafka cannot be read: its records cannot be mapped to operations")
+		cs.partial.Store(true)
+		return nil
+	}
+	q := reqs[0]
+	from := r.now.Add(-r.o.Since)
+	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, KeyCol: id.Key, PosCol: id.CreatedAt, From: from}
+	if q.Columns[0] == id.Action {
+		w.EqCol, w.EqVal = id.Action, inspect.ActionSkipped
+	} else {
+		w.ExtraCol = id.Action // a (created_at) walk: the action is read
+	}
+	w.Order = acc[0].walkOrder(q, w)
+	var entity *Requirement
+	for i := range reqs[1:] {
+		if reqs[1+i].Entity {
+			entity = &reqs[1+i]
+		}
+	}
+	window := r.col.SearchWindow
+	if window <= 0 {
+		window = sources.DefaultSearchWindow
+	}
+	var records, read, unmapped, cancelled int64
+	err := r.walk(cs, w, timeFrac(from, r.now), func(rows []mysqlsrc.WalkRow) error {
+		want := map[string]bool{}
+		var lo, hi time.Time
+		for _, row := range rows {
+			t, ok := row.Pos.(time.Time)
+			if (w.ExtraCol != "" && row.Extra != inspect.ActionSkipped) || !ok {
+				continue
+			}
+			want[row.Key] = true
+			if lo.IsZero() || t.Before(lo) {
+				lo = t
+			}
+			hi = maxTime(hi, t)
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		records += int64(len(want))
+		biz := map[string]string{}
+		ctx, cancel := context.WithCancel(r.qctx)
+		got, err := rr.Records(ctx, p.Topic, lo.Add(-window), hi.Add(time.Second), 0, func(m *sources.Message) {
+			if k := sources.MsgIDOf(p, m); want[k] {
+				biz[k] = string(m.Key)
+			}
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read %s to map SKIPPED records to their operations: %w", p.Topic, err)
+		}
+		read += int64(got.Records)
+		r.count(cs, int64(got.Records))
+		var keys []string
+		for k := range want {
+			b, ok := biz[k]
+			switch {
+			case !ok:
+				unmapped++
+			case !cs.seen[b] && r.inShard(b):
+				keys = append(keys, b)
+			}
+		}
+		slices.Sort(keys)
+		keys = dedupe(keys)
+		if entity != nil && len(keys) > 0 {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			statuses, err := r.d.DB.KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
+			cancel()
+			if err != nil {
+				return err
+			}
+			r.count(cs, int64(len(keys)))
+			keys = slices.DeleteFunc(keys, func(k string) bool {
+				if !cancelling(statuses[k], p.Entity.Cancels) {
+					return false
+				}
+				cs.seen[k] = true
+				cs.candidates.Add(1)
+				cs.mu.Lock()
+				cs.verdicts[inspect.SkippedOK]++
+				cs.mu.Unlock()
+				cancelled++
+				return true
+			})
+		}
+		if err := r.flush(cs); err != nil {
+			return err
+		}
+		cs.searching = true
+		defer func() { cs.searching = false }()
+		for _, k := range keys {
+			if err := r.candidate(cs, k); err != nil {
+				return err
+			}
+		}
+		return r.flush(cs)
+	})
+	cs.notes = append(cs.notes, fmt.Sprintf("%d SKIPPED record(s) of %s (no biz_id column) mapped to their operations by reading %d record(s) of %s around them; %d SKIPPED_OK by the entity's status, not triaged",
+		records, id.Table, read, p.Topic, cancelled))
+	if unmapped > 0 {
+		cs.uncover(p.Entity.EffectStep, fmt.Sprintf("%d SKIPPED record(s) whose message was not found within %s before the record (--search-window)", unmapped, window))
+	}
+	return err
+}
+
 // cancelling reports whether an entity's rows all have a status in cancels
 // (false without a row: such a candidate is triaged).
 func cancelling(statuses, cancels []string) bool {
@@ -660,6 +856,7 @@ func cancelling(statuses, cancels []string) bool {
 // in each).
 func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]mysqlsrc.TableInfo) error {
 	p := cs.p
+	covered := slices.ContainsFunc(reqs, func(q Requirement) bool { return q.Cover })
 	for _, s := range p.Steps {
 		switch {
 		case s.Scan == nil && s.Binlog != nil && cs.check == CheckDuplicates:
@@ -667,20 +864,26 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 				return err
 			}
 		case s.Scan == nil && s.Binlog != nil:
-			cs.notes = append(cs.notes, fmt.Sprintf("step %s reads its effects from the binlog: not scanned", s.Name))
+			cs.uncover(s.Name, "reads its effects from the binlog, which names no row of a state table: its orphans cannot be told")
+		case s.Scan == nil && s.Unverified():
+			cs.notes = append(cs.notes, fmt.Sprintf("step %s is unverified (no intent, no probe): no effect of it is counted, nothing to scan", s.Name))
+		case s.Scan == nil && cs.check == CheckDuplicates && covered:
+			// The cover walk reaches it.
+		case s.Scan == nil && cs.check == CheckDuplicates:
+			cs.uncover(s.Name, "no scan block, and no state table to reach every operation through")
 		case s.Scan == nil:
-			cs.notes = append(cs.notes, fmt.Sprintf("step %s has no scan block: not scanned", s.Name))
+			cs.uncover(s.Name, "no scan block: its effects cannot be read table-wide")
 		}
 	}
 	var lookups []Requirement // orphans: state and idempotency lookups
 	for _, q := range reqs {
-		if q.Step == "" {
+		if q.Step == "" && !q.Cover {
 			lookups = append(lookups, q)
 		}
 	}
 	from := r.now.Add(-r.o.Since)
 	for i, q := range reqs {
-		if !q.Walk {
+		if !q.Walk || q.Cover {
 			continue
 		}
 		sc := p.Steps[p.StepIndex(q.Step)].Scan
@@ -766,51 +969,154 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			return err
 		}
 	}
-	return nil
-}
-
-// binlogDuplicates reads a binlog step's table in the binlog over
-// [now − --since, now] (at most 24 hours: a binlog scan reads every event of
-// the window) and makes candidates of the operations sources.RepeatedChanges
-// suspects: a change tied to one by binlog.transaction and a later one of
-// the same row and delta that no transaction ties elsewhere
-// (docs/reconcile.md). Without binlog.transaction no change names an
-// operation, and the step is not scanned.
-func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
-	b := s.Binlog
-	switch {
-	case b.Transaction == "":
-		cs.notes = append(cs.notes, fmt.Sprintf("step %s reads its effects from the binlog and has no binlog.transaction: no change names an operation, not scanned (triage an id with opctl where)", s.Name))
-		return nil
-	case r.d.Collector.Binlog == nil:
-		cs.notes = append(cs.notes, fmt.Sprintf("step %s: the binlog cannot be read: not scanned", s.Name))
-		cs.partial.Store(true)
-		return nil
-	case r.o.Since > config.MaxBinlogWindow:
-		cs.notes = append(cs.notes, fmt.Sprintf("step %s: the binlog is scanned over at most 24h and --since is %s: not scanned (pass --since 24h or less)", s.Name, r.o.Since))
-		return nil
-	}
-	req := sources.BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, From: r.now.Add(-r.o.Since), To: r.now}
-	req.Schema, req.Table = r.d.Collector.SplitTable(b.Table)
-	t, col := b.TransactionTable()
-	req.TxSchema, req.TxTable = r.d.Collector.SplitTable(t)
-	req.TxColumn = col
-	read, err := r.d.Collector.Binlog.Changes(r.qctx, req)
-	if err != nil {
-		cs.notes = append(cs.notes, fmt.Sprintf("step %s: binlog not scanned: %v", s.Name, err))
-		cs.partial.Store(true)
-		return nil
-	}
-	r.count(cs, int64(len(read.Changes)))
-	cs.notes = append(cs.notes, fmt.Sprintf("step %s: %d binlog change(s) of %s in %d file(s)", s.Name, len(read.Changes), b.Table, len(read.Files)))
-	for _, biz := range sources.RepeatedChanges(read.Changes, b.WindowDuration()) {
-		if !cs.seen[biz] {
-			if err := r.candidate(cs, biz); err != nil {
+	// Last: the operations the scans above made candidates are not read
+	// twice.
+	for i, q := range reqs {
+		if q.Cover {
+			if err := r.cover(cs, q, acc[i]); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// binlogDuplicates reads a binlog step's table in the binlog over [now −
+// --since, now] (at most config.MaxBinlogWindow: a longer --since scans the
+// last 24 hours and says so) and makes candidates of the operations that
+// may have changed one row twice by one effect's delta
+// (docs/reconcile.md#binlog-steps). With binlog.transaction, a change
+// names its operation (sources.RepeatedChanges). Without it (seed 000's
+// autocommit consumer) no change names one: the rows changed more than once
+// by the same delta within binlog.window are found in the binlog, and the
+// operations whose messages name that row and delta are found by reading
+// the topic around those changes. Each candidate is then triaged as `opctl
+// where` does, its message searched in the log, and the attribution
+// decides.
+func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
+	b := s.Binlog
+	if r.d.Collector.Binlog == nil {
+		cs.uncover(s.Name, "the binlog cannot be read: "+orWhy(r.d.Collector.BinlogMissing, "no binlog reader"))
+		cs.partial.Store(true)
+		return nil
+	}
+	since := r.o.Since
+	if since > config.MaxBinlogWindow {
+		since = config.MaxBinlogWindow
+		cs.notes = append(cs.notes, fmt.Sprintf("step %s: --since %s is longer than the %s a binlog scan reads: only the last %s of the binlog were scanned for it",
+			s.Name, r.o.Since, config.MaxBinlogWindow, config.MaxBinlogWindow))
+	}
+	req := sources.BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, From: r.now.Add(-since), To: r.now}
+	req.Schema, req.Table = r.d.Collector.SplitTable(b.Table)
+	if t, col := b.TransactionTable(); t != "" {
+		req.TxSchema, req.TxTable = r.d.Collector.SplitTable(t)
+		req.TxColumn = col
+	}
+	read, err := r.d.Collector.Binlog.Changes(r.qctx, req)
+	if err != nil {
+		cs.uncover(s.Name, "binlog not read: "+err.Error())
+		cs.partial.Store(true)
+		return nil
+	}
+	r.count(cs, int64(len(read.Changes)))
+	cs.notes = append(cs.notes, fmt.Sprintf("step %s: %d binlog change(s) of %s in %d file(s)", s.Name, len(read.Changes), b.Table, len(read.Files)))
+	var bizs []string
+	if b.Transaction != "" {
+		bizs = sources.RepeatedChanges(read.Changes, b.WindowDuration())
+	} else {
+		if bizs, err = r.messagesOfRepeats(cs, s, read.Changes); err != nil {
+			return err
+		}
+	}
+	if err := r.flush(cs); err != nil {
+		return err
+	}
+	cs.searching = true
+	defer func() { cs.searching = false }()
+	for _, biz := range bizs {
+		if !cs.seen[biz] && r.inShard(biz) {
+			if err := r.candidate(cs, biz); err != nil {
+				return err
+			}
+		}
+	}
+	return r.flush(cs)
+}
+
+func orWhy(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}
+
+// messagesOfRepeats finds the operations whose messages name a row the
+// binlog shows changed more than once by the same delta within the step's
+// window (sources.Repeats): the topic is read from the earliest of those
+// changes less the window to the latest, once, and a message whose
+// binlog.message_key and message_delta give that row and delta names a
+// candidate, its biz_id the record's key (message_key "{biz_id}").
+func (r *run) messagesOfRepeats(cs *checkState, s config.Step, changes []sources.BinlogChange) ([]string, error) {
+	b, p := s.Binlog, cs.p
+	reps := sources.Repeats(changes, b.WindowDuration())
+	if len(reps) == 0 {
+		return nil, nil
+	}
+	rr, ok := r.d.Collector.Kafka.(sources.RecordReader)
+	switch {
+	case p.MessageKey != config.DefaultMessageKey:
+		cs.uncover(s.Name, fmt.Sprintf("%d row(s) changed more than once by one delta, but message_key %q is not {biz_id}: a message's key does not name its operation", len(reps), p.MessageKey))
+		return nil, nil
+	case r.d.Collector.Kafka == nil || !ok:
+		cs.uncover(s.Name, fmt.Sprintf("%d row(s) changed more than once by one delta, but Kafka cannot be read to find the operations that made them", len(reps)))
+		cs.partial.Store(true)
+		return nil, nil
+	}
+	keyPath, _ := config.ParseMessagePath(b.MessageKey, false)
+	deltaPath, _ := config.ParseMessagePath(b.MessageDelta, true)
+	from, to := reps[0].First.Add(-b.WindowDuration()), reps[0].Last
+	want := map[string]bool{}
+	for _, rp := range reps {
+		from, to = minTime(from, rp.First.Add(-b.WindowDuration())), maxTime(to, rp.Last)
+		want[rp.Key+"\x00"+rp.Delta] = true
+	}
+	var bizs []string
+	seen := map[string]bool{}
+	ctx, cancel := context.WithCancel(r.qctx)
+	defer cancel()
+	read, err := rr.Records(ctx, p.Topic, from.Add(-time.Second), to.Add(time.Second), 0, func(m *sources.Message) {
+		k, err1 := keyPath.Lookup(m.Value)
+		d, err2 := deltaPath.Lookup(m.Value)
+		if err1 != nil || err2 != nil || !want[k+"\x00"+sources.CanonDecimal(d)] || seen[string(m.Key)] {
+			return
+		}
+		seen[string(m.Key)] = true
+		bizs = append(bizs, string(m.Key))
+	})
+	if err != nil {
+		cs.uncover(s.Name, fmt.Sprintf("%d row(s) changed more than once by one delta, but the topic could not be read: %v", len(reps), err))
+		cs.partial.Store(true)
+		return nil, nil
+	}
+	r.count(cs, int64(read.Records))
+	cs.notes = append(cs.notes, fmt.Sprintf("step %s: %d row(s) changed more than once by one delta; %d record(s) of %s read from %s to %s name %d operation(s)",
+		s.Name, len(reps), read.Records, p.Topic, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), len(bizs)))
+	slices.Sort(bizs)
+	return bizs, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // uncommitted walks, per partition, the state rows whose stored offset lies

@@ -193,13 +193,22 @@ type CheckStats struct {
 	Reason string `json:"reason,omitempty"`
 	// DDL adds the indexes a refused check needs.
 	DDL []string `json:"ddl,omitempty"`
-	// Notes are facts about the scan (steps without a scan block, full scans allowed).
+	// Notes are facts about the scan (how steps without a scan block were
+	// covered, full scans allowed).
 	Notes []string `json:"notes,omitempty"`
+	// Uncovered are the steps the check could not reach, each "step: why"
+	// (docs/reconcile.md#what-a-check-cannot-cover): an operation at fault
+	// only there is not found by this check.
+	Uncovered []string `json:"uncovered,omitempty"`
 	// Rows read by the scan (walked index entries and looked-up keys).
 	Rows int64 `json:"rows"`
 	// Candidates triaged, and how many were targets.
 	Candidates int64 `json:"candidates"`
-	Targets    int64 `json:"targets"`
+	// CoverOnly counts the operations triaged only to cover the steps
+	// without a scan block whose verdict was not the check's
+	// (docs/reconcile.md#steps-without-a-scan-block): read, not reported.
+	CoverOnly int64 `json:"cover_only,omitempty"`
+	Targets   int64 `json:"targets"`
 	// Verdicts counts the candidates' verdicts.
 	Verdicts map[inspect.Code]int64 `json:"verdicts"`
 	// Partial is true when some verdict was computed without a source.
@@ -275,17 +284,23 @@ type checkState struct {
 
 	rows       atomic.Int64
 	candidates atomic.Int64
+	coverOnly  atomic.Int64
+	covered    int64 // keys the cover walk made candidates (scanner only)
 	targets    atomic.Int64
 	partial    atomic.Bool
 	lastKey    atomic.Value // string
 
 	// Written by the scanner only.
-	status string
-	reason string
-	ddl    []string
-	notes  []string
-	start  time.Time
-	dur    time.Duration
+	status    string
+	reason    string
+	ddl       []string
+	notes     []string
+	uncovered []string
+	// covering is set while the cover walk makes candidates, searching
+	// while a binlog step's do (flush marks their batches).
+	covering, searching bool
+	start               time.Time
+	dur                 time.Duration
 	// seen dedupes candidate keys (bounded by the candidates, not the rows).
 	seen map[string]bool
 	// pending are candidates not yet sent to the triage (fewer than a batch).
@@ -293,6 +308,11 @@ type checkState struct {
 
 	mu       sync.Mutex
 	verdicts map[inspect.Code]int64
+}
+
+// uncover records that the check cannot reach step, and why.
+func (cs *checkState) uncover(step, why string) {
+	cs.uncovered = append(cs.uncovered, step+": "+why)
 }
 
 func (cs *checkState) last() string {
@@ -304,13 +324,20 @@ func (cs *checkState) last() string {
 type batch struct {
 	cs   *checkState
 	keys []string
+	// cover: the keys come from the walk that covers the steps without a
+	// scan block: only a DUPLICATE_EFFECT among them is the check's.
+	cover bool
+	// search: the keys are triaged with the Kafka reader itself, which
+	// searches each operation's message in the log (a binlog step's
+	// candidates: the attribution needs the message).
+	search bool
 }
 
 // run is one reconcile run.
 type run struct {
 	d    Deps
 	o    Options
-	qctx context.Context // queries: not cancelled by an interrupt, bounded per call
+	qctx context.Context // queries: cancelled queryGrace after an interrupt, bounded per call
 	stop context.Context // cancelled by an interrupt or a fatal error
 	halt context.CancelFunc
 
@@ -422,9 +449,10 @@ func (r *run) firstErr() error {
 // candidates (kept to dedupe them), never by the size of the tables.
 //
 // When ctx is cancelled (Ctrl-C) the run stops issuing statements, lets the
-// ones in flight finish (each bounded by the timeout; every statement is an
-// autocommit read, so no transaction stays open), and returns the Summary
-// with Interrupted set, and ctx's error. An error from emit, or MySQL
+// ones in flight finish for queryGrace, then cancels them (every statement
+// is an autocommit read, so no transaction stays open; a server that
+// stopped answering does not hold the interrupt for --timeout), and
+// returns the Summary with Interrupted set, and ctx's error. An error from emit, or MySQL
 // becoming unreachable, ends the run with that error.
 func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summary, error) {
 	if d.DB == nil || d.Collector == nil {
@@ -434,7 +462,9 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 		return nil, err
 	}
 	r := &run{d: d, o: o, start: time.Now()}
-	r.qctx = context.WithoutCancel(ctx)
+	var qcancel context.CancelFunc
+	r.qctx, qcancel = afterGrace(ctx, queryGrace)
+	defer qcancel()
 	r.stop, r.halt = context.WithCancel(ctx)
 	defer r.halt()
 
@@ -576,13 +606,35 @@ func (r *run) triage(out chan<- Result) {
 			continue // drain: nothing new starts after an interrupt
 		}
 		cs := b.cs
-		evs, err := r.col.CollectMany(r.qctx, cs.p, b.keys)
+		keys := b.keys
+		if b.cover {
+			var err error
+			if keys, err = r.prefilter(cs, keys); err != nil {
+				r.fail(fmt.Errorf("reconcile: covering the steps without a scan block of %d operation(s) of pipeline %s (%q...): %w", len(b.keys), cs.p.Name, b.keys[0], err))
+				continue
+			}
+			if len(keys) == 0 {
+				continue
+			}
+		}
+		col := r.col
+		if b.search && r.d.Collector.Kafka != nil {
+			col = r.d.Collector
+		}
+		evs, err := col.CollectMany(r.qctx, cs.p, keys)
 		if err != nil {
-			r.fail(fmt.Errorf("reconcile: triage of %d operation(s) of pipeline %s (%q...): %w", len(b.keys), cs.p.Name, b.keys[0], err))
+			r.fail(fmt.Errorf("reconcile: triage of %d operation(s) of pipeline %s (%q...): %w", len(keys), cs.p.Name, keys[0], err))
 			continue
 		}
 		for _, ev := range evs {
 			rep := inspect.Judge(ev) // no timeline, no next commands: a Result keeps neither
+			if b.cover && rep.Verdict.Code != inspect.DuplicateEffect {
+				// Reached only to count the unscanned steps' effects; its
+				// other verdicts are the other checks' to report.
+				cs.candidates.Add(-1)
+				cs.coverOnly.Add(1)
+				continue
+			}
 			res := resultOf(cs, rep)
 			if cs.check == CheckStuck && r.stuckTarget(cs.p, rep) {
 				res.Severity = inspect.SeverityAction
@@ -601,6 +653,48 @@ func (r *run) triage(out chan<- Result) {
 			out <- res
 		}
 	}
+}
+
+// prefilter keeps the cover candidates keys whose unscanned steps show an
+// effect more than once, reading only those steps (their evidence and
+// intent queries, one statement each for the batch, and their probes):
+// the full triage then reads the few that remain
+// (docs/reconcile.md#steps-without-a-scan-block). The others are counted
+// CoverOnly.
+func (r *run) prefilter(cs *checkState, keys []string) ([]string, error) {
+	p := coverPipeline(cs.p)
+	evs, err := r.col.CollectMany(r.qctx, p, keys)
+	if err != nil {
+		return nil, err
+	}
+	var keep []string
+	for i, ev := range evs {
+		rep := inspect.Judge(ev)
+		if slices.ContainsFunc(rep.Steps, func(v inspect.StepView) bool { return v.Status == inspect.StepDuplicated }) {
+			keep = append(keep, keys[i])
+			continue
+		}
+		cs.candidates.Add(-1)
+		cs.coverOnly.Add(1)
+	}
+	return keep, nil
+}
+
+// coverPipeline is p reduced to what counts its unscanned steps' effects:
+// the other steps read nothing, and there is no state, idempotency or
+// entity read.
+func coverPipeline(p *config.Pipeline) *config.Pipeline {
+	c := *p
+	c.State, c.Idempotency, c.Entity = nil, nil, nil
+	unscanned := Unscanned(p)
+	c.Steps = slices.Clone(p.Steps)
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		if !slices.Contains(unscanned, s.Name) {
+			s.Evidence, s.Intent, s.Probe, s.Binlog, s.Scan = "", "", "", nil, nil
+		}
+	}
+	return &c
 }
 
 // resultOf turns a report into a result: the step is set when the verdict's
@@ -637,7 +731,7 @@ func (r *run) summary() *Summary {
 	}
 	for _, cs := range r.states {
 		st := CheckStats{Pipeline: cs.p.Name, Check: cs.check, Status: cs.status, Reason: cs.reason,
-			DDL: cs.ddl, Notes: cs.notes, Rows: cs.rows.Load(), Candidates: cs.candidates.Load(),
+			DDL: cs.ddl, Notes: cs.notes, Uncovered: cs.uncovered, Rows: cs.rows.Load(), Candidates: cs.candidates.Load(), CoverOnly: cs.coverOnly.Load(),
 			Targets: cs.targets.Load(), Partial: cs.partial.Load(), Seconds: cs.dur.Seconds(),
 			Verdicts: map[inspect.Code]int64{}}
 		cs.mu.Lock()
@@ -693,4 +787,25 @@ func (r *run) summary() *Summary {
 	}
 	sort.Strings(s.PartialWhy)
 	return s
+}
+
+// queryGrace is how long the statements in flight may go on after an
+// interrupt: most finish, and the run says how far it got well within the
+// second an interrupt may take (docs/exit-codes.md).
+const queryGrace = 300 * time.Millisecond
+
+// afterGrace returns a context that is not cancelled with ctx but grace
+// after it; cancel releases it.
+func afterGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	q, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-q.Done():
+		}
+	})
+	return q, func() { stop(); cancel() }
 }

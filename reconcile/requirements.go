@@ -59,6 +59,14 @@ type Requirement struct {
 	Reads []string
 	// Entity is true for the entity lookup of the skipped check.
 	Entity bool
+	// Cover is true for the walk that covers the steps without a scan
+	// block: every operation whose state row changed in the window is a
+	// candidate (docs/reconcile.md#steps-without-a-scan-block).
+	Cover bool
+	// Alt, when set, is the walk used instead when the table has no index
+	// for this one but has one for it (seed 003's idempotent table: a
+	// (created_at) index read for its action, no (action, created_at)).
+	Alt *Requirement
 }
 
 // IndexName is the name opctl proposes for the index: ix_opctl_ + the
@@ -160,7 +168,14 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		if id.CreatedAt == "" {
 			out = append(out, walk(id.Table, "walk SKIPPED records (no created_at: unbounded by --since)", id.Key, id.BizID, id.Action))
 		} else {
-			out = append(out, walk(id.Table, "walk SKIPPED records by created_at", id.Key, id.BizID, id.Action, id.CreatedAt))
+			w := walk(id.Table, "walk SKIPPED records by created_at", id.Key, id.BizID, id.Action, id.CreatedAt)
+			if id.BizID == "" {
+				// The action is read from each row of a (created_at)
+				// walk when that is the index there is.
+				alt := walk(id.Table, "walk the records by created_at, reading their action", id.Key, id.Action, id.CreatedAt)
+				w.Alt = &alt
+			}
+			out = append(out, w)
 		}
 		if i := p.StepIndex(p.Entity.EffectStep); i >= 0 && p.Steps[i].Scan != nil {
 			sc := p.Steps[i].Scan
@@ -176,6 +191,18 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		return out, ""
 	case CheckDuplicates, CheckOrphans:
 		var out []Requirement
+		if check == CheckDuplicates && p.State != nil && len(Unscanned(p)) > 0 {
+			st := p.State
+			why := "walk every operation updated in the window, to cover the steps without a scan block (" + strings.Join(Unscanned(p), ", ") + ")"
+			var w Requirement
+			if st.UpdatedAt == "" {
+				w = walk(st.Table, why+" (no updated_at: unbounded by --since)", st.Key, "", st.Status)
+			} else {
+				w = walk(st.Table, why, st.Key, "", st.Status, st.UpdatedAt)
+			}
+			w.Cover = true
+			out = append(out, w)
+		}
 		for _, s := range p.Steps {
 			if s.Scan == nil {
 				continue
@@ -195,7 +222,7 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 				out = append(out, r)
 			}
 		}
-		if len(out) == 0 {
+		if len(out) == 0 && (check == CheckOrphans || !p.UsesBinlog()) {
 			return nil, "no step has a scan block"
 		}
 		if check == CheckOrphans {
@@ -221,6 +248,21 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		return []Requirement{walk(st.Table, "walk each partition from the committed offset", st.Key, st.Status, st.Partition, st.Offset)}, ""
 	}
 	return nil, fmt.Sprintf("unknown check %q", check)
+}
+
+// Unscanned lists the steps of p whose effects no table-wide read can
+// reach: neither a scan block nor a binlog block, and not unverified (an
+// unverified step's effects are not counted at all). The duplicates check
+// covers them by triaging every operation of the window
+// (docs/reconcile.md#steps-without-a-scan-block).
+func Unscanned(p *config.Pipeline) []string {
+	var out []string
+	for _, s := range p.Steps {
+		if s.Scan == nil && s.Binlog == nil && !s.Unverified() {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 // unbounded reports whether a requirement's walk is not bounded by --since

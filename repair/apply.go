@@ -15,9 +15,18 @@ import (
 )
 
 // Publisher sends one record to exactly topic/partition and returns where
-// it was written (sources/kafka.Reader implements it).
+// it was written, and looks a record up in a partition (sources/kafka.Reader
+// implements it).
 type Publisher interface {
+	// Publish sends the record. A failure that may have written it is a
+	// *sources.SendError with MayHaveSent (any other error counts as one).
 	Publish(ctx context.Context, topic string, partition int32, key, value []byte, headers map[string]string) (int32, int64, error)
+	// LogEnd is the partition's log end offset: a record sent after it was
+	// read is at that offset or later.
+	LogEnd(ctx context.Context, topic string, partition int32) (int64, error)
+	// FindPublished looks for a record at offset from or later whose
+	// headers hold every pair of match; an error when it cannot tell.
+	FindPublished(ctx context.Context, topic string, partition int32, from int64, match map[string]string) (int64, bool, error)
 }
 
 // GroupReader reads a consumer group's members (sources/kafka.Reader).
@@ -69,7 +78,22 @@ type Applier struct {
 	Mirror *Mirror
 	// Progress, when set, is called after each action.
 	Progress func(ActionResult)
+	// Timeout bounds each send and call of an action (--timeout; 0:
+	// sources.DefaultTimeout) and the wait for the plan's lock. An action
+	// in flight records it: a later apply knows when that send can no
+	// longer take effect (docs/repair.md "Crash safety and resume").
+	Timeout time.Duration
+	// Lease is how long an action in flight stays this apply's without a
+	// renewal; it is renewed every Lease/3 while the apply waits on Kafka
+	// or a downstream (0: DefaultLease).
+	Lease time.Duration
+	// Owner names this apply in its actions in flight ("": the operator,
+	// host, pid and a random suffix).
+	Owner string
 }
+
+// DefaultLease is the lease of an action in flight (Applier.Lease).
+const DefaultLease = 3 * time.Second
 
 // Outcome is what happened to an action or a whole apply.
 type Outcome string
@@ -82,11 +106,18 @@ const (
 	OutcomePublishing   Outcome = sources.AuditPublishing
 	OutcomePublished    Outcome = sources.AuditPublished
 	OutcomeCompensating Outcome = sources.AuditCompensating
+	OutcomeRedriving    Outcome = sources.AuditRedriving
 	OutcomeAlready      Outcome = "already"
 	OutcomeWouldApply   Outcome = "would_apply"
 	OutcomeRefused      Outcome = "refused"
 	OutcomeFailed       Outcome = "failed"
 	OutcomeNotRun       Outcome = "not_run"
+	// OutcomeUnknown is an action whose send or call may have taken effect
+	// and got no answer saying so (an unreachable Kafka, a downstream that
+	// did not answer, an interrupt): its audit row stays in flight and the
+	// next apply settles it before anything is sent again; for a Result,
+	// an apply that stopped at such an action.
+	OutcomeUnknown Outcome = "unknown"
 
 	OutcomeAlreadyApplied Outcome = "already_applied"
 )
@@ -100,6 +131,12 @@ const (
 	// AttemptTampered: the plan's id, format or actions are not what opctl
 	// makes (docs/repair.md "Integrity").
 	AttemptTampered = "tampered"
+	// AttemptInFlight: another apply holds the plan's lock, or an action
+	// another apply left in flight may still take effect.
+	AttemptInFlight = "in_flight"
+	// AttemptUnknown: a send or call that may have taken effect got no
+	// answer; its audit row stays in flight.
+	AttemptUnknown = "unknown"
 )
 
 // Result is what an apply did.
@@ -119,6 +156,10 @@ type Result struct {
 	Actions    []ActionResult `json:"actions"`
 	// Stale lists what changed since the plan (a stale plan).
 	Stale []plans.Change `json:"stale,omitempty"`
+	// Concurrent names the other apply of the plan this one waited for
+	// (the holder of the plan's lock when it was asked for): with
+	// already_applied, that apply applied the plan.
+	Concurrent string `json:"concurrent,omitempty"`
 	// Refused says why the plan or an action was refused.
 	Refused string `json:"refused,omitempty"`
 	Error   string `json:"error,omitempty"`
@@ -188,6 +229,10 @@ type applyRun struct {
 	// fresh is the read of the stale check: a binlog step's guards read its
 	// changes there (the binlog cannot be read under FOR UPDATE).
 	fresh *sources.Evidence
+	// lock is the plan's lock, held for the whole apply.
+	lock sources.Lock
+	// owner names this apply in its actions in flight.
+	owner string
 }
 
 func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Result, error) {
@@ -200,6 +245,10 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 	}
 	defer w.st.close()
 	x := &applyRun{a: a, w: w, plan: plan, audit: a.Config.Audit.AuditTable(), attempts: a.Config.Audit.AttemptTable(), res: res, operator: operatorOf(a.Operator, plan.Operator)}
+	x.owner = a.Owner
+	if x.owner == "" {
+		x.owner = newOwner(x.operator)
+	}
 	if err := plan.Verify(); err != nil {
 		return x.stop(ctx, err, AttemptTampered, nil)
 	}
@@ -213,6 +262,25 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 	if err := plans.Rederive(a.Config, plan); err != nil {
 		return x.stop(ctx, err, AttemptTampered, nil)
 	}
+	// One apply of a plan at a time, across processes and machines: the
+	// plan's lock, held until the apply returns (docs/repair.md "One apply
+	// at a time"). A write server that refuses writes is said first: apply
+	// would fail on its first write, unable to record why.
+	if err := x.writable(ctx); err != nil {
+		return x.fail(err)
+	}
+	lk, err := w.st.Lock(ctx, planLock(plan.ID), a.timeout())
+	if err != nil {
+		var held *sources.LockHeldError
+		if errors.As(err, &held) {
+			held.What = "plan " + plan.Short() + " (being applied)"
+			return x.stop(ctx, &plans.RefusedError{Code: plans.CodeInFlight, Detail: held.Error()}, AttemptInFlight, nil)
+		}
+		return x.fail(err)
+	}
+	defer lk.Release()
+	x.lock = lk
+	res.Concurrent = lk.Contended()
 	done, err := x.readDone(ctx)
 	if err != nil {
 		var rf *plans.RefusedError
@@ -244,6 +312,9 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 		if res.Actions[i].Outcome == OutcomeAlready {
 			continue
 		}
+		if err := x.lockHeld(); err != nil {
+			return x.stopAt(ctx, act, err)
+		}
 		if err := x.action(ctx, act, done[act.Index], &res.Actions[i]); err != nil {
 			return x.stopAt(ctx, act, err)
 		}
@@ -253,6 +324,67 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 		return x.fail(err)
 	}
 	return res, errors.Join(x.auditErrs...)
+}
+
+// planLock is the name of a plan's lock (at most sources.MaxLockName
+// bytes): 53 hex digits of its id tell plans apart as well as 64.
+func planLock(id string) string {
+	const prefix = "opctl-plan-"
+	if n := sources.MaxLockName - len(prefix); len(id) > n {
+		id = id[:n]
+	}
+	return prefix + id
+}
+
+// timeout is the bound of each send and call (Applier.Timeout).
+func (a *Applier) timeout() time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return sources.DefaultTimeout
+}
+
+// lease is the lease of an action in flight (Applier.Lease).
+func (a *Applier) lease() time.Duration {
+	if a.Lease > 0 {
+		return a.Lease
+	}
+	return DefaultLease
+}
+
+// writable fails when the write server refuses writes (a replica:
+// read_only, super_read_only or innodb_read_only ON). The attempt cannot be
+// recorded there; it goes to the audit mirror when one is set.
+func (x *applyRun) writable(ctx context.Context) error {
+	on, err := x.w.st.ReadOnly(ctx)
+	if err != nil || len(on) == 0 {
+		return err
+	}
+	for i, v := range on {
+		on[i] = "@@" + v + "=ON"
+	}
+	err = fmt.Errorf("mysql.write_dsn's server is read-only (%s): nothing was applied, and the attempt cannot be recorded there; point mysql.write_dsn at the primary (opctl doctor checks it)", strings.Join(on, ", "))
+	detail, _ := json.Marshal(map[string]any{"error": err.Error(), "result": OutcomeFailed})
+	if merr := x.a.Mirror.Attempt(x.attempts, x.w.st.attempt(sources.Attempt{PlanID: x.plan.ID, BizID: x.plan.BizID, Operator: x.operator, Outcome: AttemptError, Detail: detail})); merr != nil {
+		return errors.Join(err, merr)
+	}
+	return err
+}
+
+// errLockLost stops an apply whose plan lock can no longer be trusted.
+var errLockLost = errors.New("the plan's lock was lost (the MySQL connection holding it failed): stopped before the next action; apply the plan again")
+
+// lockHeld is errLockLost once the plan's lock was lost.
+func (x *applyRun) lockHeld() error {
+	if x.lock == nil {
+		return nil
+	}
+	select {
+	case <-x.lock.Lost():
+		return errLockLost
+	default:
+		return nil
+	}
 }
 
 // operatorOf is who applies: the --operator, else the plan's author, else
@@ -270,10 +402,10 @@ func operatorOf(applier, author string) string {
 
 // markDone marks the actions the audit shows as taken effect and returns
 // how many there are.
-func (x *applyRun) markDone(done map[int]Outcome) int {
+func (x *applyRun) markDone(done map[int]sources.AuditDone) int {
 	n := 0
 	for i, act := range x.plan.Actions {
-		switch done[act.Index] {
+		switch Outcome(done[act.Index].Outcome) {
 		case OutcomeApplied, OutcomePublished:
 			n++
 			x.res.Actions[i].Outcome = OutcomeAlready
@@ -299,7 +431,20 @@ func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
 	x.fresh = &ev
 	parts := redrivePartitions(ctx, x.a.Partitions, x.p, ev)
 	x.a.Collector.ReadActionColumn(ctx, &ev)
-	diff := plans.Diff(x.plan.Observed, plans.Observe(inspect.Diagnose(ev), &ev, parts))
+	now := plans.Observe(inspect.Diagnose(ev), &ev, parts)
+	kafka, was := ev.Sources["kafka"], x.plan.Observed.Sources["kafka"]
+	if kafka != sources.StatusOK && was == sources.StatusOK {
+		// Kafka answered the plan and does not answer now: what it would
+		// say cannot be compared, and that is not a change of the
+		// operation. What MySQL says still is.
+		if diff := plans.Diff(x.plan.Observed, withKafkaOf(now, x.plan.Observed)); len(diff) == 0 {
+			err := &sources.SendError{Source: "Kafka", Unreachable: true,
+				Err: fmt.Errorf("the plan was made with Kafka's answer and Kafka cannot be read now (%s): nothing was applied; apply the plan again when Kafka answers", kafka)}
+			_, err2 := x.stop(ctx, err, AttemptError, map[string]any{"code": "kafka_unreachable"})
+			return true, err2
+		}
+	}
+	diff := plans.Diff(x.plan.Observed, now)
 	if len(diff) == 0 {
 		return false, nil
 	}
@@ -308,8 +453,24 @@ func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
 	return true, err
 }
 
+// withKafkaOf is now with what Kafka said (and what follows from it: the
+// verdict, the redelivery, the owner's membership) taken from was: the
+// observation as it would be if Kafka had answered as it did for the
+// plan.
+func withKafkaOf(now, was plans.Observed) plans.Observed {
+	now.Verdict, now.Redelivery, now.Kafka = was.Verdict, was.Redelivery, was.Kafka
+	now.State.OwnerMember = was.State.OwnerMember
+	src := make(map[string]string, len(now.Sources))
+	for k, v := range now.Sources {
+		src[k] = v
+	}
+	src["kafka"] = was.Sources["kafka"]
+	now.Sources = src
+	return now
+}
+
 // action runs one action and records its outcome in ar.
-func (x *applyRun) action(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
+func (x *applyRun) action(ctx context.Context, act plans.Action, prior sources.AuditDone, ar *ActionResult) error {
 	start := time.Now()
 	err := x.run(ctx, act, prior, ar)
 	ar.Elapsed = time.Since(start)
@@ -317,8 +478,12 @@ func (x *applyRun) action(ctx context.Context, act plans.Action, prior Outcome, 
 		err = refusalOf(act, err)
 		ar.Outcome = OutcomeFailed
 		var rf *plans.RefusedError
-		if errors.As(err, &rf) {
+		var unknown *unknownError
+		switch {
+		case errors.As(err, &rf):
 			ar.Outcome = OutcomeRefused
+		case errors.As(err, &unknown):
+			ar.Outcome = OutcomeUnknown
 		}
 		ar.Detail = err.Error()
 	} else if ar.Outcome == OutcomeAlready {
@@ -360,6 +525,13 @@ func (x *applyRun) settle(err error, detail map[string]any) {
 		x.res.Refused = rf.Error()
 		return
 	}
+	var unknown *unknownError
+	if errors.As(err, &unknown) {
+		detail["code"] = AttemptUnknown
+		x.res.Outcome = OutcomeUnknown
+		x.res.Error = err.Error()
+		return
+	}
 	x.res.Outcome = OutcomeFailed
 	x.res.Error = err.Error()
 }
@@ -370,10 +542,16 @@ func (x *applyRun) stopAt(ctx context.Context, act plans.Action, err error) (*Re
 	detail := map[string]any{"action": act.Index, "type": act.Type, "error": err.Error()}
 	x.settle(err, detail)
 	var rf *plans.RefusedError
-	if errors.As(err, &rf) && (rf.Code == plans.CodeGuardFailed || rf.Code == plans.CodeLiveLease) && rf.Guard != nil {
+	var unknown *unknownError
+	switch {
+	case errors.As(err, &rf) && (rf.Code == plans.CodeGuardFailed || rf.Code == plans.CodeLiveLease) && rf.Guard != nil:
 		outcome = AttemptGuardFailed
 		detail["guard"] = rf.Guard.String()
 		detail["got"] = rf.Got
+	case errors.As(err, &rf) && rf.Code == plans.CodeInFlight:
+		outcome = AttemptInFlight
+	case errors.As(err, &unknown):
+		outcome = AttemptUnknown
 	}
 	return x.res, errors.Join(err, x.record(ctx, act.Index, outcome, detail))
 }
@@ -419,34 +597,45 @@ func refusalOf(act plans.Action, err error) error {
 	return err
 }
 
-// readDone reads the audit outcome of each action of the plan already
-// recorded (a crash, or a second apply).
-func (x *applyRun) readDone(ctx context.Context) (map[int]Outcome, error) {
+// readDone reads the audit row of each action of the plan already
+// recorded (a crash, or another apply), by action index.
+func (x *applyRun) readDone(ctx context.Context) (map[int]sources.AuditDone, error) {
 	rows, err := x.w.st.AuditDone(ctx, x.audit, x.plan.ID)
 	if err != nil {
 		return nil, err
 	}
-	done := map[int]Outcome{}
+	done := map[int]sources.AuditDone{}
 	for _, r := range rows {
 		if r.BizID != x.plan.BizID || r.Pipeline != x.plan.Pipeline {
 			return nil, &plans.RefusedError{Code: plans.CodeTampered, Detail: fmt.Sprintf("the audit has plan %s recorded for %s/%s, not %s/%s", x.plan.Short(), r.Pipeline, r.BizID, x.plan.Pipeline, x.plan.BizID)}
 		}
-		done[r.ActionIndex] = Outcome(r.Outcome)
+		done[r.ActionIndex] = r
 	}
 	return done, nil
 }
 
-// run applies one action. prior is its audit outcome from an earlier apply
-// ("" none; publishing or compensating when a crash interrupted it).
-func (x *applyRun) run(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
+// run applies one action. prior is its audit row from an earlier apply
+// (zero: none; publishing or compensating when an apply stopped during its
+// send or call).
+func (x *applyRun) run(ctx context.Context, act plans.Action, prior sources.AuditDone, ar *ActionResult) error {
 	switch act.Type {
 	case plans.Republish:
-		return x.republish(ctx, act, prior, ar)
+		return x.effect(ctx, x.republish(act), prior, ar)
 	case plans.CompensateRemote:
-		return x.compensate(ctx, act, prior, ar)
+		e, err := x.compensate(act)
+		if err != nil {
+			return err
+		}
+		return x.effect(ctx, e, prior, ar)
+	case plans.Redrive:
+		e, err := x.redrive(act)
+		if err != nil {
+			return err
+		}
+		return x.effect(ctx, e, prior, ar)
 	case plans.AdvanceState, plans.RewindState, plans.ReleaseLease, plans.Reverse, plans.FlipSkipped, plans.Manual:
-		if prior != "" {
-			return fmt.Errorf("action %d has audit outcome %q, not applied", act.Index, prior)
+		if prior.Outcome != "" {
+			return fmt.Errorf("action %d has audit outcome %q, not applied", act.Index, prior.Outcome)
 		}
 		return x.sqlAction(ctx, act, OutcomeApplied, ar, x.perform)
 	}
@@ -752,54 +941,6 @@ func (x *applyRun) manual(g *guardEnv, act plans.Action, before, after map[strin
 	return nil
 }
 
-// republish: a 'publishing' audit row (with the guards) before the send,
-// 'published' with the written position after it. A crash in between
-// re-sends on the next apply (consumers dedupe by opctl-plan + msg_id).
-func (x *applyRun) republish(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
-	spec := act.Publish
-	if err := x.w.missingSender(act); err != nil {
-		return err // run refuses the plan before any action; kept for safety
-	}
-	headers := make(map[string]string, len(spec.Headers)+1)
-	for k, v := range spec.Headers {
-		headers[k] = v
-	}
-	headers[plans.HeaderPlan] = x.plan.ID
-	switch prior {
-	case "":
-		err := x.sqlAction(ctx, act, OutcomePublishing, ar, func(g *guardEnv, act plans.Action, _ *ActionResult) (map[string]any, map[string]any, error) {
-			before, err := x.stateImage(g)
-			after := map[string]any{"step": act.Step, "topic": spec.Topic, "partition": spec.Partition, "headers": headers, "copy": spec.Copy}
-			return before, after, err
-		})
-		if err != nil || ar.Outcome == OutcomeAlready {
-			return err
-		}
-	case OutcomePublishing:
-		ar.Detail = "re-sent: an earlier apply stopped between the send and its record"
-	default:
-		return fmt.Errorf("action %d has audit outcome %q", act.Index, prior)
-	}
-	part, off, err := x.w.pub.Publish(withAction(ctx, act.Index), spec.Topic, spec.Partition, spec.Key, spec.Value, headers)
-	if err != nil {
-		return fmt.Errorf("republish: %w (the audit row stays 'publishing': apply the plan again to send it)", err)
-	}
-	after := map[string]any{"step": act.Step, "topic": spec.Topic, "partition": part, "offset": off, "headers": headers, "copy": spec.Copy,
-		"key": plans.BytesText(spec.Key)}
-	if spec.FromStep != "" {
-		after["from_step"] = spec.FromStep
-	}
-	if spec.ForceEffect != "" {
-		after["force_effect"] = spec.ForceEffect
-	}
-	if err := x.finish(ctx, act, OutcomePublishing, OutcomePublished, after); err != nil {
-		return err
-	}
-	ar.Outcome = OutcomePublished
-	ar.Published = &plans.Position{Topic: spec.Topic, Partition: part, Offset: off}
-	return nil
-}
-
 // stateImage is the before_image of an action that does not write the
 // state row: the row as its guards read it.
 func (x *applyRun) stateImage(g *guardEnv) (map[string]any, error) {
@@ -831,111 +972,6 @@ func (x *applyRun) finish(ctx context.Context, act plans.Action, from, to Outcom
 	x.mirrorAction(sources.AuditEntry{PlanID: x.plan.ID, ActionIndex: act.Index, BizID: x.plan.BizID, Pipeline: x.plan.Pipeline,
 		Action: string(act.Type), Operator: x.operator, Reason: x.plan.Reason, Outcome: string(to), After: img})
 	return nil
-}
-
-// compensate: a 'compensating' audit row (with the guards) before the POST,
-// 'applied' after a 2xx answer. A crash in between is settled on the next
-// apply by the probe (did the effect count drop?), never by a second blind
-// POST.
-func (x *applyRun) compensate(ctx context.Context, act plans.Action, prior Outcome, ar *ActionResult) error {
-	spec := act.Compensate
-	k := x.p.StepIndex(act.Step)
-	if k < 0 || x.p.Steps[k].Compensate == "" {
-		return fmt.Errorf("compensate_remote: step %s has no compensate URL in the configuration", act.Step)
-	}
-	s := x.p.Steps[k]
-	if err := x.w.missingSender(act); err != nil {
-		return err // run refuses the plan before any action; kept for safety
-	}
-	url := sources.Expand(s.Compensate, map[string]string{"request_id": spec.RequestID, "biz_id": x.plan.BizID}, true)
-	after := map[string]any{"step": act.Step, "url": spec.URL}
-	if spec.RequestID != "" {
-		after["request_id"] = spec.RequestID
-	}
-	if len(act.Attested) > 0 {
-		after["attested"] = act.Attested
-	}
-	switch prior {
-	case "":
-		err := x.sqlAction(ctx, act, OutcomeCompensating, ar, func(g *guardEnv, act plans.Action, _ *ActionResult) (map[string]any, map[string]any, error) {
-			before, err := x.stateImage(g)
-			if err == nil && spec.ProbeCount != nil {
-				before["probe_count"] = *spec.ProbeCount
-			}
-			return before, after, err
-		})
-		if err != nil || ar.Outcome == OutcomeAlready {
-			return err
-		}
-	case OutcomeCompensating:
-		took, err := x.compensationTookEffect(ctx, act, s)
-		if err != nil {
-			return err
-		}
-		if took {
-			ar.Detail = "an earlier apply's POST took effect (the probe says so): recorded, not sent again"
-			if err := x.finish(ctx, act, OutcomeCompensating, OutcomeApplied, after); err != nil {
-				return err
-			}
-			ar.Outcome = OutcomeApplied
-			return nil
-		}
-		ar.Detail = "re-sent: the probe says an earlier apply's POST did not take effect"
-	default:
-		return fmt.Errorf("action %d has audit outcome %q", act.Index, prior)
-	}
-	return x.post(ctx, act, url, after, ar)
-}
-
-// post sends a compensation and records its outcome.
-func (x *applyRun) post(ctx context.Context, act plans.Action, url string, after map[string]any, ar *ActionResult) error {
-	spec := act.Compensate
-	body, _ := json.Marshal(map[string]any{"plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID, "step": act.Step, "request_id": spec.RequestID})
-	pr := x.w.post.Post(withAction(ctx, act.Index), url, body, map[string]string{"Idempotency-Key": fmt.Sprintf("%s:%d", x.plan.ID, act.Index)})
-	after["http_status"] = pr.Status
-	switch {
-	case !pr.Answered:
-		return fmt.Errorf("compensate_remote: POST %s: %s; its outcome is unknown: the audit row stays 'compensating', and applying the plan again asks the probe before any second POST", pr.URL, pr.Detail)
-	case !pr.OK():
-		// The downstream refused: nothing took effect. Remove the row that
-		// announced the call; the attempt is recorded.
-		err := fmt.Errorf("compensate_remote: POST %s answered %s: %s", pr.URL, pr.Detail, clip(pr.Body))
-		derr := x.w.st.Do(ctx, func(tx sources.Tx) error {
-			return tx.DeleteAudit(ctx, x.audit, x.plan.ID, act.Index, string(OutcomeCompensating))
-		})
-		if derr != nil {
-			return errors.Join(err, fmt.Errorf("the 'compensating' audit row could not be removed: %w", derr))
-		}
-		return err
-	}
-	if err := x.finish(ctx, act, OutcomeCompensating, OutcomeApplied, after); err != nil {
-		return err
-	}
-	ar.Outcome = OutcomeApplied
-	return nil
-}
-
-// compensationTookEffect asks the probe whether an interrupted compensation
-// took effect. Without a conclusive probe it refuses.
-func (x *applyRun) compensationTookEffect(ctx context.Context, act plans.Action, s config.Step) (bool, error) {
-	spec := act.Compensate
-	unknown := &plans.RefusedError{Code: plans.CodeUnknownOutcome, Action: act.Index, Detail: fmt.Sprintf("an earlier apply stopped during the compensation POST of step %s and no probe can tell whether it took effect: check the downstream, then record the outcome with a manual plan", act.Step)}
-	if s.Probe == "" || x.a.Prober == nil {
-		return false, unknown
-	}
-	url := sources.Expand(s.Probe, map[string]string{"biz_id": x.plan.BizID, "request_id": spec.RequestID}, true)
-	r := x.a.Prober.Probe(ctx, url, s.ProbeApplied, s.ProbeAbsent)
-	switch {
-	case spec.ProbeCount != nil && r.Count != nil && *r.Count == *spec.ProbeCount-1:
-		return true, nil
-	case spec.ProbeCount != nil && r.Count != nil && *r.Count == *spec.ProbeCount:
-		return false, nil
-	case spec.ProbeCount == nil && spec.RequestID != "" && r.Outcome == sources.ProbeApplied:
-		return false, nil
-	case spec.ProbeCount == nil && spec.RequestID != "" && (r.Outcome == sources.ProbeAbsent || r.Status != ""):
-		return true, nil
-	}
-	return false, unknown
 }
 
 func clip(s string) string {

@@ -310,14 +310,19 @@ func TestSeed000ReconcileFromBinlog(t *testing.T) {
 	if strings.Join(targets, ",") != "PAY-1:DUPLICATE_EFFECT" {
 		t.Fatalf("targets %v (results %+v, summary %+v)", targets, got, sum.Checks)
 	}
-	// Over more than 24 hours the binlog is not scanned, and the note says so.
+	// Over more than 24 hours the last 24 hours of the binlog are scanned,
+	// and the note says so.
+	got = nil
 	sum, err = reconcile.Run(context.Background(), reconcile.Deps{DB: e.cl.Reader, Collector: e.svc.Collector},
 		reconcile.Options{Pipelines: []*config.Pipeline{e.cfg.Pipeline("settlement")}, Checks: []string{reconcile.CheckDuplicates}, Since: 48 * time.Hour},
-		func(reconcile.Result) error { return nil })
+		func(res reconcile.Result) error { got = append(got, res); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(fmt.Sprint(sum.Checks), "at most 24h") {
+	if !strings.Contains(fmt.Sprint(sum.Checks), "only the last 24h0m0s of the binlog were scanned") {
 		t.Fatalf("checks %+v", sum.Checks)
+	}
+	if len(got) != 1 || got[0].BizID != "PAY-1" || got[0].Verdict != inspect.DuplicateEffect {
+		t.Fatalf("--since 48h: results %+v", got)
 	}
 }

@@ -30,6 +30,7 @@ type fakeStore struct {
 	writes    []string
 	audits    []sources.AuditEntry
 	attempts  []sources.Attempt
+	readOnly  []string
 }
 
 func (s *fakeStore) Do(ctx context.Context, fn func(sources.Tx) error) error {
@@ -55,6 +56,31 @@ func (s *fakeStore) RecordAttempt(_ context.Context, _ string, a sources.Attempt
 	s.attempts = append(s.attempts, a)
 	return s.attemptOK
 }
+
+func (s *fakeStore) Lock(_ context.Context, name string, _ time.Duration) (sources.Lock, error) {
+	return &fakeLock{name: name, lost: make(chan struct{})}, nil
+}
+
+func (s *fakeStore) TouchAudit(context.Context, string, string, int, string, string) (bool, error) {
+	return true, nil
+}
+
+func (s *fakeStore) ClaimAudit(context.Context, string, string, int, string, time.Time, json.RawMessage) (bool, error) {
+	return true, nil
+}
+
+func (s *fakeStore) ReadOnly(context.Context) ([]string, error) { return s.readOnly, nil }
+
+// fakeLock is a lock nobody else wants.
+type fakeLock struct {
+	name string
+	lost chan struct{}
+}
+
+func (l *fakeLock) Name() string          { return l.name }
+func (l *fakeLock) Contended() string     { return "" }
+func (l *fakeLock) Lost() <-chan struct{} { return l.lost }
+func (l *fakeLock) Release() error        { return nil }
 
 type fakeTx struct{ s *fakeStore }
 
@@ -367,4 +393,30 @@ type countingPublisher struct{ sent int }
 func (p *countingPublisher) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
 	p.sent++
 	return partition, 42, nil
+}
+
+func (p *countingPublisher) LogEnd(context.Context, string, int32) (int64, error) { return 42, nil }
+
+func (p *countingPublisher) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+	return -1, false, nil
+}
+
+// A write DSN on a read-only server (a replica): apply says so before it
+// runs anything (it would fail on its first write, unable to record why),
+// and the attempt goes to the audit mirror.
+func TestReadOnlyWriteServer(t *testing.T) {
+	cfg, ev, plan, st := duplicateDebit(t)
+	st.readOnly = []string{"read_only", "super_read_only"}
+	var mirror bytes.Buffer
+	a := &Applier{Config: cfg, Store: st, Collector: fakeCollector{ev}, Operator: "t", Mirror: NewMirror(&mirror)}
+	res, err := a.Apply(context.Background(), plan)
+	if err == nil || !strings.Contains(err.Error(), "read-only (@@read_only=ON, @@super_read_only=ON)") || res.Outcome != OutcomeFailed {
+		t.Fatalf("apply on a read-only server: %v %+v", err, res)
+	}
+	if st.begins != 0 || st.dos != 0 || len(st.attempts) != 0 {
+		t.Errorf("Begin %d Do %d attempts %d: nothing may run", st.begins, st.dos, len(st.attempts))
+	}
+	if !strings.Contains(mirror.String(), `"outcome":"error"`) {
+		t.Errorf("mirror: %s", mirror.String())
+	}
 }

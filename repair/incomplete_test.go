@@ -12,6 +12,7 @@ import (
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -19,7 +20,13 @@ import (
 type brokenPublisher struct{}
 
 func (brokenPublisher) Publish(context.Context, string, int32, []byte, []byte, map[string]string) (int32, int64, error) {
-	return 0, 0, errors.New("kafka: broker not available")
+	return 0, 0, &sources.SendError{Source: "Kafka", Err: errors.New("kafka: broker not available")}
+}
+
+func (brokenPublisher) LogEnd(context.Context, string, int32) (int64, error) { return 0, nil }
+
+func (brokenPublisher) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+	return -1, false, nil
 }
 
 // A repair that stopped part-way is visible (REPAIR_INCOMPLETE): the flip

@@ -38,6 +38,8 @@ func (w writePath) missingSender(act plans.Action) error {
 			topic = " to " + act.Publish.Topic
 		}
 		return fmt.Errorf("action %d (republish%s) needs Kafka, and no broker is configured: nothing was applied; set kafka.brokers in the configuration or pass --brokers, then apply the plan again", act.Index, topic)
+	case act.Type == plans.Redrive && w.post == nil:
+		return fmt.Errorf("action %d (redrive of step %s) needs an HTTP client for the POST, and this apply has none (the Applier's Poster is nil): nothing was applied; run it with opctl repair apply, which sets one", act.Index, act.Step)
 	case act.Type == plans.CompensateRemote && w.post == nil:
 		return fmt.Errorf("action %d (compensate_remote of step %s) needs an HTTP client for the POST, and this apply has none (the Applier's Poster is nil): nothing was applied; run it with opctl repair apply, which sets one", act.Index, act.Step)
 	}
@@ -130,9 +132,30 @@ func (d *dryStore) RecordAttempt(ctx context.Context, table string, a sources.At
 	return d.inner.RecordAttempt(ctx, table, a)
 }
 
+// Lock takes the plan's lock on inner: a dry run is one apply too (its
+// locking reads would otherwise wait on a real apply's rows, and tell
+// what it sees half-way).
+func (d *dryStore) Lock(ctx context.Context, name string, wait time.Duration) (sources.Lock, error) {
+	return d.inner.Lock(ctx, name, wait)
+}
+
+// TouchAudit renews nothing: a dry run's rows in flight are in its
+// rolled-back transaction, and it sends nothing.
+func (d *dryStore) TouchAudit(context.Context, string, string, int, string, string) (bool, error) {
+	return true, nil
+}
+
+// ClaimAudit takes nothing over: a dry run changes no row for real.
+func (d *dryStore) ClaimAudit(context.Context, string, string, int, string, time.Time, json.RawMessage) (bool, error) {
+	return true, nil
+}
+
+// ReadOnly reads the server: a dry run writes too (then rolls back).
+func (d *dryStore) ReadOnly(ctx context.Context) ([]string, error) { return d.inner.ReadOnly(ctx) }
+
 func (d *dryStore) took(o Outcome) Outcome {
 	switch o {
-	case OutcomeApplied, OutcomePublished, OutcomePublishing, OutcomeCompensating:
+	case OutcomeApplied, OutcomePublished, OutcomePublishing, OutcomeCompensating, OutcomeRedriving:
 		return OutcomeWouldApply
 	}
 	return o
@@ -173,6 +196,14 @@ type noSend struct{}
 // Publish sends nothing and reports the planned partition, offset -1.
 func (noSend) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
 	return partition, -1, nil
+}
+
+// LogEnd reads nothing: a dry run's record is never looked up (-1).
+func (noSend) LogEnd(context.Context, string, int32) (int64, error) { return -1, nil }
+
+// FindPublished finds nothing: a dry run sent nothing.
+func (noSend) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+	return -1, false, nil
 }
 
 // Post sends nothing and answers as a downstream that accepted it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -343,6 +344,29 @@ func TestSeed000PresetWhere(t *testing.T) {
 			}
 		})
 	}
+
+	// reconcile finds the double debit on this schema too: no change names
+	// an operation (no binlog.transaction), so the binlog's rows changed
+	// twice by one delta lead to the messages that name them, over the
+	// default --since (7d: the last 24h of the binlog).
+	var got []string
+	sum, err := reconcile.Run(context.Background(), reconcile.Deps{DB: e.cl.Reader, Collector: e.svc.Collector},
+		reconcile.Options{Pipelines: []*config.Pipeline{e.cfg.Pipeline("settlement")}, Checks: []string{reconcile.CheckDuplicates}},
+		func(res reconcile.Result) error {
+			if res.IsTarget() {
+				got = append(got, res.BizID+":"+string(res.Verdict))
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "PAY-D:DUPLICATE_EFFECT" {
+		t.Fatalf("reconcile targets %v, want PAY-D (checks %+v)", got, sum.Checks)
+	}
+	if sum.Partial || len(sum.Checks[0].Uncovered) > 0 {
+		t.Errorf("partial %v %q, uncovered %q", sum.Partial, sum.PartialWhy, sum.Checks[0].Uncovered)
+	}
 }
 
 // Seed 001's double WMS lock closed two ways: by the configured
@@ -443,5 +467,47 @@ func TestSeed003ReopenByDelete(t *testing.T) {
 	}
 	if m := s.published(res); m.Headers[plans.HeaderForceEffect] != "points" || string(m.Key) != "8821" {
 		t.Errorf("republished %+v", m)
+	}
+}
+
+// Seed 003's incident repaired on its own schema: its consumer ignores
+// opctl's headers (its skip is its own code), so the plan redrives the
+// points grant at the points service (the step's redrive POST, with an
+// Idempotency-Key), leaves the SKIPPED record, and never republishes.
+// A dry run sends nothing; after apply, where reads COMPLETE; applying
+// again sends nothing twice.
+func TestSeed003Redrive(t *testing.T) {
+	s := newSeed003(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+
+	p := s.mustPlan("orders", "8821", plans.Options{})
+	if len(p.Actions) != 1 || p.Actions[0].Type != plans.Redrive || p.Actions[0].Redrive.ProbeCount == nil || *p.Actions[0].Redrive.ProbeCount != 0 {
+		t.Fatalf("actions %+v: want one redrive guarded by a count of 0", p.Actions)
+	}
+	if _, err := s.dryRun(p); err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if n := s.points.get("8821"); n != 0 || s.points.posts != 0 {
+		t.Fatalf("a dry run granted %d points (%d POSTs)", n, s.points.posts)
+	}
+	s.mustApply(p)
+	if n := s.points.get("8821"); n != 1 {
+		t.Fatalf("points granted %d times, want 1", n)
+	}
+	if r := s.where("orders", "8821"); r.Verdict.Code != inspect.Complete || len(r.Verdict.Next) != 0 {
+		t.Fatalf("after the redrive: %s (%s) next %q", r.Verdict.Code, r.Verdict.Summary, r.Verdict.Next)
+	}
+	if n := s.str("SELECT COUNT(*) FROM idempotent WHERE msg_id = 'msg-7391' AND action = 'SKIPPED'"); n != "1" {
+		t.Errorf("the SKIPPED record was touched (%s left)", n)
+	}
+	res, err := s.apply(p)
+	if err != nil {
+		t.Fatalf("apply again: %v", err)
+	}
+	if n := s.points.get("8821"); n != 1 || s.points.posts != 1 {
+		t.Fatalf("apply again: %d points, %d POSTs (%+v)", n, s.points.posts, res)
 	}
 }

@@ -64,6 +64,9 @@ type Service struct {
 	AuditLog AuditReader
 	// Now is the clock of a plan's created_at (nil: time.Now).
 	Now func() time.Time
+	// Timeout is --timeout: it bounds each send and call of an apply and
+	// the wait for a plan's lock (0: sources.DefaultTimeout).
+	Timeout time.Duration
 	// NextFlags go after the "opctl" of every next command Where returns
 	// (inspect.WithFlags): the global flags of the command line that asked,
 	// so that each line runs as printed (docs/README.md#next-commands).
@@ -76,7 +79,7 @@ type Service struct {
 
 // NewService wires a Service on the clients of one configuration.
 func NewService(c *connect.Clients) *Service {
-	s := &Service{Config: c.Config, Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader,
+	s := &Service{Config: c.Config, Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader, Timeout: c.Timeout,
 		Store: func() (sources.Store, error) { return c.Writer() }}
 	if c.Kafka != nil {
 		s.Kafka = c.Kafka
@@ -505,7 +508,7 @@ func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (
 		return nil, err
 	}
 	a := &Applier{Config: s.Config, Store: st, Collector: s.Collector, Prober: s.Prober, Poster: s.Poster,
-		Operator: o.Operator, Mirror: mirror, Progress: o.Progress}
+		Operator: o.Operator, Mirror: mirror, Progress: o.Progress, Timeout: s.Timeout}
 	if s.Kafka != nil {
 		a.Publisher, a.Group, a.Partitions = s.Kafka, s.Kafka, s.Kafka
 	}
@@ -513,6 +516,18 @@ func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (
 		return a.DryRun(ctx, plan)
 	}
 	return a.Apply(ctx, plan)
+}
+
+// Lock takes the named lock on the write database (see sources.Store's
+// Lock): `opctl sop run` holds one per run, so that a run is never worked
+// by two processes at once. wait 0 refuses at once when another process
+// holds it (a *sources.LockHeldError naming the holder, exit 5).
+func (s *Service) Lock(ctx context.Context, name string, wait time.Duration) (sources.Lock, error) {
+	st, err := s.Store()
+	if err != nil {
+		return nil, err
+	}
+	return st.Lock(ctx, name, wait)
 }
 
 // recordPanic turns a panic of an apply into its failed result and an

@@ -11,6 +11,7 @@ import (
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sop"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
 
@@ -32,7 +33,13 @@ func skipEnv(t *testing.T) *env {
 type brokenPublisher struct{}
 
 func (brokenPublisher) Publish(context.Context, string, int32, []byte, []byte, map[string]string) (int32, int64, error) {
-	return 0, 0, errors.New("kafka: broker not available")
+	return 0, 0, &sources.SendError{Source: "Kafka", Err: errors.New("kafka: broker not available")}
+}
+
+func (brokenPublisher) LogEnd(context.Context, string, int32) (int64, error) { return 0, nil }
+
+func (brokenPublisher) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+	return -1, false, nil
 }
 
 // halfRepaired leaves 8821's flip+republish plan stopped after the flip

@@ -142,7 +142,7 @@ func (e *env) runner() *sop.Runner {
 	e.t.Cleanup(func() { cl.Close() })
 	svc := repair.NewService(cl)
 	d := reconcile.Deps{DB: cl.Reader, Collector: cl.Collector}
-	return &sop.Runner{Service: svc, Config: e.cfg, Records: sop.Records{Dir: e.runs},
+	return &sop.Runner{Service: svc, Config: e.cfg, Records: sop.Records{Dir: e.runs}, Lock: svc.Lock,
 		Reconcile: func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return reconcile.Run(ctx, d, o, emit)
 		}}

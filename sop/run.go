@@ -116,6 +116,29 @@ type Runner struct {
 	Reconcile ReconcileFunc
 	Config    *config.Config
 	Records   Records
+	// Lock takes a lock on the write database (repair.Service.Lock): a run
+	// holds "opctl-run-<run id>" from its start (or resume) to its end, so
+	// that two processes never work one run (docs/runbooks.md "Run records
+	// and resume"). nil takes none (tests on fakes).
+	Lock func(ctx context.Context, name string, wait time.Duration) (sources.Lock, error)
+}
+
+// lockRun takes run id's lock, refusing at once (exit 5, naming the
+// holder) when another process holds it; release gives it back.
+func (r *Runner) lockRun(ctx context.Context, id string) (release func(), err error) {
+	if r.Lock == nil {
+		return func() {}, nil
+	}
+	lk, err := r.Lock(ctx, "opctl-run-"+id, 0)
+	if err != nil {
+		var held *sources.LockHeldError
+		if errors.As(err, &held) {
+			held.What = "run " + id + " (being run)"
+			return nil, held
+		}
+		return nil, fmt.Errorf("take the lock of run %s: %w", id, err)
+	}
+	return func() { _ = lk.Release() }, nil
 }
 
 // StopError is a step that saw what it did not expect, or a refusal: the
@@ -165,6 +188,11 @@ func (r *Runner) Start(ctx context.Context, rb *Runbook, o Options) (*Summary, e
 	if err := checkPlanOptions(rb, o.Plan); err != nil {
 		return nil, err
 	}
+	release, err := r.lockRun(ctx, h.RunID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	rec, err := r.Records.create(h)
 	if err != nil {
 		return nil, err
@@ -181,6 +209,15 @@ func (r *Runner) Start(ctx context.Context, rb *Runbook, o Options) (*Summary, e
 // the options it started with (o gives only the interaction: Review,
 // Before, Emit). The runbook must be the one it started with.
 func (r *Runner) Resume(ctx context.Context, lib *Library, id string, o Options) (*Summary, *Runbook, error) {
+	if ValidRunID(id) {
+		// One process works a run at a time: the record read below is
+		// final, and nobody else appends to it while this one runs.
+		release, err := r.lockRun(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer release()
+	}
 	rec, err := r.Records.Load(id)
 	if err != nil {
 		return nil, nil, err

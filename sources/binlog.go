@@ -229,3 +229,60 @@ func scale(s string) int {
 	}
 	return 0
 }
+
+// Repeat is one row the binlog shows changed more than once by the same
+// delta within a window: the changes a repeated effect leaves when no
+// transaction names their operations (seed 000's autocommit debit).
+type Repeat struct {
+	// Key is the row's key and Delta the delta (CanonDecimal), as text.
+	Key, Delta string
+	// First and Last are the times of the first and the last change.
+	First, Last time.Time
+	// Changes is how many changes of the row by Delta there are.
+	Changes int
+}
+
+// Repeats finds, in binlog order, the rows changed more than once by the
+// same delta with no more than window between one change and the next
+// (reconcile's duplicates check of a binlog step without
+// binlog.transaction, docs/reconcile.md#binlog-steps). Which operations
+// made them is for the messages and the attribution of a triage to say.
+func Repeats(changes []BinlogChange, window time.Duration) []Repeat {
+	type rowDelta struct{ key, delta string }
+	byRow := map[rowDelta][]BinlogChange{}
+	var order []rowDelta
+	for _, c := range changes {
+		d, err := c.Delta()
+		if err != nil {
+			continue
+		}
+		k := rowDelta{fmt.Sprint(c.Key), CanonDecimal(d)}
+		if _, ok := byRow[k]; !ok {
+			order = append(order, k)
+		}
+		byRow[k] = append(byRow[k], c)
+	}
+	var out []Repeat
+	for _, k := range order {
+		cs := byRow[k]
+		for i := 1; i < len(cs); i++ {
+			if cs[i].At.Sub(cs[i-1].At) > window {
+				continue
+			}
+			out = append(out, Repeat{Key: k.key, Delta: k.delta, First: cs[0].At, Last: cs[len(cs)-1].At, Changes: len(cs)})
+			break
+		}
+	}
+	return out
+}
+
+// CanonDecimal writes a decimal in one spelling ("-30.00", "-30" and
+// "-30.0" are "-30"), so that deltas compare as numbers; text that is not a
+// decimal is returned as it is.
+func CanonDecimal(s string) string {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return s
+	}
+	return r.RatString()
+}

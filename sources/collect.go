@@ -280,26 +280,40 @@ func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() group
 	// come from it.
 	defer c.readBinlog(ctx, ev)
 
-	switch {
-	case c.Kafka == nil:
+	if c.Kafka == nil {
 		ev.Sources["kafka"] = c.KafkaMissing
 		if ev.Sources["kafka"] == "" {
 			ev.Sources["kafka"] = "not configured"
 		}
-	case gr.err != nil:
-		ev.Sources["kafka"] = gr.err.Error()
-	case locErr != nil:
-		ev.Sources["kafka"] = locErr.Error()
+		return
+	}
+	// Each part of the Kafka view is kept when it was read, whatever
+	// failed beside it: the group view (whole, or partly with its Unknown
+	// fields named), and the message's position (docs/where.md "When a
+	// Kafka request fails"). Anything unread makes sources.kafka say what.
+	var failed []string
+	var pe *PartialKafkaError
+	switch {
+	case gr.err == nil:
 		ev.Kafka.Group = gr.g
+	case errors.As(gr.err, &pe):
+		ev.Kafka.Group = gr.g
+		failed = append(failed, gr.err.Error())
 	default:
-		ev.Sources["kafka"] = StatusOK
-		ev.Kafka.Group = gr.g
-		if canLocate {
-			ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = loc.Partition, loc.Offset, loc.Located
-			ev.Kafka.Message, ev.Kafka.SearchDetail = loc.Message, loc.Detail
-		} else {
-			ev.Kafka.SearchDetail = "no row to locate the message from"
-		}
+		failed = append(failed, gr.err.Error())
+	}
+	switch {
+	case locErr != nil:
+		failed = append(failed, locErr.Error())
+	case canLocate:
+		ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = loc.Partition, loc.Offset, loc.Located
+		ev.Kafka.Message, ev.Kafka.SearchDetail = loc.Message, loc.Detail
+	default:
+		ev.Kafka.SearchDetail = "no row to locate the message from"
+	}
+	ev.Sources["kafka"] = StatusOK
+	if len(failed) > 0 {
+		ev.Sources["kafka"] = strings.Join(failed, "; ")
 	}
 	if req.All {
 		c.linkRecords(ctx, ev, loc.Messages)

@@ -157,3 +157,71 @@ func TestProbeIsNotASource(t *testing.T) {
 		t.Errorf("sources %v, want %v", ev.Sources, want)
 	}
 }
+
+// partKafka answers the group view with the given error (a partial one
+// comes with the fields it read) and locates at the stored position, or
+// fails to.
+type partKafka struct {
+	groupErr  error
+	locateErr error
+}
+
+func (k partKafka) Group(context.Context, string, string) (GroupView, error) {
+	g := GroupView{Partitions: map[int32]PartitionView{0: {Committed: 5, LogEnd: 9}}}
+	var pe *PartialKafkaError
+	switch {
+	case k.groupErr == nil:
+	case errors.As(k.groupErr, &pe):
+		g.Unknown = pe.Unknown
+	default:
+		return GroupView{}, k.groupErr
+	}
+	return g, k.groupErr
+}
+
+func (k partKafka) Locate(_ context.Context, req LocateRequest) (Location, error) {
+	if k.locateErr != nil {
+		return Location{Partition: -1, Offset: -1, Located: LocatedUnknown}, k.locateErr
+	}
+	return Location{Partition: req.Partition, Offset: req.Offset, Located: LocatedStored}, nil
+}
+
+// TestCollectKeepsWhatKafkaAnswered: a failed part of the Kafka read
+// loses only its own fields: a partial group view is kept with its unknown
+// fields, the message position is kept when the group view failed, and the
+// group view when the locate failed; sources.kafka names every failure.
+// Before, any failure discarded the whole Kafka view.
+func TestCollectKeepsWhatKafkaAnswered(t *testing.T) {
+	p := &config.Pipeline{Name: "p", Topic: "t", Group: "g", MessageKey: "{biz_id}"}
+	part, off := int32(0), int64(7)
+	db := &fakeDB{rows: map[string]DBEvidence{"PAY-1": {State: StateRow{Found: true, Status: "DONE", Partition: &part, Offset: &off}}}}
+	partial := &PartialKafkaError{Unknown: []UnknownField{{Field: FieldGroup, Why: "describe group: unsupported"}}}
+	for _, tc := range []struct {
+		name        string
+		k           partKafka
+		group, spot bool
+		source      string
+	}{
+		{"all read", partKafka{}, true, true, StatusOK},
+		{"group partly read", partKafka{groupErr: partial}, true, true, "partial read: group_state unknown (describe group: unsupported)"},
+		{"group failed", partKafka{groupErr: errors.New("coordinator down")}, false, true, "coordinator down"},
+		{"locate failed", partKafka{locateErr: errors.New("fetch failed")}, true, false, "fetch failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Collector{DB: db, Kafka: tc.k, Timeout: time.Second}
+			ev, err := c.Collect(context.Background(), p, "PAY-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(ev.Kafka.Group.Partitions) > 0; got != tc.group {
+				t.Errorf("group view kept: %v, want %v", got, tc.group)
+			}
+			if got := ev.Kafka.Offset == off; got != tc.spot {
+				t.Errorf("position kept: %v (offset %d), want %v", got, ev.Kafka.Offset, tc.spot)
+			}
+			if ev.Sources["kafka"] != tc.source {
+				t.Errorf("sources.kafka %q, want %q", ev.Sources["kafka"], tc.source)
+			}
+		})
+	}
+}

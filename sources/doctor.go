@@ -70,11 +70,18 @@ type SnippetFact struct {
 	Err string
 }
 
-// GrantFacts are one user's SHOW GRANTS.
+// GrantFacts are one user's SHOW GRANTS, and whether its server refuses
+// writes.
 type GrantFacts struct {
 	User  string
 	Lines []string
 	Err   string
+	// ReadOnly are the server's read-only variables that are ON
+	// (read_only, super_read_only, innodb_read_only): a write path there
+	// fails on its first statement. ReadOnlyErr says why they could not be
+	// read.
+	ReadOnly    []string
+	ReadOnlyErr string
 }
 
 // ServerFacts are the server variables doctor reads.

@@ -278,7 +278,70 @@ type GroupView struct {
 	Members []GroupMember
 	// GroupExists is false when the broker says the group id does not exist.
 	GroupExists bool
+	// Unknown are the fields a request that failed, or that the broker does
+	// not support, would have given (docs/where.md "When a Kafka request
+	// fails"); every other field was read. A field named here holds its
+	// zero value (Committed -1), which means nothing.
+	Unknown []UnknownField
 }
+
+// Fields of a GroupView that can be unknown on their own, each read by
+// its own request.
+const (
+	// FieldCommitted: every partition's Committed (OffsetFetch).
+	FieldCommitted = "committed"
+	// FieldLogStart and FieldLogEnd: every partition's LogStart and LogEnd
+	// (ListOffsets earliest and latest).
+	FieldLogStart = "log_start"
+	FieldLogEnd   = "log_end"
+	// FieldGroup: GroupState, Members, the partitions' Owner and
+	// GroupExists (DescribeGroups).
+	FieldGroup = "group_state"
+)
+
+// UnknownField is a field of a Kafka view that could not be read, and why.
+type UnknownField struct {
+	Field string
+	Why   string
+}
+
+// Known reports whether field was read (it is not in g.Unknown).
+func (g GroupView) Known(field string) bool {
+	_, unknown := g.Why(field)
+	return !unknown
+}
+
+// Why returns why field is unknown, and whether it is.
+func (g GroupView) Why(field string) (string, bool) {
+	for _, u := range g.Unknown {
+		if u.Field == field {
+			return u.Why, true
+		}
+	}
+	return "", false
+}
+
+// PartialKafkaError is the error of Kafka.Group when some requests of the
+// view failed and others answered: the view returned with it holds what
+// was read, and names the rest in Unknown. A caller that needs the whole
+// view treats it as any error; one that can use part of it keeps the
+// view (errors.As).
+type PartialKafkaError struct {
+	Unknown []UnknownField
+}
+
+// Error names every unknown field and why.
+func (e *PartialKafkaError) Error() string {
+	parts := make([]string, len(e.Unknown))
+	for i, u := range e.Unknown {
+		parts[i] = u.Field + " unknown (" + u.Why + ")"
+	}
+	return "partial read: " + strings.Join(parts, "; ")
+}
+
+// Partial reports that the view returned with the error holds what was
+// read.
+func (e *PartialKafkaError) Partial() bool { return true }
 
 // GroupMember is one consumer group member.
 type GroupMember struct {
@@ -386,6 +449,21 @@ type Kafka interface {
 	// head). A message that is not found is not an error: the Location then
 	// has Located "unknown" and a Detail saying why.
 	Locate(ctx context.Context, req LocateRequest) (Location, error)
+}
+
+// RecordsRead is what a read of a topic over a time window found.
+type RecordsRead struct {
+	// Records is how many data records were handed over.
+	Records int
+	// Cut lists the partitions whose read stopped at its limit before the
+	// window ended.
+	Cut []int32
+}
+
+// RecordReader reads a topic over a time window (reconcile's reads of a
+// topic: docs/reconcile.md#reading-the-topic).
+type RecordReader interface {
+	Records(ctx context.Context, topic string, from, to time.Time, limit int, each func(*Message)) (RecordsRead, error)
 }
 
 // Prober asks a downstream service whether a call took effect.

@@ -27,6 +27,27 @@ type Store interface {
 	// RecordAttempt writes one row of the attempt table: an apply that
 	// changed nothing (dry_run, guard_failed, stale, error).
 	RecordAttempt(ctx context.Context, attemptTable string, a Attempt) error
+
+	// Lock takes the named lock (at most MaxLockName bytes) on a
+	// connection of its own, waiting at most wait for another holder to
+	// release it: one apply of a plan, one run of a runbook at a time,
+	// across processes and machines. A lock another process still holds
+	// after wait is a *LockHeldError naming it.
+	Lock(ctx context.Context, name string, wait time.Duration) (Lock, error)
+	// TouchAudit renews the lease of an action in flight: the audit row of
+	// planID/index with outcome, whose after_image names owner, gets
+	// updated_at = NOW(6). false when the row is no longer that owner's in
+	// that outcome (another apply settled it).
+	TouchAudit(ctx context.Context, auditTable, planID string, index int, outcome, owner string) (bool, error)
+	// ClaimAudit makes an action in flight this apply's: the row of
+	// planID/index with outcome, still last updated at seen (nobody renewed
+	// it since it was read), gets after_image after and updated_at NOW(6).
+	// false when the row changed.
+	ClaimAudit(ctx context.Context, auditTable, planID string, index int, outcome string, seen time.Time, after json.RawMessage) (bool, error)
+	// ReadOnly lists the server's read-only variables that are ON
+	// (read_only, super_read_only, innodb_read_only; those the server does
+	// not have are left out): a write path on a replica.
+	ReadOnly(ctx context.Context) ([]string, error)
 }
 
 // Tx is one transaction of a repair: locking reads (SELECT ... FOR UPDATE)
@@ -158,6 +179,15 @@ type AuditDone struct {
 	// BizID and Pipeline are the operation the row was recorded for.
 	BizID    string
 	Pipeline string
+	// UpdatedAt is when the row was written or its lease last renewed, Now
+	// the database clock of the same read: they decide whether an action
+	// left in flight (publishing, compensating) may still be under way.
+	UpdatedAt time.Time
+	Now       time.Time
+	// After is the after_image of a row in flight (its owner, lease and
+	// what its effect can be looked up by); nil for a row that took
+	// effect.
+	After json.RawMessage
 }
 
 // Attempt is one row of the attempt table: an apply that changed nothing.
@@ -249,6 +279,8 @@ const (
 	AuditPublishing   = "publishing"
 	AuditPublished    = "published"
 	AuditCompensating = "compensating"
+	// AuditRedriving: a redrive's POST is under way (docs/repair.md).
+	AuditRedriving = "redriving"
 
 	// Actions of an audit row.
 	AuditAdvanceState     = "advance_state"
@@ -257,6 +289,7 @@ const (
 	AuditFlipSkipped      = "flip_skipped"
 	AuditReverse          = "reverse"
 	AuditCompensateRemote = "compensate_remote"
+	AuditRedrive          = "redrive"
 	AuditReleaseLease     = "release_lease"
 	AuditManual           = "manual"
 )

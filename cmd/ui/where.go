@@ -3,6 +3,8 @@ package ui
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -205,10 +207,11 @@ func kafkaLine(k inspect.KafkaView) string {
 	if k.Offset != nil {
 		off = fmt.Sprint(*k.Offset)
 	}
+	_, unknownCommitted := k.Unknown["committed"]
 	if k.Committed != nil {
 		com = fmt.Sprint(*k.Committed)
-	} else if k.LogStart == nil {
-		com = "?" // the partition was not read: unknown, not "none"
+	} else if k.LogStart == nil || unknownCommitted {
+		com = "?" // not read: unknown, not "none"
 	}
 	if k.LogStart != nil {
 		ls = fmt.Sprint(*k.LogStart)
@@ -231,6 +234,19 @@ func kafkaLine(k inspect.KafkaView) string {
 	}
 	if k.Detail != "" {
 		out += "\n" + Safe(k.Detail)
+	}
+	// The fields a request could not answer, grouped by why.
+	var whys []string
+	fields := map[string][]string{}
+	for _, f := range slices.Sorted(maps.Keys(k.Unknown)) {
+		why := k.Unknown[f]
+		if _, ok := fields[why]; !ok {
+			whys = append(whys, why)
+		}
+		fields[why] = append(fields[why], f)
+	}
+	for _, why := range whys {
+		out += fmt.Sprintf("\nunknown: %s (%s)", strings.Join(fields[why], ", "), Safe(why))
 	}
 	return out
 }

@@ -1,16 +1,23 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Kafka is an in-process kfake cluster reached over TCP on 127.0.0.1. The
@@ -32,7 +39,14 @@ type Kafka struct {
 // ends.
 func NewKafka(t testing.TB, topics map[string]int32) *Kafka {
 	t.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(0)}
+	return NewKafkaWith(t, topics)
+}
+
+// NewKafkaWith is NewKafka with more kfake options (a listener that can
+// freeze: NewFreezableKafka).
+func NewKafkaWith(t testing.TB, topics map[string]int32, extra ...kfake.Opt) *Kafka {
+	t.Helper()
+	opts := append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(0)}, extra...)
 	names := make([]string, 0, len(topics))
 	for name := range topics {
 		names = append(names, name)
@@ -289,3 +303,144 @@ func (h *holdHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Consu
 
 // String names the cluster for test logs.
 func (k *Kafka) String() string { return fmt.Sprintf("kfake%v", k.Brokers) }
+
+// MockCluster is librdkafka's mock cluster (a Kafka implementation nobody
+// here wrote: it answers ApiVersions, but not DescribeGroups, and its
+// ListOffsets answers from version 4 on do not decode), run by Debian's
+// kcat with -X test.mock.num.brokers=N. It lives as long as the kcat
+// process, which is held by an open stdin; producing and committing go
+// through franz-go's kgo, a client that is not opctl's either.
+type MockCluster struct {
+	// Brokers are the mock's listeners, read from kcat's log line "Mock
+	// cluster enabled: original bootstrap.servers and security.protocol
+	// ignored and replaced with A,B,C".
+	Brokers []string
+
+	cl *kgo.Client
+}
+
+// mockListeners is the log line that names the mock cluster's listeners.
+const mockListeners = "replaced with "
+
+// NewMockCluster starts kcat's mock cluster with brokers brokers, and
+// stops it when the test ends. Without kcat the test is skipped, except
+// in CI (.ci/run installs it).
+func NewMockCluster(t testing.TB, brokers int) *MockCluster {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if InCI() {
+			t.Fatal("testenv: kcat is not installed; .ci/run should have installed it (apt-get install kcat)")
+		}
+		t.Skip("SKIPPING: kcat is not installed (apt-get install kcat)")
+	}
+	// A producer that never produces (stdin stays open) keeps the mock up;
+	// its topic is never created by it.
+	cmd := exec.Command(kcat, "-X", fmt.Sprintf("test.mock.num.brokers=%d", brokers), "-b", "127.0.0.1:1", "-P", "-t", "opctl-testenv-idle")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testenv: start kcat: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	found := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			if i := strings.Index(line, mockListeners); i >= 0 && !sent {
+				found <- strings.Split(strings.TrimSpace(line[i+len(mockListeners):]), ",")
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+	}()
+	m := &MockCluster{}
+	select {
+	case addrs, ok := <-found:
+		if !ok || len(addrs) != brokers {
+			t.Fatalf("testenv: kcat's mock cluster did not name %d listeners (%v)", brokers, addrs)
+		}
+		m.Brokers = addrs
+	case <-time.After(20 * time.Second):
+		t.Fatal("testenv: kcat's mock cluster did not start within 20 s")
+	}
+	m.cl, err = kgo.NewClient(kgo.SeedBrokers(m.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(), kgo.DisableIdempotentWrite(),
+		// The mock (librdkafka 2.0) answers ApiVersions up to version 2
+		// (Kafka 2.3); kgo does not retry a newer one lower.
+		kgo.MaxVersions(kversion.V2_3_0()))
+	if err != nil {
+		t.Fatalf("testenv: kgo client of the mock cluster: %v", err)
+	}
+	t.Cleanup(m.cl.Close)
+	return m
+}
+
+// Produce writes one record with kgo and returns its offset.
+func (m *MockCluster) Produce(t testing.TB, topic string, partition int32, key, value string, headers map[string]string, ts time.Time) int64 {
+	t.Helper()
+	rec := &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value), Timestamp: ts}
+	names := make([]string, 0, len(headers))
+	for k := range headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(headers[k])})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := m.cl.ProduceSync(ctx, rec).First()
+	if err != nil {
+		t.Fatalf("testenv: produce to the mock cluster: %v", err)
+	}
+	return r.Offset
+}
+
+// Commit commits offset for group on topic/partition with kgo, as a
+// consumer outside a group generation does (simple commit).
+func (m *MockCluster) Commit(t testing.TB, group, topic string, partition int32, offset int64) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil {
+		t.Fatalf("testenv: commit to the mock cluster: %v", err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatalf("testenv: commit %s/%d to the mock cluster: %v", topic, partition, err)
+			}
+		}
+	}
+}

@@ -84,7 +84,7 @@ func CalledFor(verdict inspect.Code) []ActionType {
 	case inspect.UnknownOutcome:
 		return []ActionType{Manual, AdvanceState, RewindState, Republish}
 	case inspect.WronglySkipped:
-		return []ActionType{FlipSkipped, Republish, Manual}
+		return []ActionType{FlipSkipped, Republish, Redrive, Manual}
 	case inspect.MissingEffect:
 		return []ActionType{RewindState, Republish, Manual}
 	case inspect.StateBehind:
@@ -1134,6 +1134,10 @@ func (pl *planner) skippedEffect(key string) error {
 		return &RefusedError{Code: CodeNoSafePlan, Detail: "entity.effect_step " + eff + " is not a step"}
 	}
 	why := fmt.Sprintf("pipeline %s does not declare honours_opctl_headers: its consumer's own skip rule would skip a republished record again", pl.p.Name)
+	s := pl.p.Steps[k]
+	if s.Redrive != "" && pl.o.Action != Manual && pl.allow(Redrive) {
+		return pl.redrive(k, key, why)
+	}
 	if !pl.allow(Manual) {
 		return &RefusedError{Code: CodeNoSafePlan, Detail: why + "; make the effect of " + eff + " by hand and plan --action manual --attest"}
 	}
@@ -1148,6 +1152,34 @@ func (pl *planner) skippedEffect(key string) error {
 	instr := fmt.Sprintf("make the effect of %s by hand (the one record %s skipped)", eff, key)
 	pl.add(Action{Type: Manual, Step: eff, Summary: instr, Guards: guards,
 		Manual: &ManualSpec{Instructions: instr, Attest: pl.o.Attest}, Attested: map[string]string{inspect.AttestAll: inspect.AttestApplied}})
+	return nil
+}
+
+// redrive plans the POST to step k's redrive URL that makes the effect a
+// SKIPPED record (key) swallowed: guarded by the record, the entity's
+// status and the step's effects as read, the probe read after it
+// (docs/repair.md#redrive).
+func (pl *planner) redrive(k int, key, why string) error {
+	s := pl.p.Steps[k]
+	v := pl.r.Steps[k]
+	if s.Probe == "" {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s has a redrive URL but no probe: opctl could not tell whether a redrive whose answer was lost took effect; add a probe, or plan --action manual --attest", s.Name)}
+	}
+	guards := append(pl.stateGuards(), pl.idemGuard(key))
+	if e := pl.r.Entity; e != nil {
+		guards = append(guards, Guard{Check: CheckEntityStatus, Op: "==", Value: e.Status})
+	}
+	guards = append(guards, pl.effectGuards(k)...)
+	spec := &RedriveSpec{URL: sources.RedactURL(sources.Expand(s.Redrive, map[string]string{"biz_id": pl.r.BizID}, true))}
+	if v.Probe != nil && v.Probe.Count != nil {
+		c := *v.Probe.Count
+		spec.ProbeCount = &c
+	}
+	pl.note("%s, so no flip and no republish: the effect of %s is made at the downstream (redrive); record %s stays SKIPPED, and with the effect in place the skip no longer reads wrong", why, s.Name, key)
+	pl.add(Action{Type: Redrive, Step: s.Name,
+		Summary: fmt.Sprintf("redrive %s at the downstream: the effect record %s skipped", s.Name, key),
+		Guards:  guards, Redrive: spec})
+	pl.live[s.Name]++
 	return nil
 }
 

@@ -38,13 +38,16 @@ const (
 	FlipSkipped      ActionType = sources.AuditFlipSkipped
 	Reverse          ActionType = sources.AuditReverse
 	CompensateRemote ActionType = sources.AuditCompensateRemote
-	ReleaseLease     ActionType = sources.AuditReleaseLease
-	Manual           ActionType = sources.AuditManual
+	// Redrive makes a remote step's effect at the downstream (its
+	// `redrive` POST): the forward twin of compensate_remote.
+	Redrive      ActionType = sources.AuditRedrive
+	ReleaseLease ActionType = sources.AuditReleaseLease
+	Manual       ActionType = sources.AuditManual
 )
 
 // ActionTypes lists the action types in the documented order.
 func ActionTypes() []ActionType {
-	return []ActionType{AdvanceState, RewindState, Republish, FlipSkipped, Reverse, CompensateRemote, ReleaseLease, Manual}
+	return []ActionType{AdvanceState, RewindState, Republish, FlipSkipped, Reverse, CompensateRemote, Redrive, ReleaseLease, Manual}
 }
 
 // ActionTypeNames lists the action types as strings (flags, completion).
@@ -147,6 +150,7 @@ type Action struct {
 	Flip       *FlipSpec       `json:"flip,omitempty"`
 	Publish    *PublishSpec    `json:"publish,omitempty"`
 	Compensate *CompensateSpec `json:"compensate,omitempty"`
+	Redrive    *RedriveSpec    `json:"redrive,omitempty"`
 	Manual     *ManualSpec     `json:"manual,omitempty"`
 	// Attested is what the action attests about Step's effects (request id,
 	// evidence identity or "*" → applied | absent | compensated | reversed);
@@ -242,6 +246,19 @@ type CompensateSpec struct {
 	RequestID string `json:"request_id,omitempty"`
 	// ProbeCount is the effect count a {biz_id} probe must still report
 	// before the POST (nil: no such probe).
+	ProbeCount *int `json:"probe_count,omitempty"`
+}
+
+// RedriveSpec is a redrive action: an HTTP POST to the step's redrive URL
+// that makes its effect at the downstream (docs/repair.md#redrive).
+type RedriveSpec struct {
+	// URL is the redrive URL without userinfo (apply expands the
+	// configured template again).
+	URL string `json:"url"`
+	// RequestID fills {request_id} of a template keyed by it.
+	RequestID string `json:"request_id,omitempty"`
+	// ProbeCount is the effect count a {biz_id} probe must still report
+	// before the POST (nil: no such probe); one more after it.
 	ProbeCount *int `json:"probe_count,omitempty"`
 }
 

@@ -204,6 +204,12 @@ func renderAction(b *strings.Builder, p *Plan, a Action, o RenderOptions) {
 		if cs.ProbeCount != nil {
 			detail(fmt.Sprintf("%s effects at the downstream: %d → %d", Shown(a.Step), *cs.ProbeCount, *cs.ProbeCount-1))
 		}
+	case a.Redrive != nil:
+		rs := a.Redrive
+		line(ClassAdd, "+", fmt.Sprintf("POST %s   (Idempotency-Key %s:%d)", Shown(sources.RedactURL(rs.URL)), Shown(p.Short()), a.Index))
+		if rs.ProbeCount != nil {
+			detail(fmt.Sprintf("%s effects at the downstream: %d → %d", Shown(a.Step), *rs.ProbeCount, *rs.ProbeCount+1))
+		}
 	case a.Manual != nil:
 		line(ClassManual, "!", "by hand: "+Shown(a.Manual.Instructions))
 		line(ClassManual, "!", fmt.Sprintf("attested: %q", a.Manual.Attest))

@@ -683,6 +683,15 @@ func (j judge) grants() Result {
 			}
 		}
 	}
+	if p, f := j.writeReadOnly(); p != "" {
+		if j.f.WriteGrants != nil {
+			worse(Fail)
+		} else {
+			worse(Warn) // no write_dsn: perhaps nobody applies from this config
+		}
+		problems = append(problems, p)
+		fix = append(fix, f)
+	}
 	if j.p.UsesBinlog() {
 		bg := j.f.BinlogGrants
 		if bg == nil {
@@ -702,6 +711,26 @@ func (j judge) grants() Result {
 		return res(CheckGrants, Pass, detail, "")
 	}
 	return res(CheckGrants, status, strings.Join(problems, "; "), strings.Join(fix, "; "))
+}
+
+// writeReadOnly says (problem, fix) when the server repair apply writes to
+// refuses writes: mysql.write_dsn, else mysql.dsn, on a server whose
+// read_only, super_read_only or innodb_read_only is ON (a replica). apply
+// would fail on its first statement, unable even to record why.
+func (j judge) writeReadOnly() (string, string) {
+	g, dsn := j.f.WriteGrants, "mysql.write_dsn"
+	if g == nil {
+		g, dsn = &j.f.ReadGrants, "mysql.dsn (no mysql.write_dsn is set: repair apply writes there)"
+	}
+	if len(g.ReadOnly) == 0 {
+		return "", ""
+	}
+	on := make([]string, len(g.ReadOnly))
+	for i, v := range g.ReadOnly {
+		on[i] = "@@" + v + "=ON"
+	}
+	return fmt.Sprintf("the server of %s is read-only (%s): repair apply would fail on its first write and could not record the attempt", dsn, strings.Join(on, ", ")),
+		"point mysql.write_dsn at the primary (a read-only server is a replica)"
 }
 
 // replicationLacks are the replication grants a binlog reader needs that

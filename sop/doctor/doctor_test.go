@@ -120,6 +120,19 @@ func TestJudge(t *testing.T) {
 		{name: "write user with DROP", edit: func(f *sources.DoctorFacts) {
 			f.WriteGrants.Lines = append(f.WriteGrants.Lines, "GRANT DROP, ALTER ON `pay`.* TO `rw`@`%`")
 		}, check: CheckGrants, status: Warn, detail: "more than apply needs (DROP ON pay.*, ALTER ON pay.*)"},
+		{name: "write_dsn on a read-only server", edit: func(f *sources.DoctorFacts) {
+			f.WriteGrants.ReadOnly = []string{"read_only", "super_read_only"}
+		}, check: CheckGrants, status: Fail, detail: "the server of mysql.write_dsn is read-only (@@read_only=ON, @@super_read_only=ON): repair apply would fail"},
+		{name: "innodb_read_only too", edit: func(f *sources.DoctorFacts) {
+			f.WriteGrants.ReadOnly = []string{"innodb_read_only"}
+		}, check: CheckGrants, status: Fail, detail: "(@@innodb_read_only=ON)"},
+		{name: "a read-only read server is fine", edit: func(f *sources.DoctorFacts) {
+			f.ReadGrants.ReadOnly = []string{"read_only"}
+		}, check: CheckGrants, status: Pass, detail: "can SELECT every configured table"},
+		{name: "no write_dsn and a read-only server", edit: func(f *sources.DoctorFacts) {
+			f.WriteGrants = nil
+			f.ReadGrants.ReadOnly = []string{"read_only"}
+		}, check: CheckGrants, status: Warn, detail: "the server of mysql.dsn (no mysql.write_dsn is set: repair apply writes there) is read-only"},
 		{name: "no topic", edit: func(f *sources.DoctorFacts) {
 			pf := f.Pipelines["settlement"]
 			pf.TopicExists = false

@@ -126,16 +126,16 @@ type Pipeline struct {
 	// auto (auto-commit: a commit proves nothing). Under after_steps a
 	// commit past the message is the consumer's statement that every step
 	// ran (docs/config.md#pipelines).
-	Commit string `yaml:"commit"`
+	Commit string `yaml:"commit" json:",omitempty"`
 	// HonoursOpctlHeaders says the consumer acts on opctl's replay headers
 	// (opctl-from-step, opctl-force-effect: docs/design.md). Without it a
 	// republish is read as a plain redelivery, which the consumer's own
 	// rules may skip or redo from the first step.
-	HonoursOpctlHeaders bool `yaml:"honours_opctl_headers"`
+	HonoursOpctlHeaders bool `yaml:"honours_opctl_headers" json:",omitempty"`
 	// MySQL overrides the top-level mysql block for this pipeline's
 	// tables (dsn, write_dsn, binlog_dsn, time_zone): pipelines on
 	// different clusters in one file. Nil: the top-level block.
-	MySQL *PipelineMySQL `yaml:"mysql"`
+	MySQL *PipelineMySQL `yaml:"mysql" json:",omitempty"`
 
 	// State is the per-operation anchor row. It is optional: a consumer that
 	// only records idempotency decisions (seed 003) has none.
@@ -255,7 +255,13 @@ type Step struct {
 	// the step's effect at the downstream: the forward twin of Compensate,
 	// for an effect the consumer will not redo by itself (seed 003's
 	// points grant behind a SKIPPED record).
-	Redrive string `yaml:"redrive"`
+	Redrive string `yaml:"redrive" json:",omitempty"`
+	// HonoursIdempotencyKey says that the step's downstream deduplicates
+	// the POSTs opctl sends it (compensate) by their Idempotency-Key
+	// header: a POST whose outcome is unknown is settled by sending it
+	// again with the same key (docs/config.md, docs/repair.md). omitempty:
+	// a pipeline without it keeps its configuration fingerprint.
+	HonoursIdempotencyKey bool `yaml:"honours_idempotency_key" json:",omitempty"`
 }
 
 // Unverified reports whether s is a remote step with neither intent nor
@@ -283,12 +289,12 @@ type Idempotency struct {
 	CreatedAt string `yaml:"created_at"`
 	// MsgIDPath is a JSON path into a message's value holding its msg id
 	// ("$.msg_id"), for messages without a msg_id header.
-	MsgIDPath string `yaml:"msg_id_path"`
+	MsgIDPath string `yaml:"msg_id_path" json:",omitempty"`
 	// Reopen is how flip_skipped reopens a SKIPPED record: "pending" (set
 	// the action to PENDING) or "delete" (delete the record, its whole row
 	// kept in the audit). Empty: pending when the action column can hold
 	// PENDING, else delete (docs/repair.md#reopening-a-skipped-record).
-	Reopen string `yaml:"reopen"`
+	Reopen string `yaml:"reopen" json:",omitempty"`
 }
 
 // Reopen policies of idempotency.reopen.

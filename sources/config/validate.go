@@ -525,6 +525,9 @@ func (v *validator) probe(s *Step, sp, sl string) {
 			v.at(sp+".redrive", "%sredrive uses {request_id} but the step has no intent query to read the request id from", sl)
 		}
 	}
+	if s.HonoursIdempotencyKey && s.Kind != KindRemote {
+		v.at(sp+".honours_idempotency_key", "%shonours_idempotency_key is only for remote steps (this step is %s)", sl, s.Kind)
+	}
 }
 
 func (v *validator) idempotency(p *Pipeline, id *Idempotency, ip, label string) {

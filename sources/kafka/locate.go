@@ -236,8 +236,8 @@ func mismatch(req sources.LocateRequest, m *sources.Message) string {
 	return s
 }
 
-func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req sources.LocateRequest, p int32) (sources.Location, error) {
-	loc := sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}
+func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req sources.LocateRequest, p int32) (loc sources.Location, err error) {
+	loc = sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}
 	window := req.Window
 	if window <= 0 {
 		window = sources.DefaultSearchWindow
@@ -255,10 +255,13 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 	}
 
 	var starts, ends map[int32]int64
-	err := parallel(ctx,
-		func() (err error) {
-			starts, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, from.UnixMilli(), iso)
-			return err
+	var tsErr error
+	err = parallel(ctx,
+		func() error {
+			// A lookup that fails is not the end of the search: the
+			// fallback below reads from the log start instead.
+			starts, tsErr = r.listOffsets(ctx, c, req.Topic, []int32{p}, from.UnixMilli(), iso)
+			return nil
 		},
 		func() (err error) {
 			ends, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetNewest, iso)
@@ -268,12 +271,46 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 	if err != nil {
 		return loc, err
 	}
-	start, end := starts[p], ends[p]
-	fromDesc := fmt.Sprintf("timestamp %s, %s before the operation", from.UTC().Format(time.RFC3339Nano), window)
-	if start < 0 || start >= end {
-		loc.Detail = fmt.Sprintf("not found: partition %d has no record at or after %s (%s %d); nothing to search",
-			p, from.UTC().Format(time.RFC3339Nano), endName, end)
-		return loc, nil
+	if tsErr != nil && ctx.Err() != nil {
+		return loc, tsErr
+	}
+	end := ends[p]
+	start := int64(-1)
+	if tsErr == nil {
+		start = starts[p]
+	}
+	fromTS := from.UTC().Format(time.RFC3339Nano)
+	fromDesc := fmt.Sprintf("timestamp %s, %s before the operation", fromTS, window)
+	// notBefore: records stamped before it are read but never the match
+	// (only a search that starts at the log start meets them).
+	var notBefore time.Time
+	var fellBack string
+	if tsErr != nil || start < 0 || start >= end {
+		// The timestamp lookup failed, or says no record is stamped at or
+		// after from. Believe it only when the log's last record says so
+		// too: a broker whose lookup contradicts its log (librdkafka's mock
+		// answers -1 for every timestamp) is searched from the log start,
+		// within the same limit (docs/where.md "Finding the message").
+		why, err := r.doubtLookup(ctx, c, req.Topic, p, from, end, tsErr, iso)
+		if err != nil {
+			return loc, err
+		}
+		if why == "" {
+			loc.Detail = fmt.Sprintf("not found: partition %d has no record at or after %s (%s %d); nothing to search",
+				p, fromTS, endName, end)
+			return loc, nil
+		}
+		first, err := r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetOldest, sarama.ReadUncommitted)
+		if err != nil {
+			return loc, fmt.Errorf("%s, and the log start could not be read: %w", why, err)
+		}
+		start, notBefore = first[p], from
+		fromDesc = "the log start"
+		fellBack = fmt.Sprintf("%s: searched from the log start %d instead, records stamped before %s passed over, at most %d records", why, start, fromTS, limit)
+		if start >= end {
+			loc.Detail = fmt.Sprintf("not found: %s; the log is empty (%s %d)", fellBack, endName, end)
+			return loc, nil
+		}
 	}
 
 	var (
@@ -298,6 +335,11 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		}
 		return s
 	}
+	defer func() {
+		if fellBack != "" && err == nil {
+			loc.Detail += " (" + fellBack + ")"
+		}
+	}()
 	stopped := func(why string) (sources.Location, error) {
 		if req.All && len(loc.Messages) > 0 {
 			first := loc.Messages[0]
@@ -405,7 +447,7 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 				// A record stamped inside the window: the run before it,
 				// if any, was inside the window too.
 				run = 0
-				if matches(req, rec.Message) {
+				if matches(req, rec.Message) && !rec.Timestamp.Before(notBefore) {
 					held = append(held, rec)
 				}
 				for _, h := range held {
@@ -428,6 +470,36 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		}
 		next = batch.next
 	}
+}
+
+// doubtLookup decides whether a timestamp lookup that found no offset for
+// from in partition p (or that failed: tsErr) may be believed. It returns
+// "" when the log's last record below end is stamped before from (the
+// lookup is right: nothing to search), else why the search starts at the
+// log start instead.
+func (r *Reader) doubtLookup(ctx context.Context, c sarama.Client, topic string, p int32, from time.Time, end int64, tsErr error, iso sarama.IsolationLevel) (string, error) {
+	fromTS := from.UTC().Format(time.RFC3339Nano)
+	if tsErr != nil {
+		return fmt.Sprintf("the timestamp lookup for %s failed (%v)", fromTS, tsErr), nil
+	}
+	if end <= 0 {
+		return "", nil
+	}
+	batch, err := r.fetch(ctx, c, topic, p, end-1, 1<<20, iso)
+	if err != nil {
+		return "", fmt.Errorf("the last record, to check the timestamp lookup: %w", err)
+	}
+	var last *record
+	for i := range batch.recs {
+		if rec := &batch.recs[i]; rec.Offset < end && (last == nil || rec.Offset > last.Offset) {
+			last = rec
+		}
+	}
+	if batch.err != nil || last == nil || last.Timestamp.Before(from) {
+		return "", nil
+	}
+	return fmt.Sprintf("the broker's timestamp lookup found no offset for %s, but the record at offset %d is stamped %s",
+		fromTS, last.Offset, last.Timestamp.UTC().Format(time.RFC3339Nano)), nil
 }
 
 // fate is what became of a record's transaction.

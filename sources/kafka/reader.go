@@ -112,23 +112,6 @@ func (r *Reader) getClient() (sarama.Client, error) {
 	return c, nil
 }
 
-func (r *Reader) getProducer(c sarama.Client) (sarama.SyncProducer, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, errors.New("kafka: reader is closed")
-	}
-	if r.producer != nil {
-		return r.producer, nil
-	}
-	p, err := sarama.NewSyncProducerFromClient(c)
-	if err != nil {
-		return nil, err
-	}
-	r.producer = p
-	return p, nil
-}
-
 // op bounds one call by the reader's timeout.
 func (r *Reader) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.timeout)
@@ -137,8 +120,23 @@ func (r *Reader) op(ctx context.Context) (context.Context, context.CancelFunc) {
 // fail wraps err with what was being done and the brokers tried. A context
 // error caused by the reader's own timeout says so in words.
 func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error {
-	if ctx.Err() == nil && opCtx.Err() != nil && errors.Is(err, opCtx.Err()) {
+	if !errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.DeadlineExceeded) {
+		// The reader's timeout, or the caller's of the same --timeout.
 		err = fmt.Errorf("no answer within %s: %w", r.timeout, err)
+	}
+	var nk *NotKafkaError
+	if !errors.As(err, &nk) && isConnErr(err) {
+		nk = r.notKafka()
+	}
+	if nk != nil {
+		// Another service answered: name it, not sarama's chain (which
+		// may only say "broker not connected": the answer is kept in
+		// the chain for errors.As either way).
+		var in *NotKafkaError
+		if !errors.As(err, &in) {
+			err = errors.Join(nk, err)
+		}
+		return &dialError{msg: fmt.Sprintf("kafka (brokers %s): %s", strings.Join(r.cfg.Brokers, ","), nk), err: err}
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -147,6 +145,22 @@ func (r *Reader) fail(ctx, opCtx context.Context, what string, err error) error 
 			strings.Join(r.cfg.Brokers, ","), op.Err), err: err}
 	}
 	return fmt.Errorf("kafka (brokers %s): %s: %w", strings.Join(r.cfg.Brokers, ","), what, err)
+}
+
+// notKafka returns a broker of the configuration that answered with bytes
+// that are not Kafka, nil when none did.
+func (r *Reader) notKafka() *NotKafkaError {
+	r.mu.Lock()
+	conf := r.conf
+	r.mu.Unlock()
+	if conf == nil {
+		return nil
+	}
+	d, ok := conf.Net.Proxy.Dialer.(*dialer)
+	if !ok {
+		return nil
+	}
+	return d.notKafkaErr(r.cfg.Brokers)
 }
 
 // dialError is a reader that reached no broker: a short message instead of
@@ -244,15 +258,57 @@ func (r *Reader) PartitionCount(ctx context.Context, topic string) (int32, error
 // the first call), then one concurrent round: OffsetFetch and DescribeGroups
 // to the coordinator, and ListOffsets earliest and latest to every leader,
 // each request batching all of that leader's partitions.
+//
+// Each request of that round answers its own fields: when some fail (a
+// broker that does not support DescribeGroups, a coordinator that does not
+// answer in time), the view holds what the others read, names the rest in
+// its Unknown, and the error is a *sources.PartialKafkaError (wrapped).
+// Without the topic's metadata nothing is known: the error is the
+// metadata's.
 func (r *Reader) Group(ctx context.Context, topic, group string) (sources.GroupView, error) {
 	opCtx, cancel := r.op(ctx)
 	defer cancel()
 	what := fmt.Sprintf("group %s on topic %s", group, topic)
 	view, err := r.group(opCtx, topic, group)
-	if err != nil {
-		return sources.GroupView{}, r.fail(ctx, opCtx, what, err)
+	var pe *sources.PartialKafkaError
+	switch {
+	case err == nil:
+		return view, nil
+	case ctx.Err() != nil:
+		return sources.GroupView{}, r.fail(ctx, opCtx, what, ctx.Err())
+	case errors.As(err, &pe):
+		return view, fmt.Errorf("kafka (brokers %s): %s: %w", strings.Join(r.cfg.Brokers, ","), what, err)
 	}
-	return view, nil
+	return sources.GroupView{}, r.fail(ctx, opCtx, what, err)
+}
+
+// answer is what one request of a concurrent round answered.
+type answer[T any] struct {
+	v   T
+	err error
+}
+
+// ask runs fn on its own goroutine; its answer arrives on the channel.
+func ask[T any](fn func() (T, error)) <-chan answer[T] {
+	ch := make(chan answer[T], 1)
+	go func() {
+		v, err := fn()
+		ch <- answer[T]{v, err}
+	}()
+	return ch
+}
+
+// await waits for ch's answer or for ctx to end: then the request's answer
+// is ctx's error (the request goes on, abandoned, within the connection
+// timeouts).
+func await[T any](ctx context.Context, ch <-chan answer[T]) (T, error) {
+	select {
+	case a := <-ch:
+		return a.v, a.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }
 
 func (r *Reader) group(ctx context.Context, topic, group string) (sources.GroupView, error) {
@@ -286,33 +342,42 @@ func (r *Reader) group(ctx context.Context, topic, group string) (sources.GroupV
 		return sources.GroupView{}, err
 	}
 
-	// Round 2: everything else, concurrently.
-	var (
-		committed map[int32]int64
-		desc      *sarama.GroupDescription
-		starts    map[int32]int64
-		ends      map[int32]int64
-	)
-	err = parallel(ctx,
-		func() (err error) {
-			committed, err = r.fetchCommitted(c, group, topic, parts)
-			return err
-		},
-		func() (err error) {
-			desc, err = r.describeGroup(c, group)
-			return err
-		},
-		func() (err error) {
-			starts, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetOldest, sarama.ReadUncommitted)
-			return err
-		},
-		func() (err error) {
-			ends, err = r.listOffsets(ctx, c, topic, parts, sarama.OffsetNewest, sarama.ReadUncommitted)
-			return err
-		},
-	)
-	if err != nil {
-		return sources.GroupView{}, err
+	// Round 2: everything else, concurrently; each request answers its
+	// own fields.
+	committedCh := ask(func() (map[int32]int64, error) { return r.fetchCommitted(c, group, topic, parts) })
+	descCh := ask(func() (*sarama.GroupDescription, error) { return r.describeGroup(c, group) })
+	startsCh := ask(func() (map[int32]int64, error) {
+		return r.listOffsets(ctx, c, topic, parts, sarama.OffsetOldest, sarama.ReadUncommitted)
+	})
+	endsCh := ask(func() (map[int32]int64, error) {
+		return r.listOffsets(ctx, c, topic, parts, sarama.OffsetNewest, sarama.ReadUncommitted)
+	})
+	committed, committedErr := await(ctx, committedCh)
+	desc, descErr := await(ctx, descCh)
+	starts, startsErr := await(ctx, startsCh)
+	ends, endsErr := await(ctx, endsCh)
+
+	var unknown []sources.UnknownField
+	for _, u := range []struct {
+		field string
+		err   error
+	}{
+		{sources.FieldCommitted, committedErr},
+		{sources.FieldLogStart, startsErr},
+		{sources.FieldLogEnd, endsErr},
+		{sources.FieldGroup, descErr},
+	} {
+		if u.err == nil {
+			continue
+		}
+		why := u.err.Error()
+		if errors.Is(u.err, ctx.Err()) {
+			why = fmt.Sprintf("no answer within %s", r.timeout)
+		}
+		unknown = append(unknown, sources.UnknownField{Field: u.field, Why: why})
+	}
+	if desc == nil {
+		desc = &sarama.GroupDescription{}
 	}
 
 	view := sources.GroupView{
@@ -350,7 +415,7 @@ func (r *Reader) group(ctx context.Context, topic, group string) (sources.GroupV
 	for _, p := range parts {
 		off, ok := committed[p]
 		if !ok {
-			off = -1
+			off = -1 // none, or (committedErr) unknown
 		}
 		if off >= 0 {
 			anyCommitted = true
@@ -370,8 +435,15 @@ func (r *Reader) group(ctx context.Context, topic, group string) (sources.GroupV
 	missing := desc.State == "" || strings.EqualFold(desc.State, "Dead") ||
 		errors.Is(desc.Err, sarama.ErrGroupIDNotFound)
 	view.GroupExists = !(missing && len(desc.Members) == 0 && !anyCommitted)
-	if view.GroupState == "" && !view.GroupExists {
+	if descErr != nil {
+		// Unknown, not "Dead": only committed offsets may say it exists.
+		view.GroupExists = anyCommitted
+	} else if view.GroupState == "" && !view.GroupExists {
 		view.GroupState = "Dead"
+	}
+	if len(unknown) > 0 {
+		view.Unknown = unknown
+		return view, &sources.PartialKafkaError{Unknown: unknown}
 	}
 	return view, nil
 }
@@ -549,7 +621,7 @@ func (r *Reader) listOffsets(ctx context.Context, c sarama.Client, topic string,
 				for _, p := range ps {
 					req.AddBlock(topic, p, ts, 1)
 				}
-				resp, err := b.GetAvailableOffsets(req)
+				resp, err := getOffsets(b, req)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -590,44 +662,25 @@ func (r *Reader) listOffsets(ctx context.Context, c sarama.Client, topic string,
 	}
 }
 
-// Publish sends one record to exactly topic/partition (a republish action),
-// waiting for all in-sync replicas, and returns where it was written. The
-// producer is created on first use and closed by Close. When ctx or the
-// timeout ends first, the error says so; the record may still be written.
-func (r *Reader) Publish(ctx context.Context, topic string, partition int32, key, value []byte, headers map[string]string) (int32, int64, error) {
-	opCtx, cancel := r.op(ctx)
-	defer cancel()
-	what := fmt.Sprintf("publish to %s/%d", topic, partition)
-	c, err := r.getClient()
-	if err != nil {
-		return -1, -1, r.fail(ctx, opCtx, what, err)
+// listOffsetsFallback is the ListOffsets version asked again when a
+// broker's answer to a newer one cannot be decoded: the oldest with the
+// isolation level (version 2), which every broker since 0.11 answers.
+const listOffsetsFallback = 2
+
+// getOffsets sends req to b. A broker that advertises a ListOffsets
+// version whose answer then does not decode (librdkafka's mock cluster
+// from version 4 on) is asked again with version 2: the offsets are the
+// same, only the leader epoch (fencing, unused here) is left out.
+func getOffsets(b *sarama.Broker, req *sarama.OffsetRequest) (*sarama.OffsetResponse, error) {
+	resp, err := b.GetAvailableOffsets(req)
+	var perr sarama.PacketDecodingError
+	if err == nil || !errors.As(err, &perr) || req.Version <= listOffsetsFallback {
+		return resp, err
 	}
-	p, err := r.getProducer(c)
-	if err != nil {
-		return -1, -1, r.fail(ctx, opCtx, what, err)
+	old := *req
+	old.Version = listOffsetsFallback
+	if resp, err2 := b.GetAvailableOffsets(&old); err2 == nil {
+		return resp, nil
 	}
-	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition, Value: sarama.ByteEncoder(value)}
-	if key != nil {
-		msg.Key = sarama.ByteEncoder(key)
-	}
-	names := make([]string, 0, len(headers))
-	for k := range headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(headers[k])})
-	}
-	type written struct {
-		p   int32
-		off int64
-	}
-	w, err := call(opCtx, func() (written, error) {
-		p, off, err := p.SendMessage(msg)
-		return written{p, off}, err
-	})
-	if err != nil {
-		return -1, -1, r.fail(ctx, opCtx, what, err)
-	}
-	return w.p, w.off, nil
+	return nil, err
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"maps"
 	"math/big"
@@ -1022,4 +1023,31 @@ func BenchmarkLocate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestNotKafka: a broker address where another service listens (an SSH
+// server, MariaDB's port) is an error that names the address and what it
+// sent, at once, without a buffer sized by the banner (before: sarama
+// allocated 1.4 GB for "SSH-" and waited for it until the timeout;
+// `fatal error: out of memory` under a memory limit).
+func TestNotKafka(t *testing.T) {
+	ssh := testenv.BannerServer(t, []byte(testenv.SSHBanner))
+	cases := []struct{ name, addr, first string }{{"ssh", ssh, "SSH-2.0-"}}
+	if testenv.MySQL(t) != nil {
+		cases = append(cases, struct{ name, addr, first string }{"mariadb", "127.0.0.1:3306", `\x00\x00\x00\n`})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReader(t, []string{tc.addr}, 20*time.Second)
+			_, err := r.Group(context.Background(), topic, "g")
+			var nk *kafka.NotKafkaError
+			if !errors.As(err, &nk) || nk.Addr != tc.addr || !strings.Contains(err.Error(), tc.addr+" does not speak Kafka") ||
+				!strings.Contains(err.Error(), tc.first) {
+				t.Fatalf("Group: %v, want a NotKafkaError naming %s", err, tc.addr)
+			}
+			if _, err := r.Locate(context.Background(), sources.LocateRequest{Topic: topic, Partition: 0, Offset: 0}); !errors.As(err, &nk) {
+				t.Errorf("Locate: %v, want a NotKafkaError", err)
+			}
+		})
+	}
 }

@@ -95,24 +95,34 @@ func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, erro
 
 	// Publish (republish actions) sends to an exact partition and waits for
 	// every in-sync replica. Idempotence stays off: a replay is deduplicated
-	// by the consumer's msg id, not by the producer id.
+	// by the consumer's msg id, not by the producer id. The producer never
+	// re-sends by itself: a request whose answer was lost may have been
+	// written, and a retry would write the record twice; apply looks it up
+	// in the partition instead (publish.go, docs/repair.md).
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Idempotent = false
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Producer.Timeout = timeout
-	c.Producer.Retry.Max = 2
+	c.Producer.Retry.Max = 0
 	c.Producer.Retry.Backoff = 100 * time.Millisecond
 
+	// Every connection (the reads', and Publish's producer too) is made by
+	// dialer: the dial and the TLS handshake are bounded by the timeout,
+	// and the length of every answer is checked before sarama sizes a
+	// buffer by it, so that an address where another service listens is
+	// an error naming it, not gigabytes allocated by its banner (dial.go).
+	d := &dialer{timeout: timeout}
 	if t := cfg.TLS; t != nil && t.Enabled {
 		tc, err := tlsConfig(t)
 		if err != nil {
 			return nil, err
 		}
-		c.Net.TLS.Enable = true
-		c.Net.TLS.Config = tc
+		d.tls = tc
 	}
+	c.Net.Proxy.Enable = true
+	c.Net.Proxy.Dialer = d
 	if s := cfg.SASL; s != nil && s.Mechanism != "" {
 		c.Net.SASL.Enable = true
 		c.Net.SASL.Handshake = true

@@ -184,7 +184,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 		return 1, 0, false
 	}
 	if n == 1 {
-		results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
+		results[0][j] = r.fetchQuery(ctx, q0)
 		return 1, 0, false
 	}
 	allErr := func(err error) {
@@ -235,7 +235,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 		// after an error, it is tried once the query is known to work.
 		union = false
 		if res.err != nil {
-			results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
+			results[0][j] = r.fetchQuery(ctx, q0)
 			stmts++
 			if err := results[0][j].err; err != nil {
 				allErr(err)
@@ -262,7 +262,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 	// operation gets its error, as a single read would; otherwise one
 	// statement per operation.
 	if results[0][j].cols == nil {
-		results[0][j] = r.fetch(ctx, q0.text, q0.limit(), q0.args...)
+		results[0][j] = r.fetchQuery(ctx, q0)
 		stmts++
 		if err := results[0][j].err; err != nil {
 			allErr(err)
@@ -272,7 +272,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 	var wg sync.WaitGroup
 	for i := 1; i < n; i++ {
 		q := qss[i][j]
-		wg.Go(func() { results[i][j] = r.fetch(ctx, q.text, q.limit(), q.args...) })
+		wg.Go(func() { results[i][j] = r.fetchQuery(ctx, q) })
 	}
 	wg.Wait()
 	return stmts + n - 1, keyed, true

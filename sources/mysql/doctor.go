@@ -113,9 +113,15 @@ func (r *Reader) prepare(ctx context.Context, query string) error {
 	return st.Close()
 }
 
-// grantsOf reads the current user and its SHOW GRANTS.
+// grantsOf reads the current user and its SHOW GRANTS, and the server's
+// read-only variables.
 func grantsOf(ctx context.Context, r *Reader, db *sql.DB) sources.GrantFacts {
 	var g sources.GrantFacts
+	if on, err := readOnly(ctx, r); err != nil {
+		g.ReadOnlyErr = err.Error()
+	} else {
+		g.ReadOnly = on
+	}
 	if err := db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&g.User); err != nil {
 		g.Err = r.queryError("read the current user", err).Error()
 		return g

@@ -137,3 +137,56 @@ func scrub(msg, passwd string) string {
 // Partial marks the error as a partial read for sources.Collector, which
 // cannot import this package.
 func (e *PartialError) Partial() bool { return true }
+
+// Server errors that say a bound value cannot be compared with a column
+// because the column's character set cannot hold it.
+const (
+	// errMixOfCollations: "Illegal mix of collations (latin1_swedish_ci,
+	// IMPLICIT) and (utf8mb4_general_ci,COERCIBLE) for operation '='";
+	// a column (IMPLICIT) against a bound value (COERCIBLE) only when the
+	// value's characters are not in the column's character set.
+	errMixOfCollations = 1267
+	// errImpossibleConversion (MySQL 8.0.22+): "Conversion from collation
+	// utf8mb4_0900_ai_ci into latin1_swedish_ci impossible for parameter".
+	errImpossibleConversion = 3988
+)
+
+// unholdable reports whether err is the server saying that a bound value
+// of args is not in the character set of the column it is compared with
+// (a latin1 key column asked for '支付-1'): no row can hold that value, so
+// the query's answer is that none matches (docs/where.md "Ids a key
+// column cannot hold"). Only an argument with a character outside ASCII
+// can be that value: every character set opctl reads holds ASCII, and the
+// same error for an ASCII value is a query's own mix of collations (two
+// columns), kept as an error.
+func unholdable(err error, args []any) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errImpossibleConversion:
+	case errMixOfCollations:
+		// A column against a bound value, in either order.
+		if !strings.Contains(me.Message, ",IMPLICIT) and (") || !strings.Contains(me.Message, ",COERCIBLE)") {
+			return false
+		}
+	default:
+		return false
+	}
+	for _, a := range args {
+		if s, ok := a.(string); ok && !isASCII(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

@@ -146,7 +146,7 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 	results := make([]result, len(qs))
 	var wg sync.WaitGroup
 	for i := range qs {
-		wg.Go(func() { results[i] = r.fetch(ctx, qs[i].text, qs[i].limit(), qs[i].args...) })
+		wg.Go(func() { results[i] = r.fetchQuery(ctx, qs[i]) })
 	}
 	wg.Wait()
 
@@ -163,6 +163,41 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 	r.stats = stats
 	r.mu.Unlock()
 	return r.assemble(p, qs, results)
+}
+
+// fetchQuery runs q with its own arguments. An id the key column's
+// character set cannot hold matches no row (unholdable): q then answers as
+// it would for an id that is not there: no row, and for the state query
+// its one row with the clock and no state (q.clock).
+func (r *Reader) fetchQuery(ctx context.Context, q query) result {
+	res := r.fetch(ctx, q.text, q.limit(), q.args...)
+	if res.err == nil || !unholdable(res.err, q.args) {
+		return res
+	}
+	if q.kind != kindState || q.clock == "" {
+		// The columns of an answer with no row: the same statement with
+		// '' for the value the column cannot hold, no row read.
+		args := make([]any, len(q.args))
+		for i, a := range q.args {
+			if s, ok := a.(string); ok && !isASCII(s) {
+				a = ""
+			}
+			args[i] = a
+		}
+		shape := r.fetch(ctx, q.text, 0, args...)
+		shape.rows = nil
+		return shape
+	}
+	clock := r.fetch(ctx, q.clock, 1)
+	if clock.err != nil || len(clock.cols) == 0 {
+		return clock
+	}
+	// The clock branch's first column is the batch's ordinal.
+	out := result{cols: clock.cols[1:], types: clock.types[1:]}
+	for _, row := range clock.rows {
+		out.rows = append(out.rows, row[1:])
+	}
+	return out
 }
 
 // limit is the number of rows read from q's statement.

@@ -19,6 +19,9 @@ import (
 // value conversion as the Reader, so a row reads the same on both paths.
 type Writer struct {
 	r *Reader
+	// timeout is the write path's timeout (--timeout): it bounds a lock
+	// wait (Lock).
+	timeout time.Duration
 	// Retries bounds the re-runs of a transaction the server rolled back
 	// for a deadlock or a lock wait timeout (default 5).
 	Retries int
@@ -41,7 +44,7 @@ func OpenWriterWith(dsn string, o Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{r: r}, nil
+	return &Writer{r: r, timeout: o.Timeout}, nil
 }
 
 // Addr is the server address of the write DSN (never the password).
@@ -98,13 +101,17 @@ func (w *Writer) once(ctx context.Context, fn func(sources.Tx) error) error {
 	return tx.Commit()
 }
 
-// AuditDone reads the audit rows of plan planID.
+// AuditDone reads the audit rows of plan planID, with the database clock:
+// a row in flight (publishing, compensating) comes with its after_image
+// (owner, lease, where to look its effect up).
 func (w *Writer) AuditDone(ctx context.Context, auditTable, planID string) ([]sources.AuditDone, error) {
 	t, err := qident(auditTable)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := w.r.db.QueryContext(ctx, "SELECT action_index, outcome, biz_id, pipeline FROM "+t+" WHERE plan_id = ?", planID)
+	rows, err := w.r.db.QueryContext(ctx, "SELECT action_index, outcome, biz_id, pipeline, updated_at, NOW(6),"+
+		" CASE WHEN outcome IN (?, ?) THEN NULL ELSE after_image END FROM "+t+" WHERE plan_id = ?",
+		sources.AuditApplied, sources.AuditPublished, planID)
 	if err != nil {
 		return nil, auditErr(auditTable, "read the audit", err, w.r)
 	}
@@ -112,13 +119,82 @@ func (w *Writer) AuditDone(ctx context.Context, auditTable, planID string) ([]so
 	var out []sources.AuditDone
 	for rows.Next() {
 		var d sources.AuditDone
-		if err := rows.Scan(&d.ActionIndex, &d.Outcome, &d.BizID, &d.Pipeline); err != nil {
+		var after sql.NullString
+		if err := rows.Scan(&d.ActionIndex, &d.Outcome, &d.BizID, &d.Pipeline, &d.UpdatedAt, &d.Now, &after); err != nil {
 			return nil, err
+		}
+		if after.Valid {
+			d.After = json.RawMessage(after.String)
 		}
 		out = append(out, d)
 	}
 	return out, rows.Err()
 }
+
+// TouchAudit renews the lease of an action in flight (see sources.Store).
+func (w *Writer) TouchAudit(ctx context.Context, auditTable, planID string, index int, outcome, owner string) (bool, error) {
+	t, err := qident(auditTable)
+	if err != nil {
+		return false, err
+	}
+	r, err := w.r.db.ExecContext(ctx, "UPDATE "+t+" SET updated_at = NOW(6) WHERE plan_id = ? AND action_index = ? AND outcome = ?"+
+		" AND JSON_UNQUOTE(JSON_EXTRACT(after_image, '$.owner')) = ?", planID, index, outcome, owner)
+	if err != nil {
+		return false, auditErr(auditTable, "renew the lease of an action in flight", err, w.r)
+	}
+	n, _ := r.RowsAffected()
+	return n == 1, nil
+}
+
+// ClaimAudit makes an action in flight this apply's (see sources.Store).
+func (w *Writer) ClaimAudit(ctx context.Context, auditTable, planID string, index int, outcome string, seen time.Time, after json.RawMessage) (bool, error) {
+	t, err := qident(auditTable)
+	if err != nil {
+		return false, err
+	}
+	r, err := w.r.db.ExecContext(ctx, "UPDATE "+t+" SET after_image = ?, updated_at = NOW(6) WHERE plan_id = ? AND action_index = ? AND outcome = ? AND updated_at = ?",
+		jsonText(after), planID, index, outcome, seen)
+	if err != nil {
+		return false, auditErr(auditTable, "claim an action in flight", err, w.r)
+	}
+	n, _ := r.RowsAffected()
+	return n == 1, nil
+}
+
+// readOnlyVars are the server variables that make a server refuse writes:
+// MySQL's read_only and super_read_only, and innodb_read_only (MariaDB has
+// no super_read_only: a variable the server does not know is skipped).
+var readOnlyVars = []string{"read_only", "super_read_only", "innodb_read_only"}
+
+// ReadOnly lists the read-only variables of the write server that are ON.
+func (w *Writer) ReadOnly(ctx context.Context) ([]string, error) { return readOnly(ctx, w.r) }
+
+// readOnly reads readOnlyVars one at a time (an unknown one is an error
+// of its own statement only).
+func readOnly(ctx context.Context, r *Reader) ([]string, error) {
+	var on []string
+	for _, v := range readOnlyVars {
+		var val sql.NullString
+		err := r.db.QueryRowContext(ctx, "SELECT @@GLOBAL."+v).Scan(&val)
+		switch {
+		case serverErrorNumber(err) == errUnknownSystemVariable,
+			err != nil && strings.Contains(err.Error(), "Unknown system variable"): // go-mysql-server says 1105
+			continue
+		case err != nil:
+			if isConnError(err) {
+				return on, r.connError(err)
+			}
+			return on, fmt.Errorf("read @@%s: %w", v, r.scrubErr(err))
+		}
+		if val.String == "1" || strings.EqualFold(val.String, "ON") {
+			on = append(on, v)
+		}
+	}
+	return on, nil
+}
+
+// errUnknownSystemVariable is the server's "Unknown system variable".
+const errUnknownSystemVariable = 1193
 
 // maxPlanID is the size of the audit tables' plan_id column (docs/repair.md).
 const maxPlanID = 64

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
 )
 
@@ -208,5 +209,35 @@ func TestProbeInvalidURL(t *testing.T) {
 		if got.Outcome != sources.ProbeInconclusive || !strings.Contains(got.Detail, "invalid probe URL") || strings.Contains(got.URL+got.Detail, "pw") {
 			t.Errorf("Probe(%q) = %+v", u, got)
 		}
+	}
+}
+
+// TestProbeStalledAnswer: a downstream whose answer stops after N bytes
+// (a TCP proxy that stops forwarding: inside the status line, the headers,
+// the body) is inconclusive within the probe's timeout, and a cancelled
+// context (an interrupt) ends the probe at once.
+func TestProbeStalledAnswer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"APPLIED","padding":"`+strings.Repeat("x", 200)+`"}`)
+	}))
+	t.Cleanup(srv.Close)
+	target := strings.TrimPrefix(srv.URL, "http://")
+	for _, n := range []int{0, 5, 60, 150} {
+		t.Run(fmt.Sprintf("after %d bytes", n), func(t *testing.T) {
+			t.Parallel()
+			p := testenv.NewStallProxy(t, target, n)
+			got := New(200*time.Millisecond).Probe(context.Background(), "http://"+p.Addr+"/s?request_id=1", applied, absent)
+			if got.Outcome != sources.ProbeInconclusive || !strings.Contains(got.Detail, "timeout after 200ms") {
+				t.Errorf("got %+v, want inconclusive, timeout after 200ms", got)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-p.Stalled(); cancel() }()
+			got = New(time.Minute).Probe(ctx, "http://"+p.Addr+"/s?request_id=2", applied, absent)
+			if got.Outcome != sources.ProbeInconclusive || !strings.Contains(got.Detail, "cancelled") {
+				t.Errorf("interrupted: got %+v, want inconclusive, cancelled", got)
+			}
+		})
 	}
 }
