@@ -146,10 +146,11 @@ func startSeedLab(ctx context.Context, t *testing.T, dsn string) *lab.Env {
 
 // seedReconcile runs `opctl reconcile --pipeline P` over a seed scenario's
 // pipeline, every check, the window the scenario ran in: no check may fail,
-// no target may be an operation the scenario expects where not to flag,
-// and each target's verdict must be where's. An incident reconcile does
-// not find yet is logged: reconcile's coverage of steps without a scan
-// block (a downstream's journal, the binlog) is issue 22 item 4.
+// its targets are exactly the scenario's affected operations (none of the
+// healthy ones or the look-alikes), each with where's verdict, and it
+// exits 3. The seeds' incidents live in steps without a scan block (a
+// downstream's journal, the binlog) and in SKIPPED records without a
+// biz_id (docs/reconcile.md).
 func seedReconcile(ctx context.Context, t *testing.T, env *lab.Env, r lab.Result) {
 	t.Helper()
 	pipeline := r.Expect[0].Pipeline
@@ -190,8 +191,11 @@ func seedReconcile(ctx context.Context, t *testing.T, env *lab.Env, r lab.Result
 	}
 	for _, x := range r.Expect {
 		if x.Affected && !found[x.BizID] {
-			t.Logf("reconcile %s (exit %d) does not find %s (%s) yet: reconcile's coverage of steps without a scan block is issue 22 item 4", pipeline, code, x.BizID, x.Verdict)
+			t.Errorf("reconcile %s (exit %d) does not find %s (%s)", pipeline, code, x.BizID, x.Verdict)
 		}
+	}
+	if len(found) > 0 && code != 3 {
+		t.Errorf("reconcile %s: exit %d with targets, want 3", pipeline, code)
 	}
 }
 
