@@ -1,12 +1,9 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -27,8 +24,7 @@ type Repair struct {
 	// PlanID is empty when there was no plan; Why then says why.
 	PlanID string `json:"plan_id,omitempty"`
 	Why    string `json:"why,omitempty"`
-	// Attest is what the operator attested for a manual action, or did by
-	// hand before planning again (a WRONGLY_SKIPPED whose plan is manual).
+	// Attest is what the operator attested for a manual action.
 	Attest string `json:"attest,omitempty"`
 	// PlanText is the plan as `opctl repair show` renders it.
 	PlanText string       `json:"-"`
@@ -79,19 +75,6 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 			rp.Attest = opts.Attest
 		}
 		plan, _, err := svc.PlanID(ctx, c.BizID, c.Pipeline, opts)
-		var input *plans.InputError
-		if errors.As(err, &input) && c.Verdict == inspect.WronglySkipped && opts.Attest == "" {
-			// The plan is manual (the consumer ignores opctl's headers):
-			// as its NEXT says, the operator makes the effect by hand at
-			// the downstream, then plans again attesting it.
-			done, herr := e.byHand(ctx, c.Pipeline, c.BizID)
-			if herr != nil {
-				return out, fmt.Errorf("lab: %s: %v", c.BizID, herr)
-			}
-			opts.Attest = done
-			rp.Attest = done
-			plan, _, err = svc.PlanID(ctx, c.BizID, c.Pipeline, opts)
-		}
 		var nothing *plans.NothingToRepairError
 		var refused *plans.RefusedError
 		switch {
@@ -194,37 +177,6 @@ func (e *Env) startFixed(ctx context.Context, pipeline string) (*consumer.Consum
 		return nil, fmt.Errorf("lab: start the fixed %s consumer: %v", pipeline, err)
 	}
 	return c, nil
-}
-
-// byHand makes, as an operator would by hand, the effect a WRONGLY_SKIPPED
-// operation of pipeline lacks (its entity's effect_step) at the lab's
-// downstream: one POST /call. It returns what was done, for --attest.
-func (e *Env) byHand(ctx context.Context, pipeline, bizID string) (string, error) {
-	p := e.Config.Pipeline(pipeline)
-	if p == nil || p.Entity == nil {
-		return "", fmt.Errorf("pipeline %s has no entity.effect_step to make by hand", pipeline)
-	}
-	step := p.Entity.EffectStep
-	svc := e.serviceOf(pipeline, step)
-	if svc == nil {
-		return "", fmt.Errorf("no lab downstream serves step %s of %s", step, pipeline)
-	}
-	rid := "by-hand:" + bizID + ":" + step
-	body, _ := json.Marshal(map[string]any{"request_id": rid, "biz_id": bizID, "payload": map[string]string{"by": "lab/demo"}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL+"/call", bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("%s by hand: %v", step, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s by hand: POST %s/call answered %s", step, svc.URL, resp.Status)
-	}
-	return fmt.Sprintf("%s team made the %s effect of %s by hand (request %s)", svc.Name, step, bizID, rid), nil
 }
 
 // unknownStep returns the step of an UNKNOWN_OUTCOME and the downstream

@@ -3,8 +3,6 @@ package lab_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -201,13 +199,10 @@ func seedReconcile(ctx context.Context, t *testing.T, env *lab.Env, r lab.Result
 
 // TestSeed003Repair: on seed 003's own schema, 8821's repair
 // (WRONGLY_SKIPPED, a consumer that ignores opctl's headers, a points step
-// with a redrive template) calls the points service's redrive: never a
+// with a redrive template) is the points service's redrive, never a
 // republish the consumer would skip again (docs/repair.md). Its dry run
 // sends nothing, its apply grants once, a second apply grants nothing more,
-// and 8821 reads COMPLETE. While the plan is manual (the redrive plan is
-// in progress), the test says so, then takes the manual path as the plan
-// describes it: reviewed and dry-run first, the grant made by hand, then
-// applied.
+// and 8821 reads COMPLETE.
 func TestSeed003Repair(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -226,23 +221,19 @@ func TestSeed003Repair(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeFn()
-	plan, _, err := svc.PlanID(ctx, "8821", "orders_seed", plans.Options{Reason: "INC-8821", Operator: "test",
-		Attest: "points team: 120 points granted to order 8821 by hand"})
+	plan, _, err := svc.PlanID(ctx, "8821", "orders_seed", plans.Options{Reason: "INC-8821", Operator: "test"})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
 	var sb strings.Builder
 	_ = plans.Render(&sb, plan, plans.RenderOptions{})
 	t.Logf("plan:\n%s", sb.String())
-	manual := true
+	var types []plans.ActionType
 	for _, a := range plan.Actions {
-		if a.Type == plans.Republish || a.Type == plans.FlipSkipped {
-			t.Errorf("action %d is %s: the seed's consumer skips a republished PAID again", a.Index, a.Type)
-		}
-		manual = manual && a.Type == plans.Manual
+		types = append(types, a.Type)
 	}
-	if manual {
-		t.Errorf("8821's plan is manual, although orders_seed's points step has redrive: %s", env.Config.Pipeline("orders_seed").Steps[0].Redrive)
+	if len(types) != 1 || types[0] != plans.Redrive {
+		t.Fatalf("8821's plan is %v, want one redrive of points", types)
 	}
 	dry, err := svc.Apply(ctx, plan, repair.ApplyOptions{DryRun: true, Operator: "test"})
 	if err != nil || dry.Outcome != repair.OutcomeWouldApply {
@@ -250,11 +241,6 @@ func TestSeed003Repair(t *testing.T) {
 	}
 	if n := env.Seeds.Points.Net("8821"); n != 0 {
 		t.Fatalf("the dry run granted %d time(s)", n)
-	}
-	if manual {
-		if err := grantByHand(ctx, env.Seeds.Points.URL, "8821"); err != nil {
-			t.Fatal(err)
-		}
 	}
 	for i, want := range []repair.Outcome{repair.OutcomeApplied, repair.OutcomeAlreadyApplied} {
 		res, err := svc.Apply(ctx, plan, repair.ApplyOptions{Operator: "test"})
@@ -272,22 +258,8 @@ func TestSeed003Repair(t *testing.T) {
 	if n := env.Seeds.Points.Net("8821"); n != 1 {
 		t.Errorf("points grants of 8821: %d, want 1", n)
 	}
-}
-
-// grantByHand is the points team's grant: one POST /call.
-func grantByHand(ctx context.Context, base, orderID string) error {
-	body := strings.NewReader(`{"request_id":"by-hand-` + orderID + `","biz_id":"` + orderID + `"}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/call", body)
-	if err != nil {
-		return err
+	// The grant went through POST /grant, with the plan's Idempotency-Key.
+	if calls := env.Seeds.Points.Calls("8821"); len(calls) != 1 || !strings.HasPrefix(calls[0].RequestID, plan.ID+":") {
+		t.Errorf("points journal of 8821: %+v, want one grant keyed by plan %s", calls, plan.ID)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("grant by hand: %s", resp.Status)
-	}
-	return nil
 }

@@ -299,9 +299,6 @@ func renderDemo(w io.Writer, ios *iostreams.IOStreams, rep demoReport, env *lab.
 		for _, r := range rep.Repairs {
 			fmt.Fprintf(w, "\n%s %s: %s\n", st.Bold.Render(r.BizID), r.Pipeline, r.Before)
 			if r.PlanID == "" {
-				if r.Attest != "" {
-					fmt.Fprintf(w, "  by hand: %s\n", r.Attest)
-				}
 				fmt.Fprintf(w, "  no plan: %s\n", r.Why)
 				continue
 			}
