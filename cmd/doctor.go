@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,17 +83,20 @@ func usesBinlog(ps []*config.Pipeline) bool {
 }
 
 func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config, ps []*config.Pipeline) (sources.DoctorFacts, error) {
+	// The pipelines of one call share a server (runDoctor groups them):
+	// the first one's read path, write path and binlog are theirs.
+	reader := c.ReaderFor(ps[0])
 	// A MySQL that cannot be reached at all: doctor cannot run (exit 1).
-	if _, err := c.Reader.Now(ctx); err != nil {
+	if _, err := reader.Now(ctx); err != nil {
 		return sources.DoctorFacts{}, err
 	}
-	f := c.Reader.DoctorFacts(ctx, cfg, ps)
+	f := reader.DoctorFacts(ctx, cfg, ps)
 	if f.MySQLErr == "" {
 		var needs []schema.Need
 		for _, p := range ps {
 			needs = append(needs, reconcile.IndexNeeds(p)...)
 		}
-		rep, err := schema.Check(ctx, c.Reader, ps, needs, cfg.Audit.AuditTable())
+		rep, err := schema.Check(ctx, reader, ps, needs, cfg.Audit.AuditTable())
 		if err != nil {
 			f.MySQLErr = err.Error()
 		} else {
@@ -103,7 +107,7 @@ func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config
 		}
 		if w := cfg.MySQL.WriteDSN; w != "" && w != cfg.MySQL.DSN {
 			g := sources.GrantFacts{}
-			if wr, err := c.Writer(); err != nil {
+			if wr, err := c.WriterFor(ps[0]); err != nil {
 				g.Err = err.Error()
 			} else {
 				g = wr.Grants(ctx)
@@ -113,7 +117,7 @@ func readDoctorFacts(ctx context.Context, c *connect.Clients, cfg *config.Config
 	}
 	// How far back the binlog reaches, from the binlog reader itself (its
 	// oldest file's first event), for the binlog check's retention.
-	if o, ok := c.Collector.Binlog.(interface {
+	if o, ok := c.Collector.For(ps[0]).Binlog.(interface {
 		Oldest(context.Context) (time.Time, error)
 	}); ok && usesBinlog(ps) {
 		if t, err := o.Oldest(ctx); err == nil {
@@ -143,14 +147,21 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	if err != nil {
 		return err
 	}
-	facts, err := read(ctx, cfg, ps)
-	if err != nil {
-		return err
+	// Pipelines on other servers (pipelines[].mysql) are checked against
+	// their own: one read and one judgement per server, in file order.
+	rep := &doctor.Report{}
+	for _, g := range byServer(cfg, ps) {
+		gcfg := *cfg
+		gcfg.MySQL = cfg.MySQLFor(g[0])
+		facts, err := read(ctx, &gcfg, g)
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rep.Checks = append(rep.Checks, doctor.Judge(&gcfg, g, facts).Checks...)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	rep := doctor.Judge(cfg, ps, facts)
 	if opts.Format != FormatTable {
 		if err := jsonEncoder(opts.IO.Out, opts.Format).Encode(rep); err != nil {
 			return err
@@ -159,6 +170,24 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 		return err
 	}
 	return exitWith(rep.ExitCode())
+}
+
+// byServer groups ps by the MySQL block each uses (cfg.MySQLFor), in
+// file order: pipelines that read, write and keep their binlog on the same
+// servers are checked together.
+func byServer(cfg *config.Config, ps []*config.Pipeline) [][]*config.Pipeline {
+	var groups [][]*config.Pipeline
+	var keys []config.MySQL
+	for _, p := range ps {
+		m := cfg.MySQLFor(p)
+		i := slices.Index(keys, m)
+		if i < 0 {
+			keys, groups = append(keys, m), append(groups, nil)
+			i = len(groups) - 1
+		}
+		groups[i] = append(groups[i], p)
+	}
+	return groups
 }
 
 // renderDoctor prints the checks as a table, then the fix of each check

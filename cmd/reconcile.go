@@ -177,11 +177,18 @@ func reconciler(f *Factory) func() (ReconcileFunc, error) {
 		if err != nil {
 			return nil, err
 		}
-		d := reconcile.Deps{DB: c.Reader, Collector: c.Collector}
+		d := reconcileDeps(c)
 		return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return reconcile.Run(ctx, d, o, emit)
 		}, nil
 	}
+}
+
+// reconcileDeps are the sources of a reconcile run on the clients c: each
+// pipeline read on its own server (pipelines[].mysql).
+func reconcileDeps(c *connect.Clients) reconcile.Deps {
+	return reconcile.Deps{DB: c.Reader, Collector: c.Collector,
+		DBFor: func(p *config.Pipeline) reconcile.DB { return c.ReaderFor(p) }}
 }
 
 // durationFlag is a duration that also accepts days ("7d", "1d12h").

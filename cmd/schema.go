@@ -27,8 +27,9 @@ type SchemaOptions struct {
 	Timeout time.Duration
 	// Config returns the configuration.
 	Config func() (*config.Config, error)
-	// Inspector reads table metadata on the read path.
-	Inspector func() (schema.Inspector, error)
+	// Inspector reads table metadata on the read path of a pipeline (its
+	// own server with pipelines[].mysql).
+	Inspector func(p *config.Pipeline) (schema.Inspector, error)
 	// Exec runs DDL on the write path (mysql.write_dsn) and names its
 	// server.
 	Exec func(ctx context.Context, cfg *config.Config, stmts []string) (addr string, err error)
@@ -74,12 +75,12 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 				return usageErrorf("--audit and --indexes: pick one")
 			}
 			opts.IO, opts.Format, opts.Timeout, opts.Config = f.IOStreams, f.Globals.Output, f.Globals.Timeout, f.Config
-			opts.Inspector = func() (schema.Inspector, error) {
+			opts.Inspector = func(p *config.Pipeline) (schema.Inspector, error) {
 				c, err := f.Clients(connect.Options{})
 				if err != nil {
 					return nil, err
 				}
-				return c.Reader, nil
+				return c.ReaderFor(p), nil
 			}
 			opts.Exec = func(ctx context.Context, cfg *config.Config, stmts []string) (string, error) {
 				return execDDL(ctx, cfg, opts.Timeout, stmts)
@@ -189,19 +190,24 @@ func schemaCheck(ctx context.Context, opts *SchemaOptions) (*schema.Report, *con
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := opts.Inspector()
-	if err != nil {
-		return nil, nil, err
-	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	var needs []schema.Need
-	for _, p := range pipelines {
-		needs = append(needs, reconcile.IndexNeeds(p)...)
-	}
-	rep, err := schema.Check(cctx, db, pipelines, needs, cfg.Audit.AuditTable())
-	if err != nil {
-		return nil, nil, err
+	// Each server its pipelines (pipelines[].mysql), in file order.
+	rep := &schema.Report{}
+	for _, g := range byServer(cfg, pipelines) {
+		db, err := opts.Inspector(g[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		var needs []schema.Need
+		for _, p := range g {
+			needs = append(needs, reconcile.IndexNeeds(p)...)
+		}
+		r, err := schema.Check(cctx, db, g, needs, cfg.Audit.AuditTable())
+		if err != nil {
+			return nil, nil, err
+		}
+		rep.Items = append(rep.Items, r.Items...)
 	}
 	return rep, cfg, nil
 }

@@ -165,7 +165,7 @@ func sopRunner(f *Factory) (*sop.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := reconcile.Deps{DB: c.Reader, Collector: c.Collector}
+	d := reconcileDeps(c)
 	dir := configRelative(c.Config, c.Config.Sop.RunsDir)
 	if dir == "" {
 		dir = sop.DefaultRunsDir()

@@ -152,7 +152,7 @@ func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requ
 		if !ok {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 			var err error
-			info, err = r.d.DB.TableInfo(ctx, q.Table)
+			info, err = r.db(cs.p).TableInfo(ctx, q.Table)
 			cancel()
 			if err != nil {
 				cs.status, cs.reason = StatusFailed, err.Error()
@@ -277,7 +277,7 @@ func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) err
 // effect before its republish failed leaves no SKIPPED record for the
 // skipped check), so every check meets them (docs/reconcile.md).
 func (r *run) stoppedRepairs(cs *checkState) error {
-	keys, err := r.stoppedKeys(cs.p.Name)
+	keys, err := r.stoppedKeys(cs.p)
 	if err != nil {
 		return err
 	}
@@ -292,16 +292,17 @@ func (r *run) stoppedRepairs(cs *checkState) error {
 // stoppedKeys are the operations of a pipeline (in this run's shard) whose
 // newest plan stopped part-way, read from the audit once per pipeline and
 // run: every check of the pipeline gets the same answer.
-func (r *run) stoppedKeys(pipeline string) ([]string, error) {
+func (r *run) stoppedKeys(p *config.Pipeline) ([]string, error) {
 	if r.col.AuditTable == "" {
 		return nil, nil
 	}
+	pipeline := p.Name
 	r.stoppedMu.Lock()
 	defer r.stoppedMu.Unlock()
 	if keys, ok := r.stoppedOps[pipeline]; ok {
 		return keys, nil
 	}
-	byOp, err := r.d.DB.AuditByOperation(r.qctx, r.col.AuditTable, pipeline)
+	byOp, err := r.db(p).AuditByOperation(r.qctx, r.col.AuditTable, p.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +336,7 @@ func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) 
 	fetch := func(cur mysqlsrc.Cursor) fetched {
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 		defer cancel()
-		rows, err := r.d.DB.WalkPage(ctx, w, cur, r.o.Chunk)
+		rows, err := r.db(cs.p).WalkPage(ctx, w, cur, r.o.Chunk)
 		return fetched{rows, err}
 	}
 	var cur mysqlsrc.Cursor
@@ -501,7 +502,7 @@ func (r *run) statuses(cs *checkState, a access, skip []string) ([]string, error
 				return nil, errStop
 			}
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			v, ok, err := r.d.DB.NextValue(ctx, st.Table, st.Status, after)
+			v, ok, err := r.db(cs.p).NextValue(ctx, st.Table, st.Status, after)
 			cancel()
 			if err != nil {
 				return nil, err
@@ -661,7 +662,7 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 		keys = dedupe(keys)
 		if effect != nil && len(keys) > 0 {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			has, err := r.d.DB.ExistingKeys(ctx, effect.Table, effect.Columns[0], keys)
+			has, err := r.db(cs.p).ExistingKeys(ctx, effect.Table, effect.Columns[0], keys)
 			cancel()
 			if err != nil {
 				return err
@@ -671,7 +672,7 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 		}
 		if entity != nil && len(keys) > 0 {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			statuses, err := r.d.DB.KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
+			statuses, err := r.db(cs.p).KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
 			cancel()
 			if err != nil {
 				return err
@@ -794,7 +795,7 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 		keys = dedupe(keys)
 		if entity != nil && len(keys) > 0 {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			statuses, err := r.d.DB.KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
+			statuses, err := r.db(cs.p).KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
 			cancel()
 			if err != nil {
 				return err
@@ -920,7 +921,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			defer cancel()
 			var keep []string
 			if cs.check == CheckDuplicates {
-				multi, err := r.d.DB.MultiRowKeys(ctx, sc.Table, sc.Key, keys)
+				multi, err := r.db(cs.p).MultiRowKeys(ctx, sc.Table, sc.Key, keys)
 				if err != nil {
 					return err
 				}
@@ -943,7 +944,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			} else {
 				known := map[string]bool{}
 				for _, l := range lookups {
-					has, err := r.d.DB.ExistingKeys(ctx, l.Table, l.Columns[0], keys)
+					has, err := r.db(cs.p).ExistingKeys(ctx, l.Table, l.Columns[0], keys)
 					if err != nil {
 						return err
 					}
@@ -995,8 +996,9 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 // decides.
 func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
 	b := s.Binlog
-	if r.d.Collector.Binlog == nil {
-		cs.uncover(s.Name, "the binlog cannot be read: "+orWhy(r.d.Collector.BinlogMissing, "no binlog reader"))
+	col := r.d.Collector.For(cs.p)
+	if col.Binlog == nil {
+		cs.uncover(s.Name, "the binlog cannot be read: "+orWhy(col.BinlogMissing, "no binlog reader"))
 		cs.partial.Store(true)
 		return nil
 	}
@@ -1007,12 +1009,12 @@ func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
 			s.Name, r.o.Since, config.MaxBinlogWindow, config.MaxBinlogWindow))
 	}
 	req := sources.BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, From: r.now.Add(-since), To: r.now}
-	req.Schema, req.Table = r.d.Collector.SplitTable(b.Table)
-	if t, col := b.TransactionTable(); t != "" {
-		req.TxSchema, req.TxTable = r.d.Collector.SplitTable(t)
-		req.TxColumn = col
+	req.Schema, req.Table = col.SplitTable(b.Table)
+	if t, c := b.TransactionTable(); t != "" {
+		req.TxSchema, req.TxTable = col.SplitTable(t)
+		req.TxColumn = c
 	}
-	read, err := r.d.Collector.Binlog.Changes(r.qctx, req)
+	read, err := col.Binlog.Changes(r.qctx, req)
 	if err != nil {
 		cs.uncover(s.Name, "binlog not read: "+err.Error())
 		cs.partial.Store(true)
@@ -1278,7 +1280,7 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 		if cs.check != CheckDuplicates {
 			return sweepPath{}, nil
 		}
-		n, _, err := r.rangeRows(sc.Table, a.index, sc.Time, from)
+		n, _, err := r.rangeRows(cs.p, sc.Table, a.index, sc.Time, from)
 		if err != nil {
 			return sweepPath{}, err
 		}
@@ -1288,7 +1290,7 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 		cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order", sc.Table, use.Index.Name))
 		return whole, nil
 	}
-	n, known, err := r.rangeRows(sc.Table, a.index, sc.Time, from)
+	n, known, err := r.rangeRows(cs.p, sc.Table, a.index, sc.Time, from)
 	if err != nil {
 		return sweepPath{}, err
 	}
@@ -1338,7 +1340,7 @@ func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex st
 			to = at.Add(step)
 		}
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-		l, h, m, err := r.d.DB.WindowKeys(ctx, sc.Table, a.index, sc.Key, sc.Time, at, to)
+		l, h, m, err := r.db(cs.p).WindowKeys(ctx, sc.Table, a.index, sc.Key, sc.Time, at, to)
 		cancel()
 		if err != nil {
 			return sweepPath{}, err
@@ -1365,11 +1367,11 @@ func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex st
 	if len(ends) > 2 {
 		// The slices' ends are stored keys: the server orders them.
 		var err error
-		if lo, hi, err = r.d.DB.KeysExtent(ctx, sc.Table, keyIndex, sc.Key, ends); err != nil {
+		if lo, hi, err = r.db(cs.p).KeysExtent(ctx, sc.Table, keyIndex, sc.Key, ends); err != nil {
 			return sweepPath{}, err
 		}
 	}
-	m, known, err := r.d.DB.KeyRangeRows(ctx, sc.Table, keyIndex, sc.Key, lo.Value, hi.Value)
+	m, known, err := r.db(cs.p).KeyRangeRows(ctx, sc.Table, keyIndex, sc.Key, lo.Value, hi.Value)
 	if err != nil {
 		return sweepPath{}, err
 	}
@@ -1390,15 +1392,15 @@ type rangeRows struct {
 	known bool
 }
 
-func (r *run) rangeRows(table, index, col string, from time.Time) (int64, bool, error) {
+func (r *run) rangeRows(p *config.Pipeline, table, index, col string, from time.Time) (int64, bool, error) {
 	r.rangesMu.Lock()
 	defer r.rangesMu.Unlock()
-	k := table + "\x00" + index + "\x00" + col
+	k := r.dbKey(p) + "\x00" + table + "\x00" + index + "\x00" + col
 	if e, ok := r.ranges[k]; ok {
 		return e.n, e.known, nil
 	}
 	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-	n, known, err := r.d.DB.RangeRows(ctx, table, index, col, from)
+	n, known, err := r.db(p).RangeRows(ctx, table, index, col, from)
 	cancel()
 	if err != nil {
 		return 0, false, err
@@ -1464,7 +1466,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		} else if pk := tables[sc.Table].PrimaryKey(); len(pk) == 1 && !path.lo.Set && !path.hi.Set {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 			var err error
-			bounds, err = r.d.DB.SweepBounds(ctx, s, pk[0], int(n))
+			bounds, err = r.db(cs.p).SweepBounds(ctx, s, pk[0], int(n))
 			cancel()
 			if err != nil {
 				return err
@@ -1493,7 +1495,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			if page < len(bounds) {
 				upTo = mysqlsrc.Bound{Set: true, Value: bounds[page].Value}
 			}
-			hits, end, err = r.d.DB.SweepRange(ctx, s, after, upTo)
+			hits, end, err = r.db(cs.p).SweepRange(ctx, s, after, upTo)
 			if page < len(bounds) {
 				end.Last = bounds[page]
 			} else {
@@ -1502,11 +1504,11 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			page++
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
 		case cs.check == CheckDuplicates:
-			hits, end, err = r.d.DB.SweepMulti(ctx, s, after, r.sweepPage())
+			hits, end, err = r.db(cs.p).SweepMulti(ctx, s, after, r.sweepPage())
 			last = end.Keys < r.sweepPage()
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
 		default:
-			end, err = r.d.DB.SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
+			end, err = r.db(cs.p).SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
 				if !cs.seen[string(key)] {
 					keys = append(keys, string(key))
 				}
@@ -1526,7 +1528,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		}
 		if len(hits) > 0 && sc.Time != "" {
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			in, err := r.d.DB.KeysSince(ctx, sc.Table, sc.Key, sc.Time, from, hits)
+			in, err := r.db(cs.p).KeysSince(ctx, sc.Table, sc.Key, sc.Time, from, hits)
 			cancel()
 			if err != nil {
 				return err
@@ -1581,7 +1583,7 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, l
 				}
 			}
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			has, err := r.d.DB.ExistingKeys(ctx, l.table, l.col, ask)
+			has, err := r.db(cs.p).ExistingKeys(ctx, l.table, l.col, ask)
 			cancel()
 			if err != nil {
 				return nil, err
@@ -1600,7 +1602,7 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, l
 				return nil, errStop
 			}
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			got, err := r.d.DB.SweepPage(ctx, ls, cur, upTo, r.sweepPage(), func(key []byte, _ int64) {
+			got, err := r.db(cs.p).SweepPage(ctx, ls, cur, upTo, r.sweepPage(), func(key []byte, _ int64) {
 				if want[string(key)] {
 					known[string(key)] = true
 				}

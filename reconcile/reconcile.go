@@ -71,6 +71,9 @@ type Deps struct {
 	// DB is what the checks walk and look keys up in; it is the Collector's
 	// DB (connect.Clients.Reader).
 	DB DB
+	// DBFor, when set, is the read path of a pipeline with its own MySQL
+	// (pipelines[].mysql); nil or a nil answer: DB.
+	DBFor func(p *config.Pipeline) DB
 	// Collector triages the candidates as `opctl where` does (the one
 	// connect.Open builds). Run uses a copy whose Kafka answers from the
 	// group views it reads once per pipeline (docs/reconcile.md). A nil
@@ -593,6 +596,25 @@ func (o *Options) wants(check string) bool {
 		}
 	}
 	return false
+}
+
+// db is the read path of pipeline p (Deps.DBFor, else Deps.DB).
+func (r *run) db(p *config.Pipeline) DB {
+	if r.d.DBFor != nil {
+		if db := r.d.DBFor(p); db != nil {
+			return db
+		}
+	}
+	return r.d.DB
+}
+
+// dbKey tells the read paths apart in caches keyed by table: "" for
+// Deps.DB, else the pipeline's own.
+func (r *run) dbKey(p *config.Pipeline) string {
+	if r.d.DBFor != nil && r.d.DBFor(p) != nil {
+		return fmt.Sprintf("%p", r.d.DBFor(p))
+	}
+	return ""
 }
 
 // stopped reports whether the run must stop issuing statements.

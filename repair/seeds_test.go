@@ -18,6 +18,7 @@ import (
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/schema"
 )
 
 // journal is a downstream that keeps its own journal of effects per
@@ -509,5 +510,67 @@ func TestSeed003Redrive(t *testing.T) {
 	}
 	if n := s.points.get("8821"); n != 1 || s.points.posts != 1 {
 		t.Fatalf("apply again: %d points, %d POSTs (%+v)", n, s.points.posts, res)
+	}
+}
+
+// Two teams' pipelines in one file, on different databases
+// (pipelines[].mysql): seed 003's orders on the top-level server, seed
+// 001's fulfilment on its own. where reads each on its own database; a
+// repair of the fulfilment operation writes its audit there, and where
+// (and opctl audit) read it back from there.
+func TestPipelineOnItsOwnMySQL(t *testing.T) {
+	pts := newJournal(t, "grants", "grant", "revoke", "order_id")
+	wms := newJournal(t, "locks", "locks/lock", "locks/release", "biz_id")
+	lg := newJournal(t, "waybills", "waybills/new", "waybills/cancel", "biz_id")
+	other := testenv.MySQL(t)
+	other.ExecFile(t, td("schema", "seed001.sql"))
+	for _, stmt := range schema.AuditDDL("") {
+		other.Exec(t, stmt)
+	}
+	b3, err := config.Preset("seed003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, err := config.Preset("seed001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// seed001's pipeline, with its own server, appended under seed003's.
+	p1 := string(b1)[strings.Index(string(b1), "  - name: fulfilment"):]
+	p1 = strings.Replace(p1, "    commit: after_steps\n", "    commit: after_steps\n    mysql:\n      dsn: \"${OTHER_DSN}\"\n", 1)
+	path := t.TempDir() + "/two.yaml"
+	if err := os.WriteFile(path, []byte(string(b3)+p1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newTenv(t, path, []string{td("schema", "seed003.sql")}, []string{"order-event", "order-fulfilment"},
+		map[string]string{"OPCTL_POINTS_URL": pts.server.URL, "OPCTL_WMS_URL": wms.server.URL, "OPCTL_LOGISTICS_URL": lg.server.URL, "OTHER_DSN": other.DSN})
+	s1 := &seed001{tenv: &tenv{t: t, db: other, k: e.k, cfg: e.cfg, cl: e.cl, svc: e.svc, parts: e.parts}, wms: wms, logistics: lg}
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s1.op("O-3001:FULFIL", "DONE", 2, 1, true, true, t0)
+	if n := e.str("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'fulfil_order'"); n != "0" {
+		t.Fatal("the top-level database has fulfil_order: the test would not tell the servers apart")
+	}
+	r := e.where("fulfilment", "O-3001:FULFIL")
+	if r.Verdict.Code != inspect.DuplicateEffect || r.Partial {
+		t.Fatalf("fulfilment on its own database: %s (%s) partial %v %v", r.Verdict.Code, r.Verdict.Summary, r.Partial, r.Sources)
+	}
+	if r := e.where("orders", "8821"); r.Verdict.Code != inspect.NotFound || r.Partial {
+		t.Fatalf("orders on the top-level database: %s %v", r.Verdict.Code, r.Sources)
+	}
+	p := e.mustPlan("fulfilment", "O-3001:FULFIL", plans.Options{})
+	e.mustApply(p)
+	var n int
+	if err := other.SQL.QueryRow("SELECT COUNT(*) FROM opctl_audit WHERE plan_id = ?", p.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the audit row is not on the pipeline's own database (%d rows, %v)", n, err)
+	}
+	if n := e.str("SELECT COUNT(*) FROM opctl_audit"); n != "0" {
+		t.Fatalf("the audit row went to the top-level database (%s rows)", n)
+	}
+	if r := e.where("fulfilment", "O-3001:FULFIL"); r.Verdict.Code != inspect.Complete {
+		t.Fatalf("after the compensation: %s (%s)", r.Verdict.Code, r.Verdict.Summary)
+	}
+	log, err := e.svc.Audit(context.Background(), sources.AuditFilter{BizID: "O-3001:FULFIL"})
+	if err != nil || len(log.Actions) != 1 {
+		t.Fatalf("opctl audit: %v %+v", err, log)
 	}
 }

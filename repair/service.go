@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -60,8 +61,14 @@ type Service struct {
 	Poster sources.Poster
 	// Store opens the write path (mysql.write_dsn) on first use.
 	Store func() (sources.Store, error)
+	// StoreFor, when set, opens the write path of a pipeline with its own
+	// mysql block (pipelines[].mysql); nil: Store serves every pipeline.
+	StoreFor func(p *config.Pipeline) (sources.Store, error)
 	// Audit reads the audit log.
 	AuditLog AuditReader
+	// MoreAudit are the audit logs of the pipelines with their own mysql
+	// block, each database once: `opctl audit` reads them all.
+	MoreAudit []AuditReader
 	// Now is the clock of a plan's created_at (nil: time.Now).
 	Now func() time.Time
 	// Timeout is --timeout: it bounds each send and call of an apply and
@@ -80,7 +87,11 @@ type Service struct {
 // NewService wires a Service on the clients of one configuration.
 func NewService(c *connect.Clients) *Service {
 	s := &Service{Config: c.Config, Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader, Timeout: c.Timeout,
-		Store: func() (sources.Store, error) { return c.Writer() }}
+		Store:    func() (sources.Store, error) { return c.Writer() },
+		StoreFor: func(p *config.Pipeline) (sources.Store, error) { return c.WriterFor(p) }}
+	for _, r := range c.Readers()[1:] {
+		s.MoreAudit = append(s.MoreAudit, r)
+	}
 	if c.Kafka != nil {
 		s.Kafka = c.Kafka
 	}
@@ -196,6 +207,12 @@ func (s *Service) next(ctx context.Context, op *Operation) {
 // is a *plans.InputError (exit 2) saying so.
 func (s *Service) StoredPlan(ctx context.Context, id string) (*plans.Plan, error) {
 	body, full, found, err := s.AuditLog.PlanBody(ctx, s.Config.Audit.AuditTable(), id)
+	for _, a := range s.MoreAudit {
+		if found || err != nil {
+			break
+		}
+		body, full, found, err = a.PlanBody(ctx, s.Config.Audit.AuditTable(), id)
+	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -494,7 +511,7 @@ type ApplyOptions struct {
 // A panic of the apply (a bug) is an *sources.InternalError recorded as an
 // error attempt with its stack, never a trace for the operator.
 func (s *Service) Apply(ctx context.Context, plan *plans.Plan, o ApplyOptions) (res *Result, err error) {
-	st, err := s.Store()
+	st, err := s.storeFor(plan.Pipeline)
 	if err != nil {
 		return nil, err
 	}
@@ -566,5 +583,31 @@ func (s *Service) auditMirror() (*Mirror, error) {
 
 // Audit reads the audit log (`opctl audit`).
 func (s *Service) Audit(ctx context.Context, f sources.AuditFilter) (*sources.AuditLog, error) {
-	return s.AuditLog.ReadAudit(ctx, s.Config.Audit, f)
+	log, err := s.AuditLog.ReadAudit(ctx, s.Config.Audit, f)
+	if err != nil || len(s.MoreAudit) == 0 {
+		return log, err
+	}
+	// The pipelines on other servers keep their audit there: one log, in
+	// time order (docs/repair.md#audit).
+	for _, a := range s.MoreAudit {
+		more, err := a.ReadAudit(ctx, s.Config.Audit, f)
+		if err != nil {
+			return nil, err
+		}
+		log.Actions = append(log.Actions, more.Actions...)
+		log.Attempts = append(log.Attempts, more.Attempts...)
+	}
+	sort.SliceStable(log.Actions, func(i, j int) bool { return log.Actions[i].CreatedAt.Before(log.Actions[j].CreatedAt) })
+	sort.SliceStable(log.Attempts, func(i, j int) bool { return log.Attempts[i].CreatedAt.Before(log.Attempts[j].CreatedAt) })
+	return log, nil
+}
+
+// storeFor is the write path of the named pipeline (StoreFor), else Store.
+func (s *Service) storeFor(pipeline string) (sources.Store, error) {
+	if s.StoreFor != nil {
+		if p := s.Config.Pipeline(pipeline); p != nil {
+			return s.StoreFor(p)
+		}
+	}
+	return s.Store()
 }

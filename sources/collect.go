@@ -33,6 +33,34 @@ type Collector struct {
 	Binlog        Binlog
 	BinlogMissing string
 	BinlogSchema  string
+	// Route, when set, gives a pipeline its own MySQL read path and binlog
+	// reader (pipelines[].mysql: docs/config.md#pipelines); nil: DB and
+	// Binlog serve every pipeline.
+	Route func(p *config.Pipeline) Route
+}
+
+// Route is the MySQL read path and binlog reader of one pipeline.
+type Route struct {
+	DB            DB
+	Binlog        Binlog
+	BinlogMissing string
+	BinlogSchema  string
+}
+
+// For is c as it reads pipeline p: with p's own MySQL and binlog when
+// Route gives them.
+func (c *Collector) For(p *config.Pipeline) *Collector {
+	if c.Route == nil || p == nil {
+		return c
+	}
+	rt := c.Route(p)
+	if rt.DB == nil {
+		return c
+	}
+	cc := *c
+	cc.Route = nil
+	cc.DB, cc.Binlog, cc.BinlogMissing, cc.BinlogSchema = rt.DB, rt.Binlog, rt.BinlogMissing, rt.BinlogSchema
+	return &cc
 }
 
 // ConnError is a connection-level failure of a source that nothing could be
@@ -49,6 +77,7 @@ func (e *ConnError) Unwrap() error { return e.Err }
 // wrapping the reader's error when MySQL cannot be reached at all; every other failure is recorded in
 // Evidence.Sources and the evidence read so far is returned.
 func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID string) (Evidence, error) {
+	c = c.For(p)
 	// 1. Kafka group view: needs nothing from MySQL, so it starts first.
 	groupCh := make(chan groupResult, 1)
 	if c.Kafka != nil {
@@ -85,6 +114,7 @@ type BatchDB interface {
 // searches then run for every operation concurrently. The error is a
 // *ConnError when MySQL cannot be reached at all.
 func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs []string) ([]Evidence, error) {
+	c = c.For(p)
 	var gr groupResult
 	var gwg sync.WaitGroup
 	if c.Kafka != nil {
@@ -520,6 +550,7 @@ func MessageRecord(rows []IdempotencyRow) *IdempotencyRow {
 // to say (docs/repair.md#reopening-a-skipped-record). A read that fails
 // leaves it "" (the plan then refuses the flip and says why).
 func (c *Collector) ReadActionColumn(ctx context.Context, ev *Evidence) {
+	c = c.For(ev.Pipeline)
 	id := ev.Pipeline.Idempotency
 	ct, ok := c.DB.(ColumnTyper)
 	if id == nil || id.Reopen != "" || !ok {

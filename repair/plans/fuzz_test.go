@@ -64,6 +64,15 @@ func fuzzConfig() *config.Config {
 				Compensate: "https://" + fuzzCredentials + "carrier.test/shipments/cancel?order={biz_id}"},
 		},
 	})
+	// Seed 003's shape: no state, records without a biz_id, a consumer
+	// that ignores opctl's headers, the points grant redriven.
+	cfg.Pipelines = append(cfg.Pipelines, config.Pipeline{
+		Name: "points", Topic: "order-event", Group: "order-consumer", Partitioner: "murmur2", MessageKey: "{biz_id}",
+		Steps: []config.Step{{Name: "points", Kind: "remote", Probe: "https://points.test/grants?order_id={biz_id}",
+			Redrive: "https://" + fuzzCredentials + "points.test/grant?order_id={biz_id}"}},
+		Idempotency: &config.Idempotency{Table: "idempotent", Key: "msg_id", Action: "action", CreatedAt: "created_at", MsgIDPath: "$.msgId"},
+		Entity:      &config.Entity{Query: "SELECT status, updated_at FROM orders WHERE order_id = ?", Lifecycle: []string{"PAID", "SHIPPED"}, Cancels: []string{"REFUNDED"}, EffectStep: "points"},
+	})
 	return cfg
 }
 
@@ -102,6 +111,13 @@ func fuzzPlans(tb testing.TB) []fuzzPlan {
 	orders.Kafka = sources.KafkaEvidence{Partition: -1, Offset: -1, Located: sources.LocatedUnknown, SearchDetail: "not found in the search window",
 		Group: sources.GroupView{Topic: "order-event", Partitions: map[int32]sources.PartitionView{}}}
 
+	zero := 0
+	points := sources.Evidence{BizID: "8821", Pipeline: cfg.Pipeline("points"), Sources: map[string]string{"mysql": "ok", "kafka": "ok"}}
+	points.DB.Now = t0
+	points.DB.Steps = []sources.StepEvidence{{Name: "points", BizProbe: &sources.ProbeResult{Outcome: sources.ProbeAbsent, Count: &zero}}}
+	points.DB.Idempotency = []sources.IdempotencyRow{{Key: "msg-7391", Action: "SKIPPED", CreatedAt: &t0}, {Key: "msg-7392", Action: "DONE", CreatedAt: &until}}
+	points.DB.Entity = &sources.EntityRow{Found: true, Status: "SHIPPED", At: &t0}
+
 	two := 2
 	shipping := sources.Evidence{BizID: "SHP-3", Pipeline: cfg.Pipeline("shipping"), Sources: map[string]string{"mysql": "ok", "kafka": "ok"}}
 	shipping.DB.Now = t0
@@ -139,6 +155,7 @@ func fuzzPlans(tb testing.TB) []fuzzPlan {
 		{"forced-republish", settlement("DONE", 4, 1, 1, []sources.Intent{acked("a")}), Options{Action: Republish, Force: true, FromStep: "notify"}},
 		{"release-lease", leased, Options{Action: ReleaseLease, Operator: "oncall"}},
 		{"wrongly-skipped", orders, Options{}},
+		{"wrongly-skipped-redrive", points, Options{}},
 		{"shipping-duplicate", shipping, Options{}},
 		{"shipping-duplicate-manual", shipping, Options{Action: Manual, Attest: "cancelled at the carrier", FromStep: "2"}},
 	}
@@ -429,13 +446,13 @@ func checkAccepted(cfg *config.Config, p *Plan) error {
 	}
 	for i, a := range p.Actions {
 		n := 0
-		for _, set := range []bool{a.State != nil, a.Reverse != nil, a.Flip != nil, a.Publish != nil, a.Compensate != nil, a.Manual != nil} {
+		for _, set := range []bool{a.State != nil, a.Reverse != nil, a.Flip != nil, a.Publish != nil, a.Compensate != nil, a.Redrive != nil, a.Manual != nil} {
 			if set {
 				n++
 			}
 		}
 		part := map[ActionType]bool{AdvanceState: a.State != nil, RewindState: a.State != nil, ReleaseLease: a.State != nil,
-			Reverse: a.Reverse != nil, FlipSkipped: a.Flip != nil, Republish: a.Publish != nil, CompensateRemote: a.Compensate != nil, Manual: a.Manual != nil}
+			Reverse: a.Reverse != nil, FlipSkipped: a.Flip != nil, Republish: a.Publish != nil, CompensateRemote: a.Compensate != nil, Redrive: a.Redrive != nil, Manual: a.Manual != nil}
 		switch {
 		case a.Index != i+1:
 			return fmt.Errorf("action %d has index %d", i+1, a.Index)
@@ -453,7 +470,7 @@ func checkAccepted(cfg *config.Config, p *Plan) error {
 				return fmt.Errorf("action %d runs reverse statements %q, not step %q's configured ones", a.Index, r.Statements, a.Step)
 			}
 		}
-		if fl := a.Flip; fl != nil && (pl.Idempotency == nil || fl.Table != pl.Idempotency.Table || fl.From != inspect.ActionSkipped || fl.To != inspect.ActionPending) {
+		if fl := a.Flip; fl != nil && (pl.Idempotency == nil || fl.Table != pl.Idempotency.Table || fl.From != inspect.ActionSkipped || (fl.To != inspect.ActionPending) != (fl.Delete && fl.To == "")) {
 			return fmt.Errorf("action %d flips %s.%s %s → %s", a.Index, fl.Table, fl.Key, fl.From, fl.To)
 		}
 		if pb := a.Publish; pb != nil {
@@ -469,6 +486,16 @@ func checkAccepted(cfg *config.Config, p *Plan) error {
 			url := sources.RedactURL(sources.Expand(st.Compensate, map[string]string{"request_id": c.RequestID, "biz_id": p.BizID}, true))
 			if c.URL != url || strings.Contains(c.URL, fuzzCredentials) {
 				return fmt.Errorf("action %d posts to %q, not %q", a.Index, c.URL, url)
+			}
+		}
+		if rd := a.Redrive; rd != nil {
+			st := step(a.Step)
+			if st == nil || st.Kind != config.KindRemote || st.Redrive == "" {
+				return fmt.Errorf("action %d redrives step %q, which has no redrive URL", a.Index, a.Step)
+			}
+			url := sources.RedactURL(sources.Expand(st.Redrive, map[string]string{"request_id": rd.RequestID, "biz_id": p.BizID}, true))
+			if rd.URL != url || strings.Contains(rd.URL, fuzzCredentials) {
+				return fmt.Errorf("action %d posts to %q, not %q", a.Index, rd.URL, url)
 			}
 		}
 	}

@@ -7,6 +7,8 @@ package connect
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +48,19 @@ type Clients struct {
 
 	mu     sync.Mutex
 	writer *mysqlsrc.Writer
+	// routes are the clients of the pipelines with their own mysql block
+	// (pipelines[].mysql), by pipeline name; writers their write paths,
+	// by DSN and time zone.
+	routes  map[string]*route
+	writers map[string]*mysqlsrc.Writer
+}
+
+// route is the read path and binlog reader of one pipeline with its own
+// mysql block.
+type route struct {
+	m      config.MySQL
+	reader *mysqlsrc.Reader
+	binlog *binlogsrc.Reader
 }
 
 // Open validates the MySQL and Kafka settings of cfg and opens the read
@@ -101,7 +116,117 @@ func Open(cfg *config.Config, o Options) (*Clients, error) {
 		}
 		c.Collector.Binlog, c.Collector.BinlogSchema = b, b.Database()
 	}
+	if err := c.openRoutes(o); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// openRoutes opens the read path (and binlog reader) of every pipeline
+// whose mysql block gives it a server of its own; pipelines that share a
+// DSN and time zone share one pool.
+func (c *Clients) openRoutes(o Options) error {
+	cfg := c.Config
+	byDSN := map[string]*mysqlsrc.Reader{}
+	for i := range cfg.Pipelines {
+		p := &cfg.Pipelines[i]
+		if p.MySQL == nil {
+			continue
+		}
+		m := cfg.MySQLFor(p)
+		rt := &route{m: m}
+		if m.DSN == cfg.MySQL.DSN && m.TimeZone == cfg.MySQL.TimeZone {
+			rt.reader = c.Reader
+		} else if r := byDSN[m.DSN+"\x00"+m.TimeZone]; r != nil {
+			rt.reader = r
+		} else {
+			r, err := mysqlsrc.OpenWith(m.DSN, mysqlsrc.Options{Timeout: o.Timeout, TimeZone: m.TimeZone})
+			if err != nil {
+				return fmt.Errorf("pipeline %s: %w", p.Name, err)
+			}
+			byDSN[m.DSN+"\x00"+m.TimeZone], rt.reader = r, r
+		}
+		if p.UsesBinlog() {
+			b, err := binlogsrc.New(m.EffectiveBinlogDSN(), m.ServerID, o.Timeout)
+			if err != nil {
+				return fmt.Errorf("pipeline %s: %w", p.Name, err)
+			}
+			rt.binlog = b
+		}
+		if c.routes == nil {
+			c.routes = map[string]*route{}
+		}
+		c.routes[p.Name] = rt
+	}
+	if c.routes != nil {
+		c.Collector.Route = func(p *config.Pipeline) sources.Route {
+			rt := c.routes[p.Name]
+			if rt == nil {
+				return sources.Route{}
+			}
+			out := sources.Route{DB: rt.reader}
+			if rt.binlog != nil {
+				out.Binlog, out.BinlogSchema = rt.binlog, rt.binlog.Database()
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// ReaderFor is the read path of pipeline p: its own (pipelines[].mysql)
+// or the top-level one.
+func (c *Clients) ReaderFor(p *config.Pipeline) *mysqlsrc.Reader {
+	if p != nil {
+		if rt := c.routes[p.Name]; rt != nil {
+			return rt.reader
+		}
+	}
+	return c.Reader
+}
+
+// Readers are every distinct read path, the top-level one first: where
+// opctl's audit rows of the pipelines may be.
+func (c *Clients) Readers() []*mysqlsrc.Reader {
+	out := []*mysqlsrc.Reader{c.Reader}
+	for i := range c.Config.Pipelines {
+		if r := c.ReaderFor(&c.Config.Pipelines[i]); !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WriterFor opens the write path of pipeline p on first use: its own
+// mysql block's write_dsn (default its dsn), or the top-level one.
+func (c *Clients) WriterFor(p *config.Pipeline) (*mysqlsrc.Writer, error) {
+	rt := (*route)(nil)
+	if p != nil {
+		rt = c.routes[p.Name]
+	}
+	if rt == nil {
+		return c.Writer()
+	}
+	m := rt.m
+	key := m.EffectiveWriteDSN() + "\x00" + m.TimeZone
+	if m.EffectiveWriteDSN() == c.Config.MySQL.EffectiveWriteDSN() && m.TimeZone == c.Config.MySQL.TimeZone {
+		return c.Writer()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.writers[key]; w != nil {
+		return w, nil
+	}
+	w, err := mysqlsrc.OpenWriterWith(m.EffectiveWriteDSN(), mysqlsrc.Options{Timeout: c.Timeout, TimeZone: m.TimeZone})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	if c.writers == nil {
+		c.writers = map[string]*mysqlsrc.Writer{}
+	}
+	c.writers[key] = w
+	return w, nil
 }
 
 // usesBinlog reports whether a step of cfg reads its evidence from the
@@ -149,16 +274,21 @@ func OpenWriter(cfg *config.Config, timeout time.Duration) (*mysqlsrc.Writer, er
 // Close closes every client.
 func (c *Clients) Close() error {
 	c.mu.Lock()
-	w := c.writer
-	c.writer = nil
+	w, ws := c.writer, c.writers
+	c.writer, c.writers = nil, nil
 	c.mu.Unlock()
 	var errs []error
 	if w != nil {
 		errs = append(errs, w.Close())
 	}
+	for _, w := range ws {
+		errs = append(errs, w.Close())
+	}
 	if c.Kafka != nil {
 		errs = append(errs, c.Kafka.Close())
 	}
-	errs = append(errs, c.Reader.Close())
+	for _, r := range c.Readers() {
+		errs = append(errs, r.Close())
+	}
 	return errors.Join(errs...)
 }
