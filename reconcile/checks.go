@@ -485,7 +485,18 @@ func (r *run) stuck(cs *checkState, q Requirement, a access) error {
 	if err != nil {
 		return err
 	}
-	return r.walkStatuses(cs, q, a, statuses, r.now.Add(-r.o.Since), r.now.Add(-r.o.OlderThan))
+	if st.Partition == "" || st.Offset == "" {
+		// No stored position: each stuck operation's message is searched
+		// in the log, as `opctl where` does, so that its verdict is
+		// where's (a stuck operation is rare; a search is bounded by
+		// --search-window and --search-limit).
+		cs.searching = true
+		defer func() { cs.searching = false }()
+	}
+	if err := r.walkStatuses(cs, q, a, statuses, r.now.Add(-r.o.Since), r.now.Add(-r.o.OlderThan)); err != nil {
+		return err
+	}
+	return r.flush(cs)
 }
 
 // statuses lists the state table's statuses but those in skip: with the
@@ -495,6 +506,18 @@ func (r *run) stuck(cs *checkState, q Requirement, a access) error {
 func (r *run) statuses(cs *checkState, a access, skip []string) ([]string, error) {
 	st := cs.p.State
 	var statuses []string
+	if vals, ok, err := r.enumValues(cs, st.Table, st.Status); err != nil {
+		return nil, err
+	} else if ok {
+		// An ENUM holds only its declared values, and a loose index scan
+		// (ordered by the ENUM's index, compared as text) would skip some.
+		for _, v := range vals {
+			if !slices.Contains(skip, v) {
+				statuses = append(statuses, v)
+			}
+		}
+		return statuses, nil
+	}
 	if a.index != "" {
 		var after *string
 		for {
@@ -526,6 +549,24 @@ func (r *run) statuses(cs *checkState, a access, skip []string) ([]string, error
 	}
 	cs.notes = append(cs.notes, "without the (status, updated_at) index only the configured statuses are walked")
 	return statuses, nil
+}
+
+// enumValues are the declared values of column col of table when it is an
+// ENUM (information_schema's COLUMN_TYPE).
+func (r *run) enumValues(cs *checkState, table, col string) ([]string, bool, error) {
+	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+	defer cancel()
+	info, err := r.db(cs.p).TableInfo(ctx, table)
+	if err != nil {
+		return nil, false, err
+	}
+	for i, c := range info.Columns {
+		if strings.EqualFold(c, col) && i < len(info.Types) {
+			vals, ok := config.EnumValues(info.Types[i])
+			return vals, ok, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // stepStatuses are the steps' done statuses, in step order.

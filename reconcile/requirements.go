@@ -284,6 +284,9 @@ func IndexNeeds(p *config.Pipeline) []schema.Need {
 		for _, q := range reqs {
 			need := schema.Need{Pipeline: p.Name, Table: q.Table, Columns: q.Columns, Checks: []string{c}, Purpose: q.Purpose,
 				Walk: q.Walk, Key: q.Key, Reads: q.Reads, DDL: q.DDL(), IndexName: q.IndexName()}
+			if a := q.Alt; a != nil {
+				need.Alt = &schema.Need{Walk: a.Walk, Columns: a.Columns, Key: a.Key, Reads: a.Reads}
+			}
 			k := q.Table + "\x00" + strings.ToLower(strings.Join(q.Columns, ","))
 			if i, ok := at[k]; ok {
 				if q.Walk && !out[i].Walk {

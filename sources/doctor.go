@@ -42,6 +42,8 @@ type DoctorFacts struct {
 type TableFacts struct {
 	Exists  bool
 	Columns []string
+	// Types are the columns' declared types (COLUMN_TYPE), by position.
+	Types []string
 }
 
 // SchemaFact is one item of the schema check: a table, a column or an

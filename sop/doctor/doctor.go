@@ -38,12 +38,18 @@ const (
 	CheckIsolationLevel = "isolation_level"
 	CheckTimeZone       = "time_zone"
 	CheckBinlog         = "binlog"
+	// Checks of what a config says of the consumer (docs/doctor.md).
+	CheckCommit     = "commit"
+	CheckUnverified = "unverified"
+	CheckReopen     = "reopen"
+	CheckHeaders    = "headers"
 )
 
 // Checks lists the check names in order.
 func Checks() []string {
 	return []string{CheckTables, CheckColumns, CheckIndexes, CheckGrants, CheckTopic, CheckGroup, CheckPartitioner,
-		CheckRetention, CheckOffsetReset, CheckIsolationLevel, CheckTimeZone, CheckBinlog}
+		CheckRetention, CheckOffsetReset, CheckIsolationLevel, CheckTimeZone, CheckBinlog,
+		CheckCommit, CheckUnverified, CheckReopen, CheckHeaders}
 }
 
 // Result is one check of one pipeline.
@@ -106,7 +112,96 @@ type judge struct {
 
 func (j judge) all() []Result {
 	return []Result{j.tables(), j.columns(), j.indexes(), j.grants(), j.topic(), j.group(), j.partitioner(),
-		j.retention(), j.offsetReset(), j.isolationLevel(), j.timeZone(), j.binlog()}
+		j.retention(), j.offsetReset(), j.isolationLevel(), j.timeZone(), j.binlog(),
+		j.commit(), j.unverified(), j.reopen(), j.headers()}
+}
+
+// commit: when the consumer commits says what a commit proves
+// (docs/verdicts.md#terminal).
+func (j judge) commit() Result {
+	c := j.p.EffectiveCommit()
+	stated := j.cfg.Stated(fmt.Sprintf("pipelines[%d].commit", j.idx))
+	switch {
+	case c == config.CommitAuto:
+		return res(CheckCommit, Warn, "commit: auto: a commit proves nothing, so an operation with no state row is judged by its steps' effects alone, and one that stopped part-way is not told from one still to come",
+			"if the consumer can commit after its steps (enable.auto.commit=false, commitSync after the last step), do so and state commit: after_steps")
+	case !stated && j.p.State == nil && j.p.Idempotency == nil:
+		return res(CheckCommit, Warn, "commit is not stated: opctl assumes after_steps (the offset is committed only after every step), and with no state table a commit past the message is what says an operation ended",
+			"state the consumer's policy: commit: after_steps | before_steps | auto")
+	}
+	return res(CheckCommit, Pass, "commit: "+c+map[bool]string{true: " (stated)", false: " (the default)"}[stated], "")
+}
+
+// unverified: remote steps with neither intent nor probe are noted, with
+// what a probe would add (docs/verdicts.md#unverified-steps).
+func (j judge) unverified() Result {
+	var names []string
+	for _, s := range j.p.Steps {
+		if s.Unverified() {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return res(CheckUnverified, Pass, "every remote step has an intent query or a probe", "")
+	}
+	return res(CheckUnverified, Warn, fmt.Sprintf("remote step(s) %s have neither intent nor probe: opctl cannot see their effects (a double call is never found; a missing one only through the commit)", strings.Join(names, ", ")),
+		"if the downstream can list what it did for an operation, give the step a probe keyed by {biz_id} answering {\"count\": N}: opctl then counts its effects and finds a double call (seed 000's risk RPC, seed 001's WMS)")
+}
+
+// reopen: how flip_skipped would reopen a SKIPPED record, by the action
+// column's declared type (docs/repair.md#reopening-a-skipped-record).
+func (j judge) reopen() Result {
+	id := j.p.Idempotency
+	if id == nil {
+		return res(CheckReopen, Skip, "no idempotency table", "")
+	}
+	if !j.p.HonoursOpctlHeaders {
+		return res(CheckReopen, Pass, "the consumer does not honour opctl's headers: a SKIPPED record is never reopened (a swallowed effect is redriven or made by hand, see headers)", "")
+	}
+	if r, ok := j.noMySQL(CheckReopen); ok {
+		return r
+	}
+	colType := ""
+	if t, ok := j.f.Tables[id.Table]; ok {
+		for i, c := range t.Columns {
+			if strings.EqualFold(c, id.Action) && i < len(t.Types) {
+				colType = t.Types[i]
+			}
+		}
+	}
+	if colType == "" {
+		return res(CheckReopen, Warn, fmt.Sprintf("the type of %s.%s could not be read", id.Table, id.Action), "run opctl schema check")
+	}
+	mode, problem := config.ReopenFor(id, colType)
+	if problem != "" {
+		return res(CheckReopen, Fail, problem, "set idempotency.reopen: delete, or add PENDING to the ENUM")
+	}
+	how := "set to PENDING"
+	if mode == config.ReopenDelete {
+		how = "deleted, its whole row kept in opctl's audit"
+	}
+	return res(CheckReopen, Pass, fmt.Sprintf("%s.%s is %s: a SKIPPED record is reopened by flip_skipped as %s (reopen: %s)", id.Table, id.Action, colType, how, mode), "")
+}
+
+// headers: whether the consumer acts on opctl's replay headers decides
+// which repairs may republish (docs/repair.md#consumers-that-ignore-opctls-headers).
+func (j judge) headers() Result {
+	if j.p.HonoursOpctlHeaders {
+		return res(CheckHeaders, Pass, "honours_opctl_headers: true: a republish resumes at opctl-from-step and forces opctl-force-effect (keep the consumer so)", "")
+	}
+	var redrive []string
+	for _, s := range j.p.Steps {
+		if s.Redrive != "" {
+			redrive = append(redrive, s.Name)
+		}
+	}
+	d := "honours_opctl_headers is not declared: the consumer is taken to read a republished record as a plain redelivery, so a repair republishes only when that redoes nothing that already took effect, and a wrongly skipped effect is "
+	if len(redrive) > 0 {
+		d += "redriven at the downstream (" + strings.Join(redrive, ", ") + ")"
+	} else {
+		d += "made by hand (no step has a redrive URL)"
+	}
+	return res(CheckHeaders, Pass, d, "")
 }
 
 func res(check, status, detail, fix string) Result {

@@ -182,6 +182,60 @@ func TestJudge(t *testing.T) {
 		{name: "time zone unset", yaml: func(s string) string { return strings.Replace(s, "  time_zone: \"+00:00\"\n", "", 1) },
 			check: CheckTimeZone, status: Warn, detail: "SYSTEM (UTC)"},
 		{name: "binlog without binlog evidence", check: CheckBinlog, status: Skip, detail: "no step has binlog evidence"},
+		{name: "commit auto", yaml: func(s string) string {
+			return strings.Replace(s, "    retention: 8d\n", "    retention: 8d\n    commit: auto\n", 1)
+		},
+			check: CheckCommit, status: Warn, detail: "a commit proves nothing"},
+		{name: "commit default with a state table", check: CheckCommit, status: Pass, detail: "commit: after_steps (the default)"},
+		{name: "an unverified remote step", yaml: func(s string) string {
+			return strings.Replace(s, "done_status: DONE", "done_status: DEBIT_DONE", 1) + "      - name: notify\n        kind: remote\n        done_status: DONE\n"
+		},
+			check: CheckUnverified, status: Warn, detail: "remote step(s) notify have neither intent nor probe"},
+		{name: "reopen without idempotency", check: CheckReopen, status: Skip, detail: "no idempotency table"},
+		{name: "reopen by delete on an ENUM without PENDING", yaml: func(s string) string {
+			return strings.Replace(s, "    retention: 8d\n", "    retention: 8d\n    honours_opctl_headers: true\n", 1) + `    idempotency:
+      table: idem
+      key: msg_id
+      action: action
+    entity:
+      query: "SELECT status FROM orders WHERE order_id = ?"
+      lifecycle: [PAID]
+      cancels: [REFUNDED]
+      effect_step: debit
+`
+		}, edit: func(f *sources.DoctorFacts) {
+			f.Tables["idem"] = sources.TableFacts{Exists: true, Columns: []string{"msg_id", "action"}, Types: []string{"varchar(64)", "enum('DONE','SKIPPED')"}}
+		}, check: CheckReopen, status: Pass, detail: "idem.action is enum('DONE','SKIPPED'): a SKIPPED record is reopened by flip_skipped as deleted, its whole row kept in opctl's audit (reopen: delete)"},
+		{name: "reopen: pending on an ENUM without PENDING", yaml: func(s string) string {
+			return strings.Replace(s, "    retention: 8d\n", "    retention: 8d\n    honours_opctl_headers: true\n", 1) + `    idempotency:
+      table: idem
+      key: msg_id
+      action: action
+      reopen: pending
+    entity:
+      query: "SELECT status FROM orders WHERE order_id = ?"
+      lifecycle: [PAID]
+      cancels: [REFUNDED]
+      effect_step: debit
+`
+		}, edit: func(f *sources.DoctorFacts) {
+			f.Tables["idem"] = sources.TableFacts{Exists: true, Columns: []string{"msg_id", "action"}, Types: []string{"varchar(64)", "enum('DONE','SKIPPED')"}}
+		}, check: CheckReopen, status: Fail, detail: "which cannot hold PENDING"},
+		{name: "reopen to PENDING on a VARCHAR", yaml: func(s string) string {
+			return strings.Replace(s, "    retention: 8d\n", "    retention: 8d\n    honours_opctl_headers: true\n", 1) + `    idempotency:
+      table: idem
+      key: msg_id
+      action: action
+    entity:
+      query: "SELECT status FROM orders WHERE order_id = ?"
+      lifecycle: [PAID]
+      cancels: [REFUNDED]
+      effect_step: debit
+`
+		}, edit: func(f *sources.DoctorFacts) {
+			f.Tables["idem"] = sources.TableFacts{Exists: true, Columns: []string{"msg_id", "action"}, Types: []string{"varchar(64)", "varchar(24)"}}
+		}, check: CheckReopen, status: Pass, detail: "set to PENDING (reopen: pending)"},
+		{name: "headers not declared", check: CheckHeaders, status: Pass, detail: "honours_opctl_headers is not declared"},
 		// A step with a binlog block is judged on the server's binlog facts.
 		{name: "binlog evidence, log_bin off", yaml: func(s string) string {
 			return strings.Replace(s, `        evidence: "SELECT id, delta FROM balance_journal WHERE biz_id = ?"
@@ -219,7 +273,7 @@ func TestJudge(t *testing.T) {
 				if r.Status != Pass && r.Status != Skip && r.Fix == "" {
 					t.Errorf("%s is %s without a fix", r.Check, r.Status)
 				}
-				if c.name == "all good" && r.Status != Pass && r.Check != CheckBinlog {
+				if c.name == "all good" && r.Status != Pass && r.Check != CheckBinlog && r.Check != CheckReopen {
 					t.Errorf("all good: %s is %s: %s", r.Check, r.Status, r.Detail)
 				}
 			}

@@ -40,7 +40,7 @@ func (r *Reader) DoctorFacts(ctx context.Context, cfg *config.Config, pipelines 
 				f.MySQLErr = err.Error()
 				return f
 			}
-			f.Tables[t] = sources.TableFacts{Exists: ti.Exists, Columns: ti.Columns}
+			f.Tables[t] = sources.TableFacts{Exists: ti.Exists, Columns: ti.Columns, Types: ti.Types}
 		}
 		for _, sn := range snippets(p) {
 			fact := sources.SnippetFact{Pipeline: p.Name, What: sn[0]}

@@ -222,6 +222,9 @@ type Need struct {
 	// DDL is the statement that adds the index, named IndexName.
 	DDL       string
 	IndexName string
+	// Alt, when set, is a walk that serves the checks as well when no
+	// index serves this one (reconcile's Requirement.Alt).
+	Alt *Need
 }
 
 // Check compares the database with the pipelines: every configured table
@@ -335,6 +338,14 @@ func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, need
 // continue (the primary key, or q.Key), and whether it holds the key the
 // walk reads; for a lookup, one whose leading columns are q.Columns.
 func serving(ti mysqlsrc.TableInfo, q Need) (string, bool, bool) {
+	if q.Alt != nil {
+		if name, holds, ok := serving(ti, Need{Walk: q.Walk, Columns: q.Columns, Key: q.Key, Reads: q.Reads}); ok {
+			return name, holds, ok
+		}
+		if name, holds, ok := serving(ti, *q.Alt); ok {
+			return name, holds, ok
+		}
+	}
 	if q.Walk {
 		use, ok := ti.WalkIndex(q.Columns, q.Key, q.Reads...)
 		return use.Index.Name, use.Holds(q.Key), ok
