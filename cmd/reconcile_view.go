@@ -163,6 +163,20 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 			b.WriteString("  " + ui.Safe(d) + "\n")
 		}
 	}
+	// What a check could not reach is said, whatever else it found
+	// (docs/reconcile.md#steps-without-a-scan-block).
+	var uncovered []string
+	for _, c := range sum.Checks {
+		for _, u := range c.Uncovered {
+			uncovered = append(uncovered, ui.Safe(c.Pipeline)+"/"+ui.Safe(c.Check)+" cannot reach step "+ui.Safe(u))
+		}
+	}
+	if len(uncovered) > 0 {
+		b.WriteString("\n" + v.st.Watch.Render("NOT COVERED") + "\n")
+		for _, u := range uncovered {
+			b.WriteString(wrapIndent("  "+u, v.width, "    ") + "\n")
+		}
+	}
 	fmt.Fprintf(&b, "\n%d target(s) among %d candidate(s); %d rows read in %.1fs\n", sum.Targets, sum.Candidates, sum.Rows, sum.Seconds)
 	if len(sum.Lag) > 0 {
 		lags := make([]string, len(sum.Lag))

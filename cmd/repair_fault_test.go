@@ -165,8 +165,11 @@ func TestApplyRaceProcesses(t *testing.T) {
 				case effects == 0:
 					lost++
 				}
+				// On a loaded machine the second process may start only
+				// once the first finished: it then says "already applied"
+				// without "by another apply", which is as true.
 				if code1 != 0 || code2 != 0 || effects != 1 || posts != 1 || f.auditOutcomes(t) != "applied" ||
-					!strings.Contains(out2, "already applied by another apply") {
+					!strings.Contains(out2, "already applied") {
 					t.Errorf("round %d: exits %d and %d, %d POSTs, %d effects, audit %q\nsecond:\n%s%s\nfirst:\n%s", round, code1, code2, posts, effects, f.auditOutcomes(t), out2, err2, p.stderr)
 				}
 			}

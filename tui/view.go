@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,7 +66,9 @@ func (m Model) title() string {
 	if m.opts.Pipeline != "" {
 		scope = "pipeline " + shown(m.opts.Pipeline)
 	}
-	t := fmt.Sprintf("opctl tui · %s · since %s · every %s", scope, fmtDur(m.opts.Since), fmtDur(m.opts.Refresh))
+	// Every filter in force is named: an operation younger than
+	// --older-than is not listed as stuck (docs/tui.md).
+	t := fmt.Sprintf("opctl tui · %s · since %s · older than %s · every %s", scope, fmtDur(m.opts.Since), fmtDur(m.opts.OlderThan), fmtDur(m.opts.Refresh))
 	if m.opts.Incident != "" {
 		t += " · incident " + shown(m.opts.Incident)
 	}
@@ -78,6 +81,10 @@ func (m Model) title() string {
 		right = m.spin.View() + " refreshing"
 	case !m.refreshed.IsZero():
 		right = "read " + m.refreshed.Format("15:04:05")
+	}
+	if room := m.width - ansi.StringWidth(right) - 1; right != "" && ansi.StringWidth(t) > room && room > 10 {
+		// The refresh state stays in view; the title gives way.
+		t = ansi.Truncate(t, room, "…")
 	}
 	return m.st.Title.Render(t) + pad(m.width-ansi.StringWidth(t)-ansi.StringWidth(right)) + right
 }
@@ -104,6 +111,22 @@ func (m Model) counts() string {
 	head := fmt.Sprintf("%d operation(s)", len(m.items))
 	if m.filter != "" {
 		head += fmt.Sprintf(", %d match /%s", len(m.visible), shown(m.filter))
+	}
+	if m.summary != nil {
+		// What no check could reach is said, not hidden
+		// (docs/reconcile.md#steps-without-a-scan-block).
+		var unc []string
+		for _, c := range m.summary.Checks {
+			for _, u := range c.Uncovered {
+				step, _, _ := strings.Cut(u, ":")
+				if s := shown(c.Pipeline) + "/" + shown(step); !slices.Contains(unc, s) {
+					unc = append(unc, s)
+				}
+			}
+		}
+		if len(unc) > 0 {
+			head += " · not covered: " + strings.Join(unc, ", ")
+		}
 	}
 	switch {
 	case len(parts) > 0:

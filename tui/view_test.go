@@ -99,3 +99,22 @@ func TestValuesAreShownSafely(t *testing.T) {
 		t.Fatalf("detail: %q", v)
 	}
 }
+
+// The header names the steps no check could reach (a pipeline whose WMS
+// step has no scan block and no state table), so an empty list is not read
+// as "nothing wrong" where nothing was looked at.
+func TestHeaderNamesUncoveredSteps(t *testing.T) {
+	f := newFake(t)
+	m := New(context.Background(), f.options(), NewStyles(io.Discard, false))
+	m.width = 200
+	m.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
+		{Pipeline: "fulfilment", Check: reconcile.CheckDuplicates, Uncovered: []string{"wms_lock: no scan block, and no state table"}},
+		{Pipeline: "fulfilment", Check: reconcile.CheckOrphans, Uncovered: []string{"wms_lock: no scan block"}},
+	}}
+	if got := m.counts(); !strings.Contains(got, "not covered: fulfilment/wms_lock") || strings.Count(got, "wms_lock") != 1 {
+		t.Errorf("header %q", got)
+	}
+	if got := m.title(); !strings.Contains(got, "older than") || !strings.Contains(got, "since 1h") {
+		t.Errorf("title %q does not name --since and --older-than", got)
+	}
+}
