@@ -48,8 +48,18 @@ func (e *Env) Triage(ctx context.Context, svc *repair.Service, pipeline, bizID s
 	return t.Ops[0].Report, nil
 }
 
+// Where is `opctl where ID --pipeline P`: Triage, and the NEXT lines the
+// planner makes of a verdict that calls for a plan, as opctl prints them.
+func (e *Env) Where(ctx context.Context, svc *repair.Service, pipeline, bizID string) (inspect.Report, error) {
+	t, err := svc.Where(ctx, bizID, pipeline)
+	if err != nil {
+		return inspect.Report{}, err
+	}
+	return t.Ops[0].Report, nil
+}
+
 // Check triages every expectation of the results with the same code as
-// `opctl where` and compares verdicts.
+// `opctl where` (its NEXT lines included) and compares verdicts.
 func (e *Env) Check(ctx context.Context, results []Result) ([]Check, error) {
 	svc, closeFn, err := e.Service(5 * time.Second)
 	if err != nil {
@@ -59,7 +69,7 @@ func (e *Env) Check(ctx context.Context, results []Result) ([]Check, error) {
 	var out []Check
 	for _, res := range results {
 		for _, x := range res.Expect {
-			r, err := e.Triage(ctx, svc, x.Pipeline, x.BizID)
+			r, err := e.Where(ctx, svc, x.Pipeline, x.BizID)
 			if err != nil {
 				return out, err
 			}

@@ -35,8 +35,16 @@ var schemaSQL string
 //go:embed opctl.yaml.tmpl
 var configTmpl string
 
-//go:embed schema_seed000.sql
-var seedSchemaSQL string
+// The seeds' own schemas, each kept identical to testdata/schema/seedNNN.sql
+// below its header (TestSeedSchemaIsTestdata).
+var (
+	//go:embed schema_seed000.sql
+	seed000SQL string
+	//go:embed schema_seed001.sql
+	seed001SQL string
+	//go:embed schema_seed003.sql
+	seed003SQL string
+)
 
 // Topics are the lab's topics with their partition counts.
 func Topics() map[string]int32 {
@@ -44,7 +52,7 @@ func Topics() map[string]int32 {
 		"settlement-event": 8, "settlement-anchored": 8,
 		"order-fulfilment": 8, "fulfilment-anchored": 8,
 		"order-event": 8, "order-event-anchored": 8,
-		"settlement-seed": 8,
+		"settlement-seed": 8, "fulfilment-seed": 8, "order-event-seed": 8,
 	}
 }
 
@@ -69,10 +77,12 @@ type Options struct {
 	Timings consumer.Timings
 }
 
-// Env is a running lab: a database with the lab schema, a Kafka cluster, two
-// sets of downstream services (one for the naive consumers, one for the
-// anchored ones, so that a probe by biz_id never sees the other family's
-// effects) and an opctl.yaml that points opctl at all of it.
+// Env is a running lab: a database with the lab schema, the seeds' own
+// schemas in databases of their own, a Kafka cluster, three sets of
+// downstream services (one for the naive consumers, one for the anchored
+// ones, one for the seeds' own consumers, so that a probe by biz_id never
+// sees another family's effects) and an opctl.yaml that points opctl at all
+// of it.
 type Env struct {
 	DB *sql.DB
 	// DSN reaches the lab database (parseTime, UTC).
@@ -81,16 +91,21 @@ type Env struct {
 	Cluster  *cluster.Cluster
 	Naive    *downstream.Set
 	Anchored *downstream.Set
+	// Seeds are the downstream services of the seed pipelines
+	// (settlement_seed, fulfilment_seed, orders_seed), answering at the
+	// paths the seeds' presets use (lab/downstream).
+	Seeds *downstream.Set
 	// ConfigPath is the rendered opctl.yaml; Config is it loaded.
 	ConfigPath string
 	Config     *config.Config
 
-	// Binlog is true when the server keeps a ROW binlog: the lab then also
-	// has seed 000's own schema in SeedDBName (SeedDB), pipeline
-	// settlement_seed, and the scenarios of BinlogScenarios.
-	Binlog     bool
-	SeedDBName string
-	SeedDB     *sql.DB
+	// Seed001 and Seed003 hold seeds 001's and 003's own schemas
+	// (pipelines fulfilment_seed and orders_seed, SeedScenarios), on every
+	// server. Seed000 holds seed 000's (pipeline settlement_seed,
+	// BinlogScenarios) only when the server keeps a ROW binlog (Binlog):
+	// its double debit is in no table.
+	Seed000, Seed001, Seed003 SeedDB
+	Binlog                    bool
 
 	root *sql.DB
 	// inflight are consumers a scenario left running (in-flight-lease).
@@ -99,6 +114,13 @@ type Env struct {
 	timings consumer.Timings
 	tmpDir  string
 	closer  []func()
+}
+
+// SeedDB is a database holding one seed's own schema, as its team has it:
+// <lab database>_seedNNN. Its Name is empty when the lab has none.
+type SeedDB struct {
+	Name string
+	DB   *sql.DB
 }
 
 // Start creates the lab database, loads the schema, starts the cluster and the
@@ -155,7 +177,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}
 
-	if err := e.startSeed(ctx, cfg); err != nil {
+	if err := e.startSeeds(ctx, cfg, opts.SerialWrites); err != nil {
 		return nil, err
 	}
 
@@ -166,6 +188,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("lab: downstream services: %v", err)
 	}
 	if e.Anchored, err = downstream.StartSet(); err != nil {
+		return nil, fmt.Errorf("lab: downstream services: %v", err)
+	}
+	if e.Seeds, err = downstream.StartSet(); err != nil {
 		return nil, fmt.Errorf("lab: downstream services: %v", err)
 	}
 	if e.tmpDir, err = os.MkdirTemp("", "opctl-lab-"); err != nil {
@@ -208,7 +233,10 @@ func (e *Env) renderConfig(dsn string) string {
 		"BrokersYAML": strings.Join(quoted, ", "),
 		"Naive":       e.Naive.URLs(),
 		"Anchored":    e.Anchored.URLs(),
-		"SeedDB":      e.SeedDBName,
+		"Seeds":       e.Seeds.URLs(),
+		"Seed000DB":   e.Seed000.Name,
+		"Seed001DB":   e.Seed001.Name,
+		"Seed003DB":   e.Seed003.Name,
 	})
 	return sb.String()
 }
@@ -239,17 +267,23 @@ func (e *Env) Close() {
 	if e.Anchored != nil {
 		e.Anchored.Close()
 	}
+	if e.Seeds != nil {
+		e.Seeds.Close()
+	}
 	if e.Cluster != nil {
 		e.Cluster.Close()
 	}
 	if e.DB != nil {
 		e.DB.Close()
 	}
-	if e.SeedDB != nil {
-		e.SeedDB.Close()
+	seeds := []SeedDB{e.Seed000, e.Seed001, e.Seed003}
+	for _, s := range seeds {
+		if s.DB != nil {
+			s.DB.Close()
+		}
 	}
 	if e.root != nil {
-		for _, name := range []string{e.DBName, e.SeedDBName} {
+		for _, name := range []string{e.DBName, seeds[0].Name, seeds[1].Name, seeds[2].Name} {
 			if name == "" {
 				continue
 			}
@@ -264,32 +298,52 @@ func (e *Env) Close() {
 	}
 }
 
-// startSeed creates seed 000's own schema (schema_seed000.sql: no journal,
-// no state table) in a second database when the server keeps a ROW binlog,
-// the only place its double debit can be seen. Without one (the embedded
-// server of lab/demo, a server with log_bin off) it does nothing.
-func (e *Env) startSeed(ctx context.Context, cfg *mysql.Config) error {
+// startSeeds creates the seeds' own schemas, each in a database of its own
+// (their tables share names with the lab's: orders, idempotent,
+// fulfil_order): seed 001's and seed 003's always, seed 000's
+// (schema_seed000.sql: no journal, no state table) only when the server
+// keeps a ROW binlog, the only place its double debit can be seen (not the
+// embedded server of lab/demo, nor a server with log_bin off).
+func (e *Env) startSeeds(ctx context.Context, cfg *mysql.Config, serial bool) error {
 	var logBin int
 	var format string
-	if err := e.DB.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format); err != nil || logBin == 0 || !strings.EqualFold(format, "ROW") {
-		return nil
+	if err := e.DB.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format); err == nil && logBin != 0 && strings.EqualFold(format, "ROW") {
+		e.Binlog = true
 	}
-	e.SeedDBName = e.DBName + "_seed"
-	if _, err := e.root.ExecContext(ctx, "CREATE DATABASE "+config.QuoteIdent(e.SeedDBName)); err != nil {
-		return fmt.Errorf("lab: create database %s: %v", e.SeedDBName, err)
-	}
-	c := *cfg
-	c.DBName = e.SeedDBName
-	var err error
-	if e.SeedDB, err = sql.Open("mysql", c.FormatDSN()); err != nil {
-		return err
-	}
-	for _, stmt := range SplitSQL(seedSchemaSQL) {
-		if _, err := e.SeedDB.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("lab: seed 000 schema: %v\n%s", err, stmt)
+	for _, s := range []struct {
+		n   string
+		dst *SeedDB
+		sql string
+		on  bool
+	}{
+		{"000", &e.Seed000, seed000SQL, e.Binlog},
+		{"001", &e.Seed001, seed001SQL, true},
+		{"003", &e.Seed003, seed003SQL, true},
+	} {
+		if !s.on {
+			continue
+		}
+		name := e.DBName + "_seed" + s.n
+		if _, err := e.root.ExecContext(ctx, "CREATE DATABASE "+config.QuoteIdent(name)); err != nil {
+			return fmt.Errorf("lab: create database %s: %v", name, err)
+		}
+		s.dst.Name = name
+		c := *cfg
+		c.DBName = name
+		db, err := sql.Open("mysql", c.FormatDSN())
+		if err != nil {
+			return err
+		}
+		s.dst.DB = db
+		if serial {
+			db.SetMaxOpenConns(1)
+		}
+		for _, stmt := range SplitSQL(s.sql) {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("lab: seed %s schema: %v\n%s", s.n, err, stmt)
+			}
 		}
 	}
-	e.Binlog = true
 	return nil
 }
 

@@ -85,8 +85,9 @@ func killAll(cs []*consumer.Consumer) {
 	wg.Wait()
 }
 
-// Select returns the named scenarios (every one when names is empty) in the
-// order of Scenarios(), each once; a name that is no scenario is an error.
+// Select returns the named scenarios (every one of Scenarios() when names
+// is empty) in the order of Scenarios(), BinlogScenarios() and
+// SeedScenarios(), each once; a name that is no scenario is an error.
 func Select(names []string) ([]Scenario, error) {
 	want := map[string]bool{}
 	for _, n := range names {
@@ -101,7 +102,7 @@ func Select(names []string) ([]Scenario, error) {
 			list = append(list, s)
 		}
 	}
-	for _, s := range BinlogScenarios() {
+	for _, s := range append(BinlogScenarios(), SeedScenarios()...) {
 		if want[s.Name] {
 			list = append(list, s)
 		}
@@ -109,10 +110,15 @@ func Select(names []string) ([]Scenario, error) {
 	return list, nil
 }
 
+// allScenarios are Scenarios, BinlogScenarios and SeedScenarios.
+func allScenarios() []Scenario {
+	return append(append(Scenarios(), BinlogScenarios()...), SeedScenarios()...)
+}
+
 // ScenarioNames lists the scenarios in the order they run.
 func ScenarioNames() []string {
 	var out []string
-	for _, s := range append(Scenarios(), BinlogScenarios()...) {
+	for _, s := range allScenarios() {
 		out = append(out, s.Name)
 	}
 	return out
@@ -120,7 +126,7 @@ func ScenarioNames() []string {
 
 // isScenario reports whether name is a scenario.
 func isScenario(name string) bool {
-	for _, s := range append(Scenarios(), BinlogScenarios()...) {
+	for _, s := range allScenarios() {
 		if s.Name == name {
 			return true
 		}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -72,7 +73,18 @@ func Scenarios() []Scenario {
 // knows their names.
 func BinlogScenarios() []Scenario {
 	return []Scenario{
-		{Name: "settlement-double-debit-seed", Seed: "000", Title: "settlement-double-debit on seed 000's own tables (no journal, no state): only the binlog shows the second debit", run: doubleDebitSeed},
+		{Name: "settlement-double-debit-seed", Seed: "000", Title: "settlement-double-debit on seed 000's own tables (no journal, no state, autocommit): only the binlog shows the second debit", run: doubleDebitSeed},
+	}
+}
+
+// SeedScenarios are seeds 001's and 003's incidents on the seeds' own
+// schemas (Env.Seed001, Env.Seed003), with consumers written as those
+// teams wrote theirs. They run on every server, the embedded one too.
+// They are not in Scenarios(); Select knows their names.
+func SeedScenarios() []Scenario {
+	return []Scenario{
+		{Name: "fulfilment-wms-timeout-seed", Seed: "001", Title: "fulfilment-wms-timeout on seed 001's own tables (the order row's PROCESSING/DONE mark, no intents): WMS locks twice; only its journal shows it", run: wmsTimeoutSeed},
+		{Name: "order-wrongly-skipped-seed", Seed: "003", Title: "order-wrongly-skipped on seed 003's own tables (idempotent without biz_id, ENUM actions): PAID recorded SKIPPED, points never granted", run: wronglySkippedSeed},
 	}
 }
 
@@ -130,7 +142,12 @@ func (e *Env) consumerConfig(pipeline, clientID string) (consumer.Config, error)
 	}
 	db := e.DB
 	if design == consumer.Seed {
-		db = e.SeedDB // the seed's own tables
+		// The seed's own tables and the seeds' downstreams.
+		services = URLs(e.Seeds)
+		db = map[consumer.Kind]*sql.DB{consumer.Settlement: e.Seed000.DB, consumer.Fulfilment: e.Seed001.DB, consumer.Orders: e.Seed003.DB}[kind]
+		if db == nil {
+			return consumer.Config{}, fmt.Errorf("lab: pipeline %s: the lab has no database with the seed's own schema", pipeline)
+		}
 	}
 	return consumer.Config{Kind: kind, Design: design, Topic: p.Topic, Group: p.Group, ClientID: clientID,
 		Brokers: e.Cluster.Brokers, DB: db, Services: services, RPCTimeout: time.Second}, nil
@@ -148,8 +165,12 @@ func kindOf(pipeline string) (consumer.Kind, consumer.Design) {
 		return consumer.Fulfilment, consumer.Naive
 	case "fulfilment_anchored":
 		return consumer.Fulfilment, consumer.Anchored
+	case "fulfilment_seed":
+		return consumer.Fulfilment, consumer.Seed
 	case "orders":
 		return consumer.Orders, consumer.Naive
+	case "orders_seed":
+		return consumer.Orders, consumer.Seed
 	}
 	return consumer.Orders, consumer.Anchored
 }
@@ -301,7 +322,10 @@ func (r *run) brokerBlip(ctx context.Context, pipeline string, healthy, affected
 }
 
 // doubleDebitSeed is doubleDebit on seed 000's own tables: the broker blip
-// after the RPC, the re-read, the second debit that no table records.
+// after the RPC, the re-read, the second debit that no table records; then
+// a look-alike, PAY-BL-3, that debits the same account by the same amount
+// once, inside PAY-BL-1's window: the binlog holds three changes of account
+// 3001 by −30.00, two of them PAY-BL-1's.
 func doubleDebitSeed(ctx context.Context, r *run) error {
 	if !r.e.Binlog {
 		return fmt.Errorf("lab: %s needs a server with log_bin ON and binlog_format=ROW (the embedded server of lab/demo has no binlog): run the demo with --mysql-dsn on such a server", "settlement-double-debit-seed")
@@ -310,17 +334,33 @@ func doubleDebitSeed(ctx context.Context, r *run) error {
 		id      int64
 		balance string
 	}{{3001, "500.00"}, {3002, "500.00"}} {
-		if _, err := r.e.SeedDB.ExecContext(ctx, "INSERT INTO account_balance (account_id, balance) VALUES (?, ?)", a.id, a.balance); err != nil {
+		if _, err := r.e.Seed000.DB.ExecContext(ctx, "INSERT INTO account_balance (account_id, balance) VALUES (?, ?)", a.id, a.balance); err != nil {
 			return fmt.Errorf("lab: seed account: %v", err)
 		}
 	}
 	if err := r.brokerBlip(ctx, "settlement_seed", settle("PAY-BL-2", 3002, "30.00"), settle("PAY-BL-1", 3001, "30.00")); err != nil {
 		return err
 	}
+	// The look-alike's message comes after PAY-BL-1's second debit by more
+	// than the 1 s a binlog step's window opens before an operation's
+	// message, plus the binlog's 1 s resolution: its window holds its own
+	// change only, PAY-BL-1's holds all three.
+	select {
+	case <-time.After(2500 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := r.produce("settlement_seed", settle("PAY-BL-3", 3001, "30.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-BL-3", "committed"); err != nil {
+		return err
+	}
 	r.expect("settlement_seed", "PAY-BL-1", "DUPLICATE_EFFECT", true)
-	r.expect("settlement_seed", "PAY-BL-2", "INCOMPLETE", false)
-	r.invariant("seed account 3001 = 500.00 − 30.00 (one debit)", seedBalanceIs(3001, "470.00"))
-	r.invariant("one risk notification for PAY-BL-1", netEffects(func(e *Env) interface{ Net(string) int } { return e.Naive.Notify }, "notify", "PAY-BL-1", 1))
+	r.expect("settlement_seed", "PAY-BL-2", "COMPLETE", false)
+	r.expect("settlement_seed", "PAY-BL-3", "COMPLETE", false)
+	r.invariant("seed account 3001 = 500.00 − 30.00 (PAY-BL-1) − 30.00 (PAY-BL-3)", seedBalanceIs(3001, "440.00"))
+	r.invariant("seed account 3002 = 500.00 − 30.00 (PAY-BL-2)", seedBalanceIs(3002, "470.00"))
 	return nil
 }
 
@@ -328,11 +368,136 @@ func doubleDebitSeed(ctx context.Context, r *run) error {
 func seedBalanceIs(account int64, want string) func(ctx context.Context, e *Env) (bool, string, error) {
 	return func(ctx context.Context, e *Env) (bool, string, error) {
 		var got string
-		if err := e.SeedDB.QueryRowContext(ctx, "SELECT CAST(balance AS CHAR) FROM account_balance WHERE account_id = ?", account).Scan(&got); err != nil {
+		if err := e.Seed000.DB.QueryRowContext(ctx, "SELECT CAST(balance AS CHAR) FROM account_balance WHERE account_id = ?", account).Scan(&got); err != nil {
 			return false, "", err
 		}
 		return got == want, fmt.Sprintf("seed account %d balance %s, want %s", account, got, want), nil
 	}
+}
+
+// wmsTimeoutSeed is seed 001's incident on its own tables: WMS locks
+// SO-7001:PAID but answers after the consumer's 1 s timeout while a second
+// member joins; the message is run again from the top (its row is still
+// PROCESSING) with a new request id, and WMS locks again. SO-7002:PAID is
+// a healthy operation; SO-7001:SPLIT, the same order's next event, locks
+// stock once: WMS holds two locks for order SO-7001, one per operation.
+func wmsTimeoutSeed(ctx context.Context, r *run) error {
+	if _, err := r.consumerFor(ctx, "fulfilment_seed", "fulfilment-seed-c-1", nil, nil); err != nil {
+		return err
+	}
+	if err := r.produce("fulfilment_seed", fulfil("SO-7002:PAID")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "SO-7002:PAID", "committed"); err != nil {
+		return err
+	}
+	locked := make(chan struct{}, 1)
+	wms := r.e.Seeds.WMS
+	wms.OnCall(func(c downstream.Call) {
+		if c.BizID == "SO-7001:PAID" {
+			select {
+			case locked <- struct{}{}:
+			default:
+			}
+		}
+	})
+	wms.SetFault("SO-7001:PAID", downstream.Fault{Delay: 2500 * time.Millisecond, Times: 1})
+	if err := r.produce("fulfilment_seed", fulfil("SO-7001:PAID")); err != nil {
+		return err
+	}
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for WMS to lock SO-7001:PAID: %v (events: %s)", ctx.Err(), r.rec.summary())
+	}
+	if _, err := r.consumerFor(ctx, "fulfilment_seed", "fulfilment-seed-c-2", nil, nil); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "SO-7001:PAID", "committed"); err != nil {
+		return err
+	}
+	if err := r.produce("fulfilment_seed", fulfil("SO-7001:SPLIT")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "SO-7001:SPLIT", "committed"); err != nil {
+		return err
+	}
+	r.expect("fulfilment_seed", "SO-7001:PAID", "DUPLICATE_EFFECT", true)
+	r.expect("fulfilment_seed", "SO-7002:PAID", "COMPLETE", false)
+	r.expect("fulfilment_seed", "SO-7001:SPLIT", "COMPLETE", false)
+	locks := func(e *Env) interface{ Net(string) int } { return e.Seeds.WMS }
+	r.invariant("one WMS lock for SO-7001:PAID", netEffects(locks, "WMS locks", "SO-7001:PAID", 1))
+	r.invariant("one WMS lock for SO-7001:SPLIT", netEffects(locks, "WMS locks", "SO-7001:SPLIT", 1))
+	r.invariant("one waybill for SO-7001:PAID", netEffects(func(e *Env) interface{ Net(string) int } { return e.Seeds.Logistics }, "waybills", "SO-7001:PAID", 1))
+	return nil
+}
+
+// seedOrderEvent is a seed 003 order event: expectedStatus is PAID for
+// both events (PAID grants points; SHIPPED moves a PAID order to SHIPPED).
+func seedOrderEvent(msgID string, orderID int64, event string) consumer.OrderEvent {
+	return consumer.OrderEvent{MsgID: msgID, OrderID: orderID, ExpectedStatus: "PAID", EventType: event}
+}
+
+// wronglySkippedSeed is seed 003's incident on its own tables, with its
+// ids: order 8821's SHIPPED event msg-7392 reaches the log before its PAID
+// event msg-7391 (the PAID producer retried through the brokers' rolling
+// restart) while the consumers roll too (a rebalance hands the partition to
+// a new member); the new member ships 8821, then finds it SHIPPED ≠ PAID
+// and records msg-7391 SKIPPED: the points are never granted. Order 8822
+// was refunded: its PAID is rightly SKIPPED. Order 8823 is paid and
+// granted. Order 8824 is the look-alike: granted and shipped in order,
+// then its PAID re-sent by the upstream under a new msg id and SKIPPED
+// (the order is SHIPPED), its points granted once: a SKIPPED record on
+// a shipped order that is not wrong.
+func wronglySkippedSeed(ctx context.Context, r *run) error {
+	db := r.e.Seed003.DB
+	for id, st := range map[int64]string{8821: "PAID", 8822: "REFUNDED", 8823: "PAID", 8824: "PAID"} {
+		if _, err := db.ExecContext(ctx, "INSERT INTO orders (order_id, status, created_at, updated_at) VALUES (?, ?, NOW(3), NOW(3))", id, st); err != nil {
+			return fmt.Errorf("lab: seed 003 order %d: %v", id, err)
+		}
+	}
+	c1, err := r.consumerFor(ctx, "orders_seed", "order-seed-c-1", nil, nil)
+	if err != nil {
+		return err
+	}
+	send := func(evs ...consumer.OrderEvent) error {
+		for _, ev := range evs {
+			if _, _, err := consumer.ProduceOrderEvent(r.producer, r.e.Config.Pipeline("orders_seed").Topic, ev); err != nil {
+				return err
+			}
+		}
+		for _, ev := range evs {
+			if _, err := r.rec.wait(ctx, func(x consumer.Event) bool { return x.MsgID == ev.MsgID && x.What == "committed" }, ev.MsgID+" committed"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := send(seedOrderEvent("msg-8824-paid", 8824, consumer.EventPaid), seedOrderEvent("msg-8824-shipped", 8824, consumer.EventShipped),
+		seedOrderEvent("msg-8823-paid", 8823, consumer.EventPaid), seedOrderEvent("msg-8822-paid", 8822, consumer.EventPaid)); err != nil {
+		return err
+	}
+	// The rolling restart: a new member joins, the old one leaves.
+	if _, err := r.consumerFor(ctx, "orders_seed", "order-seed-c-2", nil, nil); err != nil {
+		return err
+	}
+	if err := c1.Stop(); err != nil {
+		return err
+	}
+	if err := send(seedOrderEvent("msg-7392", 8821, consumer.EventShipped), seedOrderEvent("msg-7391", 8821, consumer.EventPaid),
+		seedOrderEvent("msg-8824-paid-resent", 8824, consumer.EventPaid)); err != nil {
+		return err
+	}
+	r.expect("orders_seed", "8821", "WRONGLY_SKIPPED", true)
+	r.expect("orders_seed", "8822", "SKIPPED_OK", false)
+	r.expect("orders_seed", "8823", "COMPLETE", false)
+	r.expect("orders_seed", "8824", "COMPLETE", false)
+	points := func(e *Env) interface{ Net(string) int } { return e.Seeds.Points }
+	r.invariant("one points grant for paid order 8821", netEffects(points, "points grants", "8821", 1))
+	r.invariant("no points for refunded order 8822", netEffects(points, "points grants", "8822", 0))
+	r.invariant("one points grant for order 8823", netEffects(points, "points grants", "8823", 1))
+	r.invariant("one points grant for order 8824 (its re-sent PAID skipped)", netEffects(points, "points grants", "8824", 1))
+	return nil
 }
 
 func wmsTimeout(ctx context.Context, r *run) error {

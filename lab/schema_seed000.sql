@@ -1,6 +1,6 @@
 -- Kept identical to testdata/schema/seed000.sql (lab TestSeedSchemaIsTestdata checks it):
--- the lab loads it into its second database, <lab database>_seed, when the
--- server has a binlog.
+-- the lab loads it into its database <lab database>_seed000 when the server
+-- keeps a ROW binlog.
 -- Seed 000 exactly as its author describes it (settlement: debit -> ledger ->
 -- risk/clearing RPC): the debit is a plain guarded UPDATE of account_balance
 --   UPDATE account_balance SET balance = balance - ? WHERE account_id = ? AND balance >= ?

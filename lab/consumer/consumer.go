@@ -1,5 +1,6 @@
 // Package consumer holds the incident lab's reference consumers: one per
-// pipeline (settlement, fulfilment, orders) and design (naive, anchored).
+// pipeline (settlement, fulfilment, orders) and design (naive, anchored,
+// seed: the seed's own consumer on the seed's own tables).
 //
 // Naive consumers reproduce the seeds' original designs, bugs included:
 // effects with no anchor, a state row written after each effect in its own
@@ -50,9 +51,14 @@ const (
 	Naive Design = "naive"
 	// Anchored is docs/design.md's design: state row, lease, CAS, intents.
 	Anchored Design = "anchored"
-	// Seed is seed 000's consumer exactly as its author describes it, on
-	// its own tables (testdata/schema/seed000.sql in Config.DB): a plain
-	// guarded UPDATE, a ledger insert stopped by its unique key, no state.
+	// Seed is the seed's consumer exactly as its author describes it, on
+	// the seed's own tables in Config.DB (testdata/schema/seed000.sql,
+	// seed001.sql, seed003.sql): seed 000's plain guarded UPDATE and ledger
+	// insert stopped by its unique key, no state; seed 001's order row
+	// marked PROCESSING then DONE around two RPCs with a new request id
+	// each time; seed 003's skip by status equality, recorded in an
+	// idempotency table without a biz_id. They ignore opctl's replay
+	// headers, as the seeds' consumers do.
 	Seed Design = "seed"
 )
 
@@ -339,11 +345,8 @@ func (cfg *Config) validate() error {
 	switch cfg.Design {
 	case Naive, Anchored:
 	case Seed:
-		if cfg.Kind != Settlement {
-			return fmt.Errorf("consumer: design seed is seed 000's settlement consumer, not %s", cfg.Kind)
-		}
 		if cfg.ResumeFromState {
-			return errors.New("consumer: seed 000's consumer has no state row to resume from")
+			return errors.New("consumer: the seeds' consumers are as their teams wrote them: no post-incident fix (ResumeFromState)")
 		}
 	default:
 		return fmt.Errorf("consumer: unknown design %q (want naive, anchored or seed)", cfg.Design)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 )
 
 // Fulfilment steps (opctl.yaml.tmpl, pipelines fulfilment and
@@ -53,11 +56,7 @@ func (p *fulfilmentNaive) process(ctx context.Context, d *delivery) result {
 		}
 	}
 	remote := func(base, name string) func() (string, bool, error) {
-		return func() (string, bool, error) {
-			rid := freshRequestID(m.BizID, name)
-			_, err := c.call(ctx, base, rid, m.BizID, fulfilmentPayload(m))
-			return rid, false, err
-		}
+		return c.freshCall(ctx, base, name, m, fulfilmentPayload(m))
 	}
 	for _, s := range []struct {
 		name, done string
@@ -137,4 +136,85 @@ func (p *fulfilmentAnchored) notice(ctx context.Context, d *delivery) result {
 		_, err := tx.ExecContext(ctx, "INSERT INTO ful_outbox (biz_id, kind, payload, created_at) VALUES (?, 'notice', ?, NOW(3))", d.m.BizID, noticePayload(d.m))
 		return "", err
 	})
+}
+
+// Seed 001's statuses of fulfil_order.status (its attempt 3).
+const (
+	seedProcessing = "PROCESSING"
+	seedDone       = "DONE"
+)
+
+// fulfilmentSeed is seed 001's consumer on the seed's own tables
+// (testdata/schema/seed001.sql), with their attempt 3: step 1 writes the
+// business row with status PROCESSING (its unique biz_id, order number +
+// event type, stops a second row, which is taken as "already written"),
+// WMS and logistics are called with a new request id on every attempt and
+// nothing records them, and the outbox notice is written with the update
+// to DONE in one transaction. A redelivered record whose row is DONE is
+// left alone; one whose row is PROCESSING runs again from the top ("only
+// the whole message can be rerun"), so WMS is called again: the double
+// lock. The offset is committed after the last step.
+type fulfilmentSeed struct{ c *Consumer }
+
+func (p *fulfilmentSeed) steps() []string                    { return fulfilmentSteps() }
+func (p *fulfilmentSeed) release(context.Context, *delivery) {}
+
+// seedOrder splits a seed 001 biz id, order number + ":" + event type.
+func seedOrder(bizID string) (orderNo, event string, err error) {
+	orderNo, event, ok := strings.Cut(bizID, ":")
+	if !ok || orderNo == "" || event == "" {
+		return "", "", fmt.Errorf("seed 001 biz_id %q is not <order number>:<event type>", bizID)
+	}
+	return orderNo, event, nil
+}
+
+func (p *fulfilmentSeed) process(ctx context.Context, d *delivery) result {
+	c, db, m := p.c, p.c.cfg.DB, d.m
+	orderNo, event, err := seedOrder(m.BizID)
+	if err != nil {
+		return invalid(err.Error())
+	}
+	var status string
+	err = db.QueryRowContext(ctx, "SELECT status FROM fulfil_order WHERE biz_id = ?", m.BizID).Scan(&status)
+	switch {
+	case err == nil && status == seedDone:
+		c.emitD(d, "already_done", "", "fulfil_order status DONE")
+		return done()
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return c.failed(ctx, err)
+	}
+	none := func() error { return nil } // the row is the only marker
+	remote := func(base, name string) func() (string, bool, error) {
+		return c.freshCall(ctx, base, name, m, fulfilmentPayload(m))
+	}
+	for _, s := range []struct {
+		name   string
+		effect func() (string, bool, error)
+	}{
+		{stepOrderRow, func() (string, bool, error) {
+			_, err := db.ExecContext(ctx, "INSERT INTO fulfil_order (biz_id, order_no, event_type, order_status, status, created_at, updated_at)"+
+				" VALUES (?, ?, ?, ?, ?, NOW(3), NOW(3))", m.BizID, orderNo, event, event, seedProcessing)
+			if isDup(err) {
+				return "unique key uk_biz: already written", true, nil
+			}
+			return "PROCESSING", false, err
+		}},
+		{stepWMSLock, remote(c.cfg.Services.WMS, stepWMSLock)},
+		{stepLogistics, remote(c.cfg.Services.Logistics, stepLogistics)},
+		{stepNotice, func() (string, bool, error) {
+			return "DONE", false, inTx(ctx, db, func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (biz_id, kind, payload, created_at) VALUES (?, 'notice', ?, NOW(3))", m.BizID, noticePayload(m)); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, "UPDATE fulfil_order SET status = ?, updated_at = NOW(3) WHERE biz_id = ?", seedDone, m.BizID)
+				return err
+			})
+		}},
+	} {
+		if r := c.naiveStep(ctx, d, s.name, s.effect, none); r.out != outNext {
+			return r
+		}
+	}
+	c.emitD(d, "done", "", "")
+	return done()
 }

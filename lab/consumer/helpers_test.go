@@ -223,8 +223,14 @@ type lab struct {
 
 func newLab(t *testing.T, partitions int32) *lab {
 	t.Helper()
+	return newLabOn(t, partitions, "../schema.sql")
+}
+
+// newLabOn is newLab on another schema file (a seed's own: ../schema_seed001.sql).
+func newLabOn(t *testing.T, partitions int32, schema string) *lab {
+	t.Helper()
 	db := testenv.MySQL(t)
-	db.ExecFile(t, "../schema.sql")
+	db.ExecFile(t, schema)
 	l := &lab{t: t, db: db.SQL, topic: "lab-topic", group: "lab-group"}
 	l.kafka = testenv.NewKafka(t, map[string]int32{l.topic: partitions})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,11 @@ type Message struct {
 
 	// Replay marks opctl's replay record (it carries only biz_id and msg_id).
 	Replay bool `json:"replay,omitempty"`
+
+	// ExpectedStatus is seed 003's expectedStatus (OrderEvent): the order
+	// status its consumer requires to run the event's side effect. It is
+	// not part of the lab's own JSON.
+	ExpectedStatus string `json:"-"`
 }
 
 // validAmount reports whether s is a positive DECIMAL(18,2) literal: 1 to 16
@@ -183,6 +189,53 @@ func ProduceMessage(p sarama.SyncProducer, topic string, m Message) (partition i
 	}
 	if err != nil {
 		return -1, -1, fmt.Errorf("consumer: produce %s to %s: %w", m.BizID, topic, err)
+	}
+	return partition, offset, nil
+}
+
+// OrderEvent is the value of seed 003's order events, as its author
+// describes them: {"msgId", "orderId", "expectedStatus"}, with the event's
+// type beside them (the consumer's doSideEffect depends on it). The record
+// key is the order id in decimal; the msg id is in the value only (no
+// msg_id header: opctl reads it through idempotency.msg_id_path).
+type OrderEvent struct {
+	MsgID          string `json:"msgId"`
+	OrderID        int64  `json:"orderId"`
+	ExpectedStatus string `json:"expectedStatus"`
+	EventType      string `json:"eventType"`
+}
+
+// Key is the event's record key: the order id in decimal.
+func (e OrderEvent) Key() string { return strconv.FormatInt(e.OrderID, 10) }
+
+// DecodeOrderEvent parses a seed 003 record value into a Message: BizID is
+// the order id, MsgID the msgId, Event the eventType, ExpectedStatus the
+// expectedStatus. Every field is required.
+func DecodeOrderEvent(value []byte) (Message, error) {
+	var e OrderEvent
+	if err := json.Unmarshal(value, &e); err != nil {
+		return Message{}, fmt.Errorf("consumer: decode order event: %w", err)
+	}
+	if e.MsgID == "" || e.OrderID <= 0 || e.ExpectedStatus == "" || e.EventType == "" {
+		return Message{}, fmt.Errorf("consumer: decode order event: msgId, orderId (> 0), expectedStatus and eventType are required: %s", bytes.TrimSpace(value))
+	}
+	return Message{BizID: e.Key(), MsgID: e.MsgID, Event: e.EventType, ExpectedStatus: e.ExpectedStatus}, nil
+}
+
+// ProduceOrderEvent publishes a seed 003 order event to topic: key = the
+// order id, value = its JSON, no headers (the seed's producer sets none),
+// placed by p's partitioner (ProducerConfig's murmur2).
+func ProduceOrderEvent(p sarama.SyncProducer, topic string, e OrderEvent) (partition int32, offset int64, err error) {
+	value, err := json.Marshal(e)
+	if err != nil {
+		return -1, -1, err
+	}
+	partition, offset, err = p.SendMessage(&sarama.ProducerMessage{
+		Topic: topic, Key: sarama.StringEncoder(e.Key()), Value: sarama.ByteEncoder(value),
+		Timestamp: time.Now(), Partition: -1,
+	})
+	if err != nil {
+		return -1, -1, fmt.Errorf("consumer: produce order event %s of %d to %s: %w", e.MsgID, e.OrderID, topic, err)
 	}
 	return partition, offset, nil
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/IBM/sarama"
 )
 
 // Orders steps: the points grant tied to PAID (the pipeline's effect_step)
@@ -101,11 +103,7 @@ func (p *ordersNaive) process(ctx context.Context, d *delivery) result {
 		c.emitD(d, "skipped", "", fmt.Sprintf("order %s is %q, event %s expects PAID", m.BizID, status, m.Event))
 		return done()
 	}
-	effect := func() (string, bool, error) {
-		rid := freshRequestID(m.BizID, stepPoints)
-		_, err := c.call(ctx, c.cfg.Services.Points, rid, m.BizID, pointsPayload(m))
-		return rid, false, err
-	}
+	effect := c.freshCall(ctx, c.cfg.Services.Points, stepPoints, m, pointsPayload(m))
 	step := stepPoints
 	if m.Event == EventShipped {
 		step = stepShip
@@ -373,4 +371,75 @@ func (p *ordersAnchored) txErr(ctx context.Context, d *delivery, step string, er
 		return retryf("%s: %v", step, err)
 	}
 	return p.c.failed(ctx, err)
+}
+
+// ordersSeed is seed 003's consumer on the seed's own tables
+// (testdata/schema/seed003.sql), its pseudo-code as written:
+//
+//	Order order = orderDao.selectById(msg.orderId);
+//	if (order.status == msg.expectedStatus) {
+//	    doSideEffect(msg);                                // PAID: the points RPC; SHIPPED: the status update
+//	    idempotentDao.markProcessed(msg.msgId, Action.DONE);
+//	} else {
+//	    idempotentDao.markProcessed(msg.msgId, Action.SKIPPED);
+//	}
+//	// commit the offset
+//
+// after the usual look-up of msg_id in idempotent (uk_msg_id): a message
+// already recorded, DONE or SKIPPED, is not processed again. It reads no
+// opctl header: a republished message is decided again by status, and a
+// SKIPPED record stays SKIPPED.
+type ordersSeed struct{ c *Consumer }
+
+func (p *ordersSeed) steps() []string                    { return ordersSteps() }
+func (p *ordersSeed) release(context.Context, *delivery) {}
+
+func (p *ordersSeed) decode(msg *sarama.ConsumerMessage) (Message, error) {
+	return DecodeOrderEvent(msg.Value)
+}
+
+func (p *ordersSeed) process(ctx context.Context, d *delivery) result {
+	c, db, m := p.c, p.c.cfg.DB, d.m
+	if err := checkEvent(m); err != nil {
+		return invalid(err.Error())
+	}
+	var action string
+	err := db.QueryRowContext(ctx, "SELECT action FROM idempotent WHERE msg_id = ?", m.MsgID).Scan(&action)
+	switch {
+	case err == nil:
+		c.emitD(d, "already_done", "", "idempotent: "+action)
+		return done()
+	case !errors.Is(err, sql.ErrNoRows):
+		return c.failed(ctx, err)
+	}
+	status, _, err := orderStatus(ctx, db, m.BizID)
+	if err != nil {
+		return c.failed(ctx, err)
+	}
+	mark := func(action string) error {
+		_, err := db.ExecContext(ctx, "INSERT INTO idempotent (msg_id, action, created_at) VALUES (?, ?, NOW(3))", m.MsgID, action)
+		if isDup(err) {
+			return nil
+		}
+		return err
+	}
+	if status != m.ExpectedStatus {
+		if err := mark(actionSkipped); err != nil {
+			return c.failed(ctx, err)
+		}
+		c.emitD(d, "skipped", "", fmt.Sprintf("order %s is %q, event %s expects %s", m.BizID, status, m.Event, m.ExpectedStatus))
+		return done()
+	}
+	step, effect := stepPoints, c.freshCall(ctx, c.cfg.Services.Points, stepPoints, m, pointsPayload(m))
+	if m.Event == EventShipped {
+		step, effect = stepShip, func() (string, bool, error) {
+			_, err := db.ExecContext(ctx, "UPDATE orders SET status = 'SHIPPED', updated_at = NOW(3) WHERE order_id = ?", m.BizID)
+			return "order SHIPPED", false, err
+		}
+	}
+	if r := c.naiveStep(ctx, d, step, effect, func() error { return mark(actionDone) }); r.out != outNext {
+		return r
+	}
+	c.emitD(d, "done", "", "")
+	return done()
 }

@@ -42,13 +42,23 @@ func newPipeline(c *Consumer) pipeline {
 		return newSettlementAnchored(c)
 	case c.cfg.Kind == Fulfilment && c.cfg.Design == Naive:
 		return &fulfilmentNaive{c: c}
+	case c.cfg.Kind == Fulfilment && c.cfg.Design == Seed:
+		return &fulfilmentSeed{c: c}
 	case c.cfg.Kind == Fulfilment:
 		return newFulfilmentAnchored(c)
 	case c.cfg.Design == Naive:
 		return &ordersNaive{c: c}
+	case c.cfg.Design == Seed:
+		return &ordersSeed{c: c}
 	default:
 		return &ordersAnchored{c: c}
 	}
+}
+
+// decoder is a pipeline whose records are not the lab's Message JSON
+// (seed 003's order events): it decodes its own.
+type decoder interface {
+	decode(msg *sarama.ConsumerMessage) (Message, error)
 }
 
 // delivery is one record being handled.
@@ -118,7 +128,11 @@ func retryf(f string, a ...any) result {
 // the consumer stops, dies, or loses the partition), then the commit. It
 // reports whether the claim may go on.
 func (c *Consumer) handle(d *delivery) (keep bool) {
-	m, err := Decode(d.msg.Value)
+	decode := func() (Message, error) { return Decode(d.msg.Value) }
+	if dec, ok := c.pipe.(decoder); ok {
+		decode = func() (Message, error) { return dec.decode(d.msg) }
+	}
+	m, err := decode()
 	if err != nil {
 		d.m = Message{BizID: string(d.msg.Key)}
 		c.emitD(d, "poison", "", err.Error())
@@ -448,6 +462,16 @@ func (c *Consumer) probe(ctx context.Context, base, requestID string) (string, e
 		return "", fmt.Errorf("GET %s/status %s: unreadable answer %q", base, requestID, strings.TrimSpace(string(b)))
 	}
 	return a.Status, nil
+}
+
+// freshCall is a naive or seed consumer's remote step: one call of base
+// with a new request id on every attempt, and no intent.
+func (c *Consumer) freshCall(ctx context.Context, base, step string, m Message, payload any) func() (string, bool, error) {
+	return func() (string, bool, error) {
+		rid := freshRequestID(m.BizID, step)
+		_, err := c.call(ctx, base, rid, m.BizID, payload)
+		return rid, false, err
+	}
 }
 
 // freshRequestID is a naive consumer's request id: new on every attempt.

@@ -96,11 +96,7 @@ func seedLedger(ctx context.Context, db *sql.DB, m Message) func() (string, bool
 // seedNotify is seed 000's notify step: a new request id on every attempt,
 // no intent.
 func seedNotify(ctx context.Context, c *Consumer, m Message) func() (string, bool, error) {
-	return func() (string, bool, error) {
-		rid := freshRequestID(m.BizID, stepNotify)
-		_, err := c.call(ctx, c.cfg.Services.Notify, rid, m.BizID, settlementPayload(m))
-		return rid, false, err
-	}
+	return c.freshCall(ctx, c.cfg.Services.Notify, stepNotify, m, settlementPayload(m))
 }
 
 // settlementSeed is seed 000's consumer on the seed's own tables: the debit

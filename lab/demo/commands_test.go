@@ -141,6 +141,8 @@ func keptLab(t *testing.T) (sh *labShell, env *lab.Env, rep demoReport, dir stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	// As `go run ./lab/demo --keep` runs them: the lab's scenarios, then
+	// the seeds' own (runLab adds them).
 	opts := &options{MySQLDSN: dsn, embedded: true, Keep: true, NoRepair: true, selected: lab.Scenarios()}
 	env, rep, err = startLab(context.Background(), opts, func(string, ...any) {})
 	if err != nil {
@@ -328,7 +330,8 @@ func TestLabCommands(t *testing.T) {
 	// schema check lists what the lab lacks (docs/lab.md: an index starting
 	// with (src_partition, src_offset) on the state tables) and nothing an
 	// existing index serves (the debit journals' (created_at) index, with
-	// the id InnoDB appends to it; the primary keys).
+	// the id InnoDB appends to it; the primary keys; the seeds' own tables,
+	// whose presets need no index they lack).
 	check := sh.run(t, "opctl schema check", 3)
 	for _, l := range strings.Split(check.out, "\n") {
 		if f := strings.Split(l, "\t"); len(f) >= 5 && f[4] == "missing" {

@@ -43,8 +43,9 @@ type nextTarget struct {
 }
 
 // TestNextRunsAsPrinted: every NEXT line is runnable as printed. For every
-// operation of the lab's scenarios (on MariaDB and kfake, as TestScenarios
-// runs them, left unrepaired) and of the seed fixtures (testdata/schema +
+// operation of the lab's scenarios and its seed scenarios on the seeds' own
+// schemas (on MariaDB and kfake, as TestScenarios runs them, left
+// unrepaired) and of the seed fixtures (testdata/schema +
 // testdata/incidents on MariaDB, their messages on kfake, with
 // testdata/config; seed 001 twice: with WMS's lock journal answering, and
 // with WMS down), it runs the built `opctl where ID --pipeline P -o json`,
@@ -141,13 +142,14 @@ func labOnMariaDB(ctx context.Context, t *testing.T, scenarios []lab.Scenario) (
 }
 
 // labTargets starts the lab on MariaDB and kfake, runs every scenario
+// (the seeds' own schemas' too, but seed 000's, which needs a binlog)
 // without repairing anything, and returns each operation (affected or not)
 // with the verdict the lab expects.
 func labTargets(t *testing.T, base []string) []nextTarget {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, results := labOnMariaDB(ctx, t, lab.Scenarios())
+	env, results := labOnMariaDB(ctx, t, append(lab.Scenarios(), lab.SeedScenarios()...))
 	checks, err := env.Check(ctx, results)
 	if err != nil {
 		t.Fatalf("lab triage: %v", err)

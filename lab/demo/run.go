@@ -142,7 +142,8 @@ func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(form
 	selected := opts.selected
 	if len(opts.Scenarios) == 0 {
 		// Seed 000 on its own schema needs a binlog: run it where there is
-		// one, and say why not elsewhere.
+		// one, and say why not elsewhere. The other seeds' own schemas run
+		// everywhere.
 		for _, s := range lab.BinlogScenarios() {
 			if env.Binlog {
 				selected = append(selected, s)
@@ -150,6 +151,7 @@ func runLab(ctx context.Context, env *lab.Env, opts *options, progress func(form
 				progress("lab: %s skipped: this server keeps no ROW binlog (the embedded server never does); run the demo with --mysql-dsn on a server with log_bin ON and binlog_format=ROW\n", s.Name)
 			}
 		}
+		selected = append(selected, lab.SeedScenarios()...)
 	}
 	progress("lab: database %s, Kafka %s, %d scenario(s)\n", env.DBName, strings.Join(env.Cluster.Brokers, ","), len(selected))
 

@@ -25,12 +25,29 @@
 // the one keyed by biz id (docs/where.md): a 404 is "absent", "count" is the
 // number of effects the service holds for the operation.
 //
+// A service also answers at the paths the seeds' presets use
+// (sources/config/presets/seed001.yaml, seed003.yaml), by its name:
+//
+//	wms        GET  /locks?biz_id=X          as /effects?biz_id=X: {"count":N}
+//	           POST /locks/release?biz_id=X  as /compensate?biz_id=X, once per Idempotency-Key
+//	logistics  GET  /waybills?biz_id=X       as /effects?biz_id=X
+//	points     GET  /grants?order_id=X       as /effects?biz_id=X
+//	           POST /grant?order_id=X        applies one effect of operation X once per
+//	                                         Idempotency-Key header (required: 400 without):
+//	                                         a second POST with the same key answers the
+//	                                         first answer again and applies nothing
+//
+// The once-per-key endpoints are how a downstream serves opctl's
+// compensate and redrive POSTs, which carry an Idempotency-Key
+// (docs/repair.md).
+//
 // Faults (SetFault) apply to POST /call only, per biz id: an answer that is
 // delayed or held after the effect was applied (the caller times out although
 // the effect happened, seed 001), or an error status without applying.
 package downstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,6 +141,8 @@ type Service struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// keyMu serialises the once-per-Idempotency-Key endpoints.
+	keyMu   sync.Mutex
 	mu      sync.Mutex
 	journal []Call           // every call received, in order
 	effects int64            // effects applied so far (the last EffectID)
@@ -132,6 +151,15 @@ type Service struct {
 	faults  map[string]*faultState
 	onCall  []func(Call)
 	closed  bool
+	// keyed are the answers of the once-per-Idempotency-Key endpoints, by
+	// path and key.
+	keyed map[string]keyedAnswer
+}
+
+// keyedAnswer is the answer an Idempotency-Key got the first time.
+type keyedAnswer struct {
+	status int
+	body   map[string]any
 }
 
 // Start starts a service called name on 127.0.0.1 on a free port.
@@ -151,6 +179,7 @@ func Start(name string) (*Service, error) {
 		byBiz:   make(map[string][]int),
 		byReq:   make(map[string][]int),
 		faults:  make(map[string]*faultState),
+		keyed:   make(map[string]keyedAnswer),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/call", s.handleCall)
@@ -158,6 +187,16 @@ func Start(name string) (*Service, error) {
 	mux.HandleFunc("/status", s.handleStatus)
 	mux.HandleFunc("/effects", s.handleEffects)
 	mux.HandleFunc("/journal", s.handleJournal)
+	switch name {
+	case NameWMS:
+		mux.HandleFunc("/locks", s.handleCount("biz_id"))
+		mux.HandleFunc("/locks/release", s.once(s.releaseBy("biz_id")))
+	case NameLogistics:
+		mux.HandleFunc("/waybills", s.handleCount("biz_id"))
+	case NamePoints:
+		mux.HandleFunc("/grants", s.handleCount("order_id"))
+		mux.HandleFunc("/grant", s.once(s.applyBy("order_id")))
+	}
 	s.srv = &http.Server{
 		Handler:           s.track(mux),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -419,33 +458,32 @@ func (s *Service) handleCompensate(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, "/compensate needs a request_id or biz_id query parameter")
 		return
 	}
+	id, ok := s.compensate(reqID, bizID)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"status": "NOT_FOUND"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "COMPENSATED", "effect_id": id})
+}
+
+// compensate reverses the newest live effect of request reqID (when set)
+// or of operation bizID, and returns its effect id; false when none is live.
+func (s *Service) compensate(reqID, bizID string) (int64, bool) {
 	s.mu.Lock()
-	var idx []int
+	defer s.mu.Unlock()
+	idx := s.byBiz[bizID]
 	if reqID != "" {
 		idx = s.byReq[reqID]
-	} else {
-		idx = s.byBiz[bizID]
 	}
-	var found *Call
 	for k := len(idx) - 1; k >= 0; k-- {
 		c := &s.journal[idx[k]]
 		if c.Failed != 0 || c.Compensated || (bizID != "" && c.BizID != bizID) {
 			continue
 		}
 		c.Compensated, c.CompensatedAt = true, time.Now()
-		found = c
-		break
+		return c.EffectID, true
 	}
-	var id int64
-	if found != nil {
-		id = found.EffectID
-	}
-	s.mu.Unlock()
-	if found == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"status": "NOT_FOUND"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "COMPENSATED", "effect_id": id})
+	return 0, false
 }
 
 func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -474,6 +512,106 @@ func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "APPLIED"})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "COMPENSATED"})
+	}
+}
+
+// handleCount answers GET ?param=X with {"count": N}, N the live effects
+// of operation X (as /effects?biz_id=X).
+func (s *Service) handleCount(param string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !allow(w, r, http.MethodGet) {
+			return
+		}
+		id := r.URL.Query().Get(param)
+		if id == "" {
+			s.badRequest(w, "%s needs a %s query parameter", r.URL.Path, param)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"count": s.Net(id)})
+	}
+}
+
+// keyedHandler answers one POST: its status and body.
+type keyedHandler func(r *http.Request, key string, body []byte) (int, map[string]any)
+
+// once serves a POST at most once per Idempotency-Key header: the first
+// request's answer is kept and given again to every later request with
+// the same key and path, which applies nothing. A request without the
+// header is refused (400).
+func (s *Service) once(h keyedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !allow(w, r, http.MethodPost) {
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" {
+			s.badRequest(w, "%s needs an Idempotency-Key header", r.URL.Path)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			s.badRequest(w, "read %s body: %v", r.URL.Path, err)
+			return
+		}
+		// One request per key at a time: a second one waits for the
+		// first's answer instead of applying again.
+		s.keyMu.Lock()
+		defer s.keyMu.Unlock()
+		s.mu.Lock()
+		prev, seen := s.keyed[r.URL.Path+"\x00"+key]
+		s.mu.Unlock()
+		if seen {
+			out := map[string]any{"replayed": true}
+			for k, v := range prev.body {
+				out[k] = v
+			}
+			writeJSON(w, prev.status, out)
+			return
+		}
+		status, out := h(r, key, body)
+		if status != http.StatusBadRequest {
+			s.mu.Lock()
+			s.keyed[r.URL.Path+"\x00"+key] = keyedAnswer{status: status, body: out}
+			s.mu.Unlock()
+		}
+		writeJSON(w, status, out)
+	}
+}
+
+// applyBy applies one effect of the operation named by ?param= (the
+// request id is the Idempotency-Key, the payload the body when it is
+// JSON).
+func (s *Service) applyBy(param string) keyedHandler {
+	return func(r *http.Request, key string, body []byte) (int, map[string]any) {
+		id := r.URL.Query().Get(param)
+		if id == "" {
+			return http.StatusBadRequest, map[string]any{"status": "BAD_REQUEST", "error": fmt.Sprintf("%s: %s needs a %s query parameter", s.Name, r.URL.Path, param)}
+		}
+		req := callRequest{RequestID: key, BizID: id}
+		if json.Valid(body) && len(bytes.TrimSpace(body)) > 0 {
+			req.Payload = body
+		}
+		c, hooks := s.record(req, 0)
+		for _, fn := range hooks {
+			fn(c)
+		}
+		return http.StatusOK, map[string]any{"status": "APPLIED", "effect_id": c.EffectID}
+	}
+}
+
+// releaseBy reverses the newest live effect of the operation named by
+// ?param= (as /compensate?biz_id=).
+func (s *Service) releaseBy(param string) keyedHandler {
+	return func(r *http.Request, _ string, _ []byte) (int, map[string]any) {
+		id := r.URL.Query().Get(param)
+		if id == "" {
+			return http.StatusBadRequest, map[string]any{"status": "BAD_REQUEST", "error": fmt.Sprintf("%s: %s needs a %s query parameter", s.Name, r.URL.Path, param)}
+		}
+		eid, ok := s.compensate("", id)
+		if !ok {
+			return http.StatusNotFound, map[string]any{"status": "NOT_FOUND"}
+		}
+		return http.StatusOK, map[string]any{"status": "COMPENSATED", "effect_id": eid}
 	}
 }
 

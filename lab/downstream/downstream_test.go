@@ -697,3 +697,104 @@ func TestCallPayloadKeptVerbatim(t *testing.T) {
 		t.Errorf("payloads: %+v", calls)
 	}
 }
+
+func postKeyed(t *testing.T, c *http.Client, s *Service, path string, qv url.Values, key string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+path+"?"+qv.Encode(), strings.NewReader(`{"plan_id":"p"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return mustDo(t, c, req)
+}
+
+// TestSeedPaths: the paths the seeds' presets probe, compensate and
+// redrive at (sources/config/presets/seed001.yaml, seed003.yaml) count the
+// operation's live effects, and their POSTs take effect once per
+// Idempotency-Key.
+func TestSeedPaths(t *testing.T) {
+	c := client(t, 10*time.Second)
+	wms, logistics, points := start(t, NameWMS), start(t, NameLogistics), start(t, NamePoints)
+
+	call(t, c, wms, "r-1", "SO-1:PAID")
+	call(t, c, wms, "r-2", "SO-1:PAID")
+	call(t, c, wms, "r-3", "SO-1:SPLIT")
+	count := func(s *Service, path, param, id string, n int) {
+		t.Helper()
+		a := get(t, c, s, path, q(param, id))
+		if a.Code != 200 || a.Count == nil || *a.Count != n {
+			t.Errorf("GET %s %s=%s: %d %s, want count %d", path, param, id, a.Code, strings.TrimSpace(a.Raw), n)
+		}
+	}
+	count(wms, "/locks", "biz_id", "SO-1:PAID", 2)
+	count(wms, "/locks", "biz_id", "SO-1:SPLIT", 1)
+	count(wms, "/locks", "biz_id", "SO-2:PAID", 0)
+
+	a := postKeyed(t, c, wms, "/locks/release", q("biz_id", "SO-1:PAID"), "plan-1:1")
+	want(t, "release", a, 200, "COMPENSATED")
+	if a.EffectID != 2 {
+		t.Errorf("released effect %d, want the newest live of SO-1:PAID (2)", a.EffectID)
+	}
+	again := postKeyed(t, c, wms, "/locks/release", q("biz_id", "SO-1:PAID"), "plan-1:1")
+	want(t, "release again, same key", again, 200, "COMPENSATED")
+	if again.EffectID != 2 {
+		t.Errorf("the same key answered effect %d, want the first answer's 2", again.EffectID)
+	}
+	count(wms, "/locks", "biz_id", "SO-1:PAID", 1)
+	count(wms, "/locks", "biz_id", "SO-1:SPLIT", 1)
+	want(t, "release without key", postKeyed(t, c, wms, "/locks/release", q("biz_id", "SO-1:PAID"), ""), 400, "BAD_REQUEST")
+	want(t, "release without biz_id", postKeyed(t, c, wms, "/locks/release", nil, "k"), 400, "BAD_REQUEST")
+	want(t, "GET /locks/release", get(t, c, wms, "/locks/release", q("biz_id", "x")), 405, "METHOD_NOT_ALLOWED")
+	count(wms, "/locks", "biz_id", "SO-1:PAID", 1)
+
+	call(t, c, logistics, "w-1", "SO-1:PAID")
+	count(logistics, "/waybills", "biz_id", "SO-1:PAID", 1)
+
+	count(points, "/grants", "order_id", "8821", 0)
+	want(t, "grant", postKeyed(t, c, points, "/grant", q("order_id", "8821"), "plan-2:2"), 200, "APPLIED")
+	want(t, "grant again, same key", postKeyed(t, c, points, "/grant", q("order_id", "8821"), "plan-2:2"), 200, "APPLIED")
+	count(points, "/grants", "order_id", "8821", 1)
+	want(t, "grant, another key", postKeyed(t, c, points, "/grant", q("order_id", "8821"), "plan-3:1"), 200, "APPLIED")
+	count(points, "/grants", "order_id", "8821", 2)
+	want(t, "grant without key", postKeyed(t, c, points, "/grant", q("order_id", "8821"), ""), 400, "BAD_REQUEST")
+	want(t, "grant without order_id", postKeyed(t, c, points, "/grant", nil, "plan-4:1"), 400, "BAD_REQUEST")
+	count(points, "/grants", "order_id", "8821", 2)
+	calls := points.Calls("8821")
+	if len(calls) != 2 || calls[0].RequestID != "plan-2:2" || string(calls[0].Payload) != `{"plan_id":"p"}` {
+		t.Errorf("points journal of 8821: %+v", calls)
+	}
+
+	// Each path belongs to its service only.
+	resp, err := c.Get(start(t, NameNotify).URL + "/locks?biz_id=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("notify GET /locks: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestGrantOnceConcurrent: concurrent POSTs with one Idempotency-Key apply
+// one effect.
+func TestGrantOnceConcurrent(t *testing.T) {
+	s := start(t, NamePoints)
+	c := client(t, 10*time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := postKeyed(t, c, s, "/grant", q("order_id", "1"), "k")
+			if a.Code != 200 {
+				t.Errorf("grant: %d %s", a.Code, a.Raw)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := s.Net("1"); n != 1 {
+		t.Errorf("8 concurrent grants with one key: %d effects, want 1", n)
+	}
+}
