@@ -195,7 +195,11 @@ func (j judge) headers() Result {
 			redrive = append(redrive, s.Name)
 		}
 	}
-	d := "honours_opctl_headers is not declared: the consumer is taken to read a republished record as a plain redelivery, so a repair republishes only when that redoes nothing that already took effect, and a wrongly skipped effect is "
+	d := "honours_opctl_headers is not declared"
+	if j.cfg.Stated(fmt.Sprintf("pipelines[%d].honours_opctl_headers", j.idx)) {
+		d = "honours_opctl_headers: false"
+	}
+	d += ": the consumer is taken to read a republished record as a plain redelivery, so a repair republishes only when that redoes nothing that already took effect, and a wrongly skipped effect is "
 	if len(redrive) > 0 {
 		d += "redriven at the downstream (" + strings.Join(redrive, ", ") + ")"
 	} else {
