@@ -690,7 +690,6 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 			effect = q
 		}
 	}
-	cancels := cs.p.Entity.Cancels
 	var cancelled int64
 	err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
 		var keys []string
@@ -712,26 +711,12 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 			keys = slices.DeleteFunc(keys, func(k string) bool { return has[k] })
 		}
 		if entity != nil && len(keys) > 0 {
-			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			statuses, err := r.db(cs.p).KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
-			cancel()
-			if err != nil {
+			var n int64
+			var err error
+			if keys, n, err = r.dropCancelled(cs, entity, keys); err != nil {
 				return err
 			}
-			r.count(cs, int64(len(keys)))
-			keys = slices.DeleteFunc(keys, func(k string) bool {
-				if !cancelling(statuses[k], cancels) {
-					return false
-				}
-				// Decided here as the triage would: SKIPPED_OK.
-				cs.seen[k] = true
-				cs.candidates.Add(1)
-				cs.mu.Lock()
-				cs.verdicts[inspect.SkippedOK]++
-				cs.mu.Unlock()
-				cancelled++
-				return true
-			})
+			cancelled += n
 		}
 		for _, k := range keys {
 			if err := r.candidate(cs, k); err != nil {
@@ -835,25 +820,12 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 		slices.Sort(keys)
 		keys = dedupe(keys)
 		if entity != nil && len(keys) > 0 {
-			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			statuses, err := r.db(cs.p).KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
-			cancel()
-			if err != nil {
+			var n int64
+			var err error
+			if keys, n, err = r.dropCancelled(cs, entity, keys); err != nil {
 				return err
 			}
-			r.count(cs, int64(len(keys)))
-			keys = slices.DeleteFunc(keys, func(k string) bool {
-				if !cancelling(statuses[k], p.Entity.Cancels) {
-					return false
-				}
-				cs.seen[k] = true
-				cs.candidates.Add(1)
-				cs.mu.Lock()
-				cs.verdicts[inspect.SkippedOK]++
-				cs.mu.Unlock()
-				cancelled++
-				return true
-			})
+			cancelled += n
 		}
 		if err := r.flush(cs); err != nil {
 			return err
@@ -873,6 +845,33 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 		cs.uncover(p.Entity.EffectStep, fmt.Sprintf("%d SKIPPED record(s) whose message was not found within %s before the record (--search-window)", unmapped, window))
 	}
 	return err
+}
+
+// dropCancelled reads the entity status of keys with one lookup and drops
+// those whose status cancels the effect, counting each SKIPPED_OK as the
+// triage would decide it (docs/reconcile.md: the check is about entities
+// that do not cancel the effect); n is how many it dropped.
+func (r *run) dropCancelled(cs *checkState, entity *Requirement, keys []string) (kept []string, n int64, err error) {
+	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+	statuses, err := r.db(cs.p).KeyStatuses(ctx, entity.Table, entity.Columns[0], entity.Reads[0], keys)
+	cancel()
+	if err != nil {
+		return nil, 0, err
+	}
+	r.count(cs, int64(len(keys)))
+	kept = slices.DeleteFunc(keys, func(k string) bool {
+		if !cancelling(statuses[k], cs.p.Entity.Cancels) {
+			return false
+		}
+		cs.seen[k] = true
+		cs.candidates.Add(1)
+		cs.mu.Lock()
+		cs.verdicts[inspect.SkippedOK]++
+		cs.mu.Unlock()
+		n++
+		return true
+	})
+	return kept, n, nil
 }
 
 // cancelling reports whether an entity's rows all have a status in cancels

@@ -507,42 +507,52 @@ func (x *applyRun) republish(act plans.Action) *effect {
 func (x *applyRun) compensate(act plans.Action) (*effect, error) {
 	spec := act.Compensate
 	k := x.p.StepIndex(act.Step)
-	if k < 0 || x.p.Steps[k].Compensate == "" {
+	if k < 0 || x.p.Steps[k].Compensate == "" || spec == nil {
 		return nil, fmt.Errorf("compensate_remote: step %s has no compensate URL in the configuration", act.Step)
 	}
 	s := x.p.Steps[k]
-	url := sources.Expand(s.Compensate, map[string]string{"request_id": spec.RequestID, "biz_id": x.plan.BizID}, true)
-	facts := map[string]any{"step": act.Step, "url": spec.URL}
-	if spec.RequestID != "" {
-		facts["request_id"] = spec.RequestID
-	}
+	e := x.post(act, s, "compensate_remote", s.Compensate, spec.URL, spec.RequestID, spec.ProbeCount, OutcomeCompensating)
 	if len(act.Attested) > 0 {
-		facts["attested"] = act.Attested
+		e.facts["attested"] = act.Attested
 	}
-	body, _ := json.Marshal(map[string]any{"plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID, "step": act.Step, "request_id": spec.RequestID})
+	e.lookup = func(ctx context.Context, _ map[string]any) (bool, map[string]any, error) {
+		took, known := x.compensated(ctx, act, s)
+		if !known {
+			return false, nil, &plans.RefusedError{Code: plans.CodeUnknownOutcome, Action: act.Index,
+				Detail: fmt.Sprintf("an earlier apply stopped during the compensation POST of step %s and no probe can tell whether it took effect: %s, then record the outcome with a manual plan (opctl repair plan --action manual --attest ... -- %s)", act.Step, e.settleHint, x.plan.BizID)}
+		}
+		return took, nil, nil
+	}
+	return e, nil
+}
+
+// post is the effect of a POST to one of step s's templates (tmpl:
+// compensate or redrive; shown is its URL without userinfo, as the plan
+// holds it) with the body {plan_id, action_index, biz_id, step,
+// request_id} and the Idempotency-Key <plan id>:<action index>, recorded
+// pending before it; the caller sets its lookup.
+func (x *applyRun) post(act plans.Action, s config.Step, name, tmpl, shown, requestID string, probeCount *int, pending Outcome) *effect {
+	url := sources.Expand(tmpl, map[string]string{"request_id": requestID, "biz_id": x.plan.BizID}, true)
+	facts := map[string]any{"step": act.Step, "url": shown}
+	if requestID != "" {
+		facts["request_id"] = requestID
+	}
+	body, _ := json.Marshal(map[string]any{"plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID, "step": act.Step, "request_id": requestID})
 	key := fmt.Sprintf("%s:%d", x.plan.ID, act.Index)
-	e := &effect{act: act, pending: OutcomeCompensating, done: OutcomeApplied, facts: facts, resendSafe: s.HonoursIdempotencyKey,
-		what:       "compensate_remote: POST " + sources.RedactURL(url),
+	e := &effect{act: act, pending: pending, done: OutcomeApplied, facts: facts, resendSafe: s.HonoursIdempotencyKey,
+		what:       name + ": POST " + sources.RedactURL(url),
 		settleHint: fmt.Sprintf("ask the downstream of step %s whether the POST with Idempotency-Key %s took effect", act.Step, key)}
 	e.before = func(g *guardEnv) (map[string]any, error) {
 		before, err := x.stateImage(g)
-		if err == nil && spec.ProbeCount != nil {
-			before["probe_count"] = *spec.ProbeCount
+		if err == nil && probeCount != nil {
+			before["probe_count"] = *probeCount
 		}
 		return before, err
 	}
 	e.send = func(ctx context.Context) (map[string]any, error) {
 		return call(ctx, x.w.post, url, body, key)
 	}
-	e.lookup = func(ctx context.Context, _ map[string]any) (bool, map[string]any, error) {
-		took, known := x.compensated(ctx, act, s)
-		if !known {
-			return false, nil, &plans.RefusedError{Code: plans.CodeUnknownOutcome, Action: act.Index,
-				Detail: fmt.Sprintf("an earlier apply stopped during the compensation POST of step %s and no probe can tell whether it took effect: %s, then record the outcome with a manual plan (opctl repair plan %s --action manual --attest ...)", act.Step, e.settleHint, x.plan.BizID)}
-		}
-		return took, nil, nil
-	}
-	return e, nil
+	return e
 }
 
 // redrive is the effect of a redrive action: the POST to the step's
@@ -558,22 +568,10 @@ func (x *applyRun) redrive(act plans.Action) (*effect, error) {
 		return nil, fmt.Errorf("redrive: step %s has no redrive URL in the configuration", act.Step)
 	}
 	s := x.p.Steps[k]
-	url := sources.Expand(s.Redrive, map[string]string{"request_id": spec.RequestID, "biz_id": x.plan.BizID}, true)
-	facts := map[string]any{"step": act.Step, "url": spec.URL}
-	body, _ := json.Marshal(map[string]any{"plan_id": x.plan.ID, "action_index": act.Index, "biz_id": x.plan.BizID, "step": act.Step, "request_id": spec.RequestID})
-	key := fmt.Sprintf("%s:%d", x.plan.ID, act.Index)
-	e := &effect{act: act, pending: OutcomeRedriving, done: OutcomeApplied, facts: facts, resendSafe: s.HonoursIdempotencyKey,
-		what:       "redrive: POST " + sources.RedactURL(url),
-		settleHint: fmt.Sprintf("ask the downstream of step %s whether the POST with Idempotency-Key %s took effect", act.Step, key)}
-	e.before = func(g *guardEnv) (map[string]any, error) {
-		before, err := x.stateImage(g)
-		if err == nil && spec.ProbeCount != nil {
-			before["probe_count"] = *spec.ProbeCount
-		}
-		return before, err
-	}
+	e := x.post(act, s, "redrive", s.Redrive, spec.URL, spec.RequestID, spec.ProbeCount, OutcomeRedriving)
+	send := e.send
 	e.send = func(ctx context.Context) (map[string]any, error) {
-		facts, err := call(ctx, x.w.post, url, body, key)
+		facts, err := send(ctx)
 		if err == nil {
 			// The probe read after it, for the record.
 			if r, ok := x.redriveProbe(ctx, s, spec); ok && r.Count != nil {
@@ -595,7 +593,7 @@ func (x *applyRun) redrive(act plans.Action) (*effect, error) {
 			return false, nil, nil
 		}
 		return false, nil, &plans.RefusedError{Code: plans.CodeUnknownOutcome, Action: act.Index,
-			Detail: fmt.Sprintf("an earlier apply stopped during the redrive POST of step %s and the probe cannot tell whether it took effect: %s, then record the outcome with a manual plan (opctl repair plan -- %s --action manual --attest ...)", act.Step, e.settleHint, x.plan.BizID)}
+			Detail: fmt.Sprintf("an earlier apply stopped during the redrive POST of step %s and the probe cannot tell whether it took effect: %s, then record the outcome with a manual plan (opctl repair plan --action manual --attest ... -- %s)", act.Step, e.settleHint, x.plan.BizID)}
 	}
 	return e, nil
 }
