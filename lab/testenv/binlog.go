@@ -29,6 +29,10 @@ type BinlogServer struct {
 	done    chan struct{}
 }
 
+// BinlogPath is the path of one of the server's binlog files (bin.000001):
+// the tests that damage a file on purpose write it there.
+func (s *BinlogServer) BinlogPath(name string) string { return filepath.Join(s.Dir, name) }
+
 // BinlogOptions are extra settings of a BinlogServer.
 type BinlogOptions struct {
 	// ServerID is the server's server_id (default 7).
@@ -44,9 +48,6 @@ type BinlogOptions struct {
 // --log-bin and --binlog-format=ROW; it returns once the server answers
 // (about 5 s). Stop it with Stop.
 func StartBinlogServer(o BinlogOptions) (*BinlogServer, error) {
-	if o.ServerID == 0 {
-		o.ServerID = 7
-	}
 	for _, bin := range []string{"mariadb-install-db", "/usr/sbin/mariadbd"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("testenv: %s not found (apt-get install mariadb-server): %v", bin, err)
@@ -68,29 +69,52 @@ func StartBinlogServer(o BinlogOptions) (*BinlogServer, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	args := []string{"--no-defaults", "--datadir=" + data, "--user=root",
-		"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "s.sock"),
-		"--server-id=" + strconv.Itoa(o.ServerID), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
+	s := &BinlogServer{Dir: dir, Port: port,
+		RootDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&multiStatements=true", port)}
+	if err := s.start(o); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs mariadbd on the server's data directory and port with o, and
+// waits until it answers.
+func (s *BinlogServer) start(o BinlogOptions) error {
+	if o.ServerID == 0 {
+		o.ServerID = 7
+	}
+	args := []string{"--no-defaults", "--datadir=" + filepath.Join(s.Dir, "data"), "--user=root",
+		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1", "--socket=" + filepath.Join(s.Dir, "s.sock"),
+		"--server-id=" + strconv.Itoa(o.ServerID), "--pid-file=" + filepath.Join(s.Dir, "mariadbd.pid"),
 		"--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=2"}
 	if !o.NoBinlog {
-		args = append(args, "--log-bin="+filepath.Join(dir, "bin"), "--binlog-format=ROW", "--sync-binlog=0")
+		args = append(args, "--log-bin="+filepath.Join(s.Dir, "bin"), "--binlog-format=ROW", "--sync-binlog=0")
 	}
 	args = append(args, o.Args...)
-	s := &BinlogServer{Dir: dir, Port: port, log: &bytes.Buffer{}, done: make(chan struct{}),
-		RootDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&multiStatements=true", port)}
+	s.log, s.done = &bytes.Buffer{}, make(chan struct{})
 	s.cmd = exec.Command("/usr/sbin/mariadbd", args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testenv: start mariadbd: %v", err)
+		return fmt.Errorf("testenv: start mariadbd: %v", err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	done := s.done
+	go func() { _ = s.cmd.Wait(); close(done) }()
 	if err := s.wait(30 * time.Second); err != nil {
-		s.Stop()
-		return nil, err
+		s.stop()
+		return err
 	}
-	return s, nil
+	return nil
+}
+
+// Restart stops the server cleanly (its binlog ends with a stop event) and
+// starts it again on the same data directory and port with o: with
+// o.NoBinlog it runs without a binlog for a while, as a server whose
+// log_bin was turned off.
+func (s *BinlogServer) Restart(o BinlogOptions) error {
+	s.stop()
+	return s.start(o)
 }
 
 func freePort() (int, error) {
@@ -134,7 +158,13 @@ func (s *BinlogServer) Stop() {
 	if s == nil {
 		return
 	}
-	if s.cmd.Process != nil {
+	s.stop()
+	os.RemoveAll(s.Dir)
+}
+
+// stop stops the server process and keeps its directory.
+func (s *BinlogServer) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-s.done:
@@ -143,7 +173,6 @@ func (s *BinlogServer) Stop() {
 			<-s.done
 		}
 	}
-	os.RemoveAll(s.Dir)
 }
 
 // MySQL is a fresh database on the server for this test, dropped when it

@@ -11,10 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"math/rand/v2"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,8 +75,10 @@ type file struct {
 // Changes implements sources.Binlog: it checks the server's binlog settings,
 // finds the file holding req.From by the files' first event timestamps (a
 // binary search, reading one event per file probed), then reads from there
-// to the end of req.To (or the binlog's end when SHOW BINARY LOGS was read),
-// decoding only the row events of req's tables.
+// to the first transaction after req.To (or the binlog's end), decoding
+// only the row events of req's tables and verifying every event's
+// checksum. Every connection is bound to ctx and to the reader's timeout.
+// A window the read cannot account for whole is an *UnavailableError.
 func (r *Reader) Changes(ctx context.Context, req sources.BinlogRequest) (sources.BinlogRead, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
@@ -100,28 +98,38 @@ func (r *Reader) Changes(ctx context.Context, req sources.BinlogRequest) (source
 type server struct {
 	flavor string
 	files  []file
+	// crc: binlog_checksum is CRC32.
+	crc bool
+	// fold: lower_case_table_names is 1 or 2 (names compare
+	// case-insensitively); 0 compares them byte for byte.
+	fold bool
 	// keyPos, deltaPos and txPos are the key, delta and transaction
 	// columns' positions in the row images (information_schema's ordinal
-	// positions: MariaDB's table maps carry no column names by default).
+	// positions: MariaDB's table maps carry no column names by default);
+	// cols and txCols the tables' column counts.
 	keyPos, deltaPos, txPos int
+	cols, txCols            int
 }
 
 // inspect reads the binlog settings, the binlog files and the tables'
 // column positions on one SQL connection.
 func (r *Reader) inspect(ctx context.Context, req sources.BinlogRequest) (*server, error) {
-	conn, err := r.connect(ctx)
+	conn, err := r.connect(ctx, "SQL connection")
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	res, err := conn.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, VERSION()")
+	res, err := r.query(ctx, conn, "read the binlog settings",
+		"SELECT @@log_bin, @@binlog_format, @@binlog_row_image, VERSION(), @@binlog_checksum, @@lower_case_table_names")
 	if err != nil {
-		return nil, r.sqlErr("read the binlog settings", err)
+		return nil, err
 	}
 	logBin, _ := res.GetInt(0, 0)
 	format, _ := res.GetString(0, 1)
 	image, _ := res.GetString(0, 2)
 	version, _ := res.GetString(0, 3)
+	checksum, _ := res.GetString(0, 4)
+	lctn, _ := res.GetInt(0, 5)
 	switch {
 	case logBin == 0:
 		return nil, &UnavailableError{Addr: r.addr, Reason: "log_bin is OFF: the server keeps no binlog (start it with --log-bin and --binlog-format=ROW)"}
@@ -130,14 +138,15 @@ func (r *Reader) inspect(ctx context.Context, req sources.BinlogRequest) (*serve
 	case strings.EqualFold(image, "MINIMAL"):
 		return nil, &UnavailableError{Addr: r.addr, Reason: "binlog_row_image is MINIMAL: the before image has no " + req.DeltaColumn + " (set binlog_row_image=FULL)"}
 	}
-	srv := &server{flavor: flavorOf(version), txPos: -1}
-	if srv.files, err = r.binaryLogs(conn); err != nil {
+	srv := &server{flavor: flavorOf(version), txPos: -1, crc: strings.EqualFold(checksum, "CRC32"), fold: lctn != 0}
+	if srv.files, err = r.binaryLogs(ctx, conn); err != nil {
 		return nil, err
 	}
-	cols, err := columns(conn, req.Schema, req.Table)
+	cols, err := r.columns(ctx, conn, srv, req.Schema, req.Table)
 	if err != nil {
-		return nil, r.sqlErr("read the columns of "+req.Schema+"."+req.Table, err)
+		return nil, err
 	}
+	srv.cols = len(cols)
 	if srv.keyPos, err = position(cols, req.Schema, req.Table, req.KeyColumn); err != nil {
 		return nil, err
 	}
@@ -145,10 +154,11 @@ func (r *Reader) inspect(ctx context.Context, req sources.BinlogRequest) (*serve
 		return nil, err
 	}
 	if req.TxTable != "" {
-		tcols, err := columns(conn, req.TxSchema, req.TxTable)
+		tcols, err := r.columns(ctx, conn, srv, req.TxSchema, req.TxTable)
 		if err != nil {
-			return nil, r.sqlErr("read the columns of "+req.TxSchema+"."+req.TxTable, err)
+			return nil, err
 		}
+		srv.txCols = len(tcols)
 		if srv.txPos, err = position(tcols, req.TxSchema, req.TxTable, req.TxColumn); err != nil {
 			return nil, err
 		}
@@ -156,15 +166,24 @@ func (r *Reader) inspect(ctx context.Context, req sources.BinlogRequest) (*serve
 	return srv, nil
 }
 
-// columns lists a table's columns in row-image order (values bound).
-func columns(conn *client.Conn, schema, table string) ([]string, error) {
-	res, err := conn.Execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", schema, table)
+// columns lists a table's columns in row-image order (values bound). The
+// schema and table names are compared as the server compares them: with
+// lower_case_table_names=0, byte for byte (information_schema's own
+// comparison may ignore case).
+func (r *Reader) columns(ctx context.Context, conn *client.Conn, srv *server, schema, table string) ([]string, error) {
+	res, err := r.query(ctx, conn, "read the columns of "+schema+"."+table,
+		"SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", schema, table)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for i := 0; i < res.RowNumber(); i++ {
-		c, _ := res.GetString(i, 0)
+		s, _ := res.GetString(i, 0)
+		t, _ := res.GetString(i, 1)
+		if !srv.fold && (s != schema || t != table) {
+			continue
+		}
+		c, _ := res.GetString(i, 2)
 		out = append(out, c)
 	}
 	return out, nil
@@ -172,7 +191,7 @@ func columns(conn *client.Conn, schema, table string) ([]string, error) {
 
 func position(cols []string, schema, table, col string) (int, error) {
 	if len(cols) == 0 {
-		return -1, fmt.Errorf("binlog: table %s.%s does not exist (check binlog.table and the DSN's database)", schema, table)
+		return -1, fmt.Errorf("binlog: table %s.%s does not exist (check binlog.table and the DSN's database; with lower_case_table_names=0 the server compares names case-sensitively)", schema, table)
 	}
 	for i, c := range cols {
 		if strings.EqualFold(c, col) {
@@ -180,18 +199,6 @@ func position(cols []string, schema, table, col string) (int, error) {
 		}
 	}
 	return -1, fmt.Errorf("binlog: table %s.%s has no column %s (it has %s)", schema, table, col, strings.Join(cols, ", "))
-}
-
-func (r *Reader) sqlErr(what string, err error) error {
-	return fmt.Errorf("binlog of %s: %s: %v", r.addr, what, err)
-}
-
-func (r *Reader) connect(ctx context.Context) (*client.Conn, error) {
-	c, err := client.ConnectWithContext(ctx, r.addr, r.user, r.password, "", r.Timeout)
-	if err != nil {
-		return nil, fmt.Errorf("binlog of %s: connect as %s: %v", r.addr, r.user, scrub(err, r.password))
-	}
-	return c, nil
 }
 
 // scrub removes the password from an error's text (a driver that quotes its
@@ -203,27 +210,30 @@ func scrub(err error, password string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), password, "***"))
 }
 
-// startFile is the last file whose first event is at or before from: a
-// binary search over the files' start times, each read from the file's
-// first event. A first file that starts after from means the window is no
-// longer in the binlog.
+// startFile is the last file that starts before from (or the first file,
+// when it starts at from): a binary search over the files' start times,
+// each read from the file's first event. Timestamps are seconds, so an
+// event of second from may sit at the end of the file before one that
+// starts at from. A first file that starts after from means the window is
+// no longer (or never was) in the binlog: purged, or logged before a RESET
+// MASTER.
 func (r *Reader) startFile(ctx context.Context, srv *server, from int64) (int, error) {
-	first, fresh, err := r.fileStart(ctx, srv, 0)
+	first, err := r.fileStart(ctx, srv, 0)
 	if err != nil {
 		return 0, err
 	}
-	if first > from && !fresh {
-		return 0, &UnavailableError{Addr: r.addr, Reason: fmt.Sprintf("the window starts at %s, but the oldest binlog the server keeps (%s) starts at %s: the changes of the window were purged",
-			time.Unix(from, 0).UTC().Format(time.RFC3339), srv.files[0].name, time.Unix(first, 0).UTC().Format(time.RFC3339))}
+	if first > from {
+		return 0, &UnavailableError{Addr: r.addr, Reason: fmt.Sprintf("the window starts at %s, but the oldest binlog the server keeps (%s) starts at %s: the changes of the window were purged, or were never logged there (RESET MASTER, log_bin off)",
+			stamp(from), srv.files[0].name, stamp(first))}
 	}
-	lo, hi := 0, len(srv.files)-1 // invariant: start(lo) <= from
+	lo, hi := 0, len(srv.files)-1 // invariant: lo == 0 or start(lo) < from
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		t, _, err := r.fileStart(ctx, srv, mid)
+		t, err := r.fileStart(ctx, srv, mid)
 		if err != nil {
 			return 0, err
 		}
-		if t <= from {
+		if t < from {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -241,10 +251,10 @@ func flavorOf(version string) string {
 }
 
 // binaryLogs is SHOW BINARY LOGS, oldest first.
-func (r *Reader) binaryLogs(conn *client.Conn) ([]file, error) {
-	res, err := conn.Execute("SHOW BINARY LOGS")
+func (r *Reader) binaryLogs(ctx context.Context, conn *client.Conn) ([]file, error) {
+	res, err := r.query(ctx, conn, "SHOW BINARY LOGS (the binlog user needs REPLICATION CLIENT)", "SHOW BINARY LOGS")
 	if err != nil {
-		return nil, r.sqlErr("SHOW BINARY LOGS (the binlog user needs REPLICATION CLIENT)", err)
+		return nil, err
 	}
 	var files []file
 	for i := 0; i < res.RowNumber(); i++ {
@@ -260,24 +270,26 @@ func (r *Reader) binaryLogs(conn *client.Conn) ([]file, error) {
 
 // Oldest returns the time of the oldest retained binlog's first event: how
 // far back the binlog reaches (doctor's binlog check, docs/doctor.md). It
-// reads that file's first events only.
+// reads that file's first events only, within the reader's timeout.
 func (r *Reader) Oldest(ctx context.Context) (time.Time, error) {
-	conn, err := r.connect(ctx)
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	conn, err := r.connect(ctx, "SQL connection")
 	if err != nil {
 		return time.Time{}, err
 	}
-	res, err := conn.Execute("SELECT VERSION()")
+	res, err := r.query(ctx, conn, "read the server version", "SELECT VERSION()")
 	if err != nil {
 		conn.Close()
-		return time.Time{}, r.sqlErr("read the server version", err)
+		return time.Time{}, err
 	}
 	version, _ := res.GetString(0, 0)
-	files, err := r.binaryLogs(conn)
+	files, err := r.binaryLogs(ctx, conn)
 	conn.Close()
 	if err != nil {
 		return time.Time{}, err
 	}
-	start, _, err := r.fileStart(ctx, &server{flavor: flavorOf(version), files: files, txPos: -1}, 0)
+	start, err := r.fileStart(ctx, &server{flavor: flavorOf(version), files: files, txPos: -1}, 0)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -285,117 +297,61 @@ func (r *Reader) Oldest(ctx context.Context) (time.Time, error) {
 }
 
 // fileStart reads the timestamp of file i's format description event: the
-// time the server opened the file. fresh is true when the file's GTID list
-// (MariaDB) or previous GTIDs (MySQL) event that follows it is empty: no
-// transaction was ever logged before the file, so nothing before it was
-// purged (a new server's first binlog).
-func (r *Reader) fileStart(ctx context.Context, srv *server, i int) (start int64, fresh bool, err error) {
-	s := r.syncer(srv, nil)
-	defer s.Close()
-	st, err := s.StartSync(gomysql.Position{Name: srv.files[i].name, Pos: 4})
+// time the server opened the file.
+func (r *Reader) fileStart(ctx context.Context, srv *server, i int) (int64, error) {
+	st, err := r.open(ctx, srv, srv.files[i].name, nil)
 	if err != nil {
-		return 0, false, r.streamErr(srv.files[i].name, err)
+		return 0, err
 	}
-	seen := false
+	defer st.Close()
 	for {
-		ev, err := st.GetEvent(ctx)
+		ev, err := st.next()
+		if err == io.EOF {
+			return 0, &UnavailableError{Addr: r.addr, Reason: srv.files[i].name + " holds no event"}
+		}
 		if err != nil {
-			return 0, false, r.streamErr(srv.files[i].name, err)
+			return 0, err
 		}
-		switch e := ev.Event.(type) {
-		case *replication.FormatDescriptionEvent:
-			start, seen = int64(ev.Header.Timestamp), true
-			if i > 0 {
-				return start, false, nil
-			}
-		case *replication.MariadbGTIDListEvent:
-			return start, seen && len(e.GTIDs) == 0, nil
-		case *replication.PreviousGTIDsEvent:
-			return start, seen && e.GTIDSets == "", nil
-		default:
-			if seen && ev.Header.EventType != replication.ROTATE_EVENT {
-				return start, false, nil
-			}
+		if _, ok := ev.Event.(*replication.FormatDescriptionEvent); ok {
+			return int64(ev.Header.Timestamp), nil
 		}
 	}
-}
-
-func (r *Reader) streamErr(name string, err error) error {
-	msg := scrub(err, r.password).Error()
-	hint := ""
-	if l := strings.ToLower(msg); strings.Contains(l, "denied") || strings.Contains(msg, "1227") {
-		hint = " (the binlog user needs REPLICATION SLAVE)"
-	}
-	return fmt.Errorf("binlog of %s: read %s%s: %s", r.addr, name, hint, msg)
-}
-
-// syncer makes a replica connection's syncer; decode, when set, decodes
-// rows events (the scan decodes only those of its tables).
-func (r *Reader) syncer(srv *server, decode func(*replication.RowsEvent, []byte) error) *replication.BinlogSyncer {
-	host, port, _ := net.SplitHostPort(r.addr)
-	p, _ := strconv.Atoi(port)
-	id := r.serverID
-	if id == 0 {
-		id = 1<<31 + rand.Uint32N(1<<31)
-	}
-	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: id, Flavor: srv.flavor, Host: host, Port: uint16(p), User: r.user, Password: r.password,
-		// DECIMAL as the server's exact text, never a float (UseDecimal
-		// would make a shopspring value; false keeps the string).
-		UseDecimal: false, ParseTime: false,
-		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DisableRetrySync:     true,
-		MaxReconnectAttempts: 1,
-		ReadTimeout:          r.Timeout,
-		HeartbeatPeriod:      time.Second,
-		RowsEventDecodeFunc:  decode,
-		// A small read-ahead: a probe of a file reads one event and stops,
-		// and other tables' 1 MB events are not queued by the hundred.
-		EventCacheCount: 8,
-	})
 }
 
 // scan reads from file start to the window's end and collects the changes.
 func (r *Reader) scan(ctx context.Context, srv *server, start int, req sources.BinlogRequest) (sources.BinlogRead, error) {
 	w := newWindow(req, srv.keyPos, srv.deltaPos, srv.txPos)
-	s := r.syncer(srv, w.decode)
-	defer s.Close()
+	w.cols, w.txCols, w.fold, w.crc = srv.cols, srv.txCols, srv.fold, srv.crc
 	name := srv.files[start].name
-	st, err := s.StartSync(gomysql.Position{Name: name, Pos: 4})
+	st, err := r.open(ctx, srv, name, w.decode)
 	if err != nil {
-		return sources.BinlogRead{}, r.streamErr(name, err)
+		return sources.BinlogRead{}, err
 	}
-	last := srv.files[len(srv.files)-1]
+	defer st.Close()
 	out := sources.BinlogRead{Files: []string{name}}
-	cur := name
 	for {
-		ev, err := st.GetEvent(ctx)
+		file := st.file
+		ev, err := st.next()
+		if err == io.EOF {
+			break
+		}
 		if err != nil {
-			return out, r.streamErr(cur, err)
+			return out, err
 		}
-		h := ev.Header
-		if rot, ok := ev.Event.(*replication.RotateEvent); ok {
-			if next := string(rot.NextLogName); next != cur {
-				cur = next
-				out.Files = append(out.Files, next)
-			}
-			continue
+		if st.file != file && st.file != out.Files[len(out.Files)-1] {
+			out.Files = append(out.Files, st.file)
 		}
-		if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
-			if cur == last.name {
-				out.Changes = w.changes
-				return out, nil // the server has nothing more: the binlog's end
-			}
-			continue
+		if rot, ok := ev.Event.(*replication.RotateEvent); ok && string(rot.NextLogName) == file {
+			continue // the server's rotate to the file it starts with
 		}
-		out.Bytes += int64(h.EventSize)
-		if done := w.event(ev, cur); done {
-			out.Changes = w.changes
-			return out, nil
-		}
-		if cur == last.name && int64(h.LogPos) >= last.size && w.idle() {
-			out.Changes = w.changes
-			return out, nil
+		out.Bytes += int64(ev.Header.EventSize)
+		if w.event(ev, file, st.start(ev)) {
+			break
 		}
 	}
+	if w.problem != "" {
+		return out, &UnavailableError{Addr: r.addr, Reason: w.problem}
+	}
+	out.Changes = w.changes
+	return out, nil
 }

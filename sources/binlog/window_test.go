@@ -84,7 +84,7 @@ func TestWindow(t *testing.T) {
 			w := newWindow(req, 0, 1, 1)
 			done := false
 			for _, e := range c.events {
-				done = done || w.event(e, "bin.000003")
+				done = done || w.event(e, "bin.000003", e.Header.LogPos-e.Header.EventSize)
 			}
 			var got []string
 			for _, ch := range w.changes {
@@ -139,9 +139,9 @@ func TestWindowCompressedTransaction(t *testing.T) {
 		From: time.Unix(t0, 0), To: time.Unix(t0+60, 0)}
 	w := newWindow(req, 0, 1, -1)
 	sid := []byte{0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95, 0x62}
-	w.event(ev(t0+1, replication.GTID_EVENT, 0, &replication.GTIDEvent{SID: sid, GNO: 7}), "binlog.000001")
+	w.event(ev(t0+1, replication.GTID_EVENT, 0, &replication.GTIDEvent{SID: sid, GNO: 7}), "binlog.000001", 0)
 	w.event(ev(t0+1, replication.TRANSACTION_PAYLOAD_EVENT, 0, &replication.TransactionPayloadEvent{Events: []*replication.BinlogEvent{
-		query(t0+1, "BEGIN"), update(t0+1, 300, balanceMap, []any{int64(1001), "100.00"}, []any{int64(1001), "70.00"}), xid(t0+1, 9)}}), "binlog.000001")
+		query(t0+1, "BEGIN"), update(t0+1, 300, balanceMap, []any{int64(1001), "100.00"}, []any{int64(1001), "70.00"}), xid(t0+1, 9)}}), "binlog.000001", 0)
 	if len(w.changes) != 1 || w.changes[0].ID() != "3e11fa47-71ca-11e1-9e33-c80aa9429562:7#0" || w.changes[0].XID != 9 {
 		t.Fatalf("changes %+v", w.changes)
 	}
