@@ -89,3 +89,37 @@ func findingText(fs []Finding) string {
 	}
 	return b.String()
 }
+
+// Binlog times have a resolution of one second: a change of second S sorts
+// after every event of that second (its own message, produced at S.300,
+// came first), carries the resolution, and never a fake fraction.
+func TestBinlogTimeResolution(t *testing.T) {
+	p := &config.Pipeline{Name: "settlement", Topic: "settlement-event", MessageKey: "{biz_id}", Steps: []config.Step{
+		{Name: "debit", Kind: config.KindLocal, Binlog: &config.Binlog{Table: "account_balance", Key: "account_id", Delta: "balance",
+			MessageKey: "$.account_id", MessageDelta: "-$.amount"}},
+		{Name: "ledger", Kind: config.KindLocal, Evidence: "SELECT id, direction, amount, created_at FROM ledger_entry WHERE biz_order_id = ?"},
+	}}
+	s := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
+	rows, err := sources.AttributeChanges([]sources.BinlogChange{{GTID: "0-1-5", Key: int64(1001), At: s, Before: "100.00", After: "70.00"}}, "PAY-1", "-30.00", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := []sources.Row{{Columns: []string{"id", "direction", "amount", "created_at"}, Values: []sources.Value{int64(1), "OUT", "30.00", s.Add(700 * time.Millisecond)}}}
+	ev := sources.Evidence{BizID: "PAY-1", Pipeline: p,
+		DB:      sources.DBEvidence{Now: s.Add(time.Minute), Steps: []sources.StepEvidence{{Name: "debit", Rows: rows}, {Name: "ledger", Rows: ledger}}},
+		Kafka:   sources.KafkaEvidence{Message: &sources.Message{Timestamp: s.Add(300 * time.Millisecond)}},
+		Sources: map[string]string{"mysql": sources.StatusOK, "kafka": sources.StatusOK, "binlog": sources.StatusOK}}
+	r := Diagnose(ev)
+	var got []string
+	for _, e := range r.Timeline {
+		got = append(got, e.Source+"/"+e.Resolution)
+	}
+	// The debit ran after its message; the ledger row (.700) is in the
+	// same second: the change of second :05 is placed after both.
+	if want := "kafka/,ledger_entry/,binlog account_balance/1s"; strings.Join(got, ",") != want {
+		t.Fatalf("timeline %v, want %s", got, want)
+	}
+	if at := r.Timeline[2].At; !at.Equal(s) {
+		t.Fatalf("the change is shown at %v, want its second %v", at, s)
+	}
+}

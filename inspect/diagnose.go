@@ -249,6 +249,42 @@ func stepView(i int, s config.Step, se sources.StepEvidence, reached reachedInfo
 	v.Probe, count, unknown = bizProbe(s.Name, se, att, count, unknown)
 	v.EvidenceCount = count
 	v.Status = stepStatus(s, v, unknown)
+	if se.Binlog != nil && v.Error == "" {
+		v.Binlog = binlogView(s.Name, se.Binlog, att)
+		switch v.Binlog.Attested {
+		case AttestApplied:
+			v.EvidenceCount = 1
+			v.Status = stepStatus(s, v, 0)
+		case AttestAbsent:
+			v.EvidenceCount = 0
+			v.Status = stepStatus(s, v, 0)
+		default:
+			if v.Binlog.CountMin != v.Binlog.CountMax {
+				v.Status = StepAmbiguous
+			}
+		}
+	}
+	return v
+}
+
+// binlogView is a binlog step's attribution (docs/where.md#binlog-evidence).
+// What the audit attests of the step as a whole (a manual action that
+// closed an ambiguous count) decides its count.
+func binlogView(step string, b *sources.BinlogAttribution, att Attestations) *BinlogView {
+	v := &BinlogView{Key: b.Key, Delta: b.Delta, CountMin: b.Count.Min, CountMax: b.Count.Max,
+		Competitors: b.Competitors, Shared: b.Shared, Notes: b.Notes}
+	if v.Competitors == nil {
+		v.Competitors = []sources.Competitor{}
+	}
+	if v.Shared == nil {
+		v.Shared = []sources.SharedChange{}
+	}
+	for _, o := range []string{AttestApplied, AttestAbsent} {
+		if att.is(step, AttestAll, o) {
+			v.Attested = o
+			v.Notes = append(v.Notes, att.note(step, AttestAll))
+		}
+	}
 	return v
 }
 
@@ -438,7 +474,7 @@ func timeline(ev sources.Evidence, r *Report) []Event {
 		t := a.At
 		out.add(&t, "opctl audit", fmt.Sprintf("%s %s (plan %.12s, action %d)", a.Action, a.Outcome, a.PlanID, a.ActionIndex))
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].sortAt().Before(out[j].sortAt()) })
 	return out
 }
 
@@ -476,7 +512,13 @@ func (e *events) step(s config.Step, sv StepView) {
 		if row.Reversed {
 			what += " (reversed)"
 		}
-		e.add(firstTime(row.Row), src, what)
+		t := firstTime(row.Row)
+		if s.Binlog != nil && row.IsBinlogChange() && t != nil {
+			// The binlog's time has a resolution of one second.
+			*e = append(*e, Event{At: *t, Source: src, What: what, Resolution: ResolutionSecond})
+			continue
+		}
+		e.add(t, src, what)
 	}
 	isrc := tableOf(s.Intent, s.Name)
 	for _, in := range sv.Intents {

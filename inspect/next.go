@@ -48,6 +48,14 @@ func NextCommands(r *Report, p *config.Pipeline) []string {
 		if step != "" {
 			ask = "ask the downstream of step " + step + " whether the call took effect"
 		}
+		if v := stepNamed(r, step); v != nil && v.Status == StepAmbiguous {
+			// Whose changes they are is settled by the people who know
+			// the operations (docs/where.md#binlog-evidence).
+			return append(out,
+				attest+" --outcome applied --out plan.json   # find out which of the shared changes of step "+step+" are this operation's and undo any extra one by hand; when it has exactly one, set ATTEST to how you know and run this line",
+				attest+" --outcome absent --out plan.json   # if none of them is this operation's, set ATTEST to how you know and run this line instead",
+				dryRun, explain)
+		}
 		return append(out,
 			attest+" --outcome applied --out plan.json"+id+"   # "+ask+"; if it did, set ATTEST to its answer (who said what, when) and run this line",
 			attest+" --outcome absent --out plan.json"+id+"   # if it never took effect, set ATTEST to its answer and run this line instead",
@@ -115,6 +123,16 @@ func unknownStep(r *Report) string {
 		}
 	}
 	return ""
+}
+
+// stepNamed is the view of the step named step, nil when none is.
+func stepNamed(r *Report, step string) *StepView {
+	for i := range r.Steps {
+		if r.Steps[i].Name == step {
+			return &r.Steps[i]
+		}
+	}
+	return nil
 }
 
 // stepFlag is --from-step for step, or nothing without one.

@@ -97,6 +97,25 @@ type StepView struct {
 	// Note says what opctl could not verify about the step (an unverified
 	// remote step: docs/verdicts.md#unverified-steps).
 	Note string `json:"note,omitempty"`
+	// Binlog is how a binlog step's changes were weighed against the other
+	// operations that may own them (docs/where.md#binlog-evidence).
+	Binlog *BinlogView `json:"binlog,omitempty"`
+}
+
+// BinlogView is the attribution of a binlog step's changes: the row and
+// delta, the operation's count over every assignment of the changes, the
+// other operations that may own them, and what limited the search.
+type BinlogView struct {
+	Key         string                 `json:"key"`
+	Delta       string                 `json:"delta"`
+	CountMin    int                    `json:"count_min"`
+	CountMax    int                    `json:"count_max"`
+	Competitors []sources.Competitor   `json:"competitors"`
+	Shared      []sources.SharedChange `json:"shared"`
+	Notes       []string               `json:"notes,omitempty"`
+	// Attested is set when opctl's audit attests the step as a whole
+	// (applied or absent): it then decides the count.
+	Attested string `json:"attested,omitempty"`
 }
 
 // StepStatus is what a step's effects say (docs/verdicts.md).
@@ -109,6 +128,9 @@ const (
 	StepDuplicated StepStatus = "duplicated"
 	StepUnknown    StepStatus = "unknown"
 	StepAhead      StepStatus = "ahead"
+	// StepAmbiguous: a binlog step whose count depends on which of the
+	// changes other operations own (docs/where.md#binlog-evidence).
+	StepAmbiguous StepStatus = "ambiguous"
 	// StepUnverified: a remote step with neither intent nor probe. It is
 	// never absent, unknown or duplicated: opctl cannot see its effect
 	// (docs/verdicts.md#unverified-steps).
@@ -237,6 +259,23 @@ type Event struct {
 	At     time.Time `json:"at"`
 	Source string    `json:"source"`
 	What   string    `json:"what"`
+	// Resolution is "1s" for a time known to the second only (a binlog
+	// event's): At is the start of that second, and the event is placed
+	// after every other event of it (docs/where.md#binlog-evidence).
+	Resolution string `json:"resolution,omitempty"`
+}
+
+// ResolutionSecond is the resolution of a binlog event's time.
+const ResolutionSecond = "1s"
+
+// sortAt is the time an event sorts at: one known to the second only sorts
+// at the end of its second, after every event that second holds (it may
+// have happened at any point of it; a debit then follows its own message).
+func (e Event) sortAt() time.Time {
+	if e.Resolution == ResolutionSecond {
+		return e.At.Truncate(time.Second).Add(time.Second - time.Nanosecond)
+	}
+	return e.At
 }
 
 // RedeliveryAnswer says whether Kafka will hand the message to the group

@@ -361,15 +361,49 @@ func seeDuplicateEffect(f *facts) []seen {
 	})
 }
 
-// seeUnknownOutcome: nothing says whether a step took effect (a step whose
-// query failed is a READ_ERROR instead).
+// seeUnknownOutcome: nothing says whether a step took effect, or how many
+// times: a binlog step whose count depends on which changes other
+// operations own (a step whose query failed is a READ_ERROR instead).
 func seeUnknownOutcome(f *facts) []seen {
 	return perStep(f, func(_ int, s config.Step, v StepView) string {
-		if v.Status != StepUnknown || v.Error != "" {
+		switch {
+		case v.Status == StepAmbiguous:
+			return ambiguousDetail(f.pipeline, s, v)
+		case v.Status != StepUnknown || v.Error != "":
 			return ""
 		}
 		return unknownDetail(s, v)
 	})
+}
+
+// ambiguousDetail says which changes other operations may own, and what
+// settles it (docs/where.md#binlog-evidence).
+func ambiguousDetail(p *config.Pipeline, s config.Step, v StepView) string {
+	b := v.Binlog
+	var who []string
+	for _, c := range b.Competitors {
+		var w string
+		if c.Found == sources.AttributedMessage {
+			w = c.BizID + " (its message names the row"
+		} else {
+			w = c.BizID + " (its transaction tied a change"
+		}
+		if c.Processed != "" {
+			w += "; it ran: " + c.Processed
+		}
+		who = append(who, w+")")
+	}
+	var ids []string
+	unknown := false
+	for _, sc := range b.Shared {
+		ids = append(ids, sc.ID)
+		unknown = unknown || sc.Unknown
+	}
+	if unknown {
+		who = append(who, "operations that were not found")
+	}
+	return fmt.Sprintf("%d to %d of the changes of %s %s by %s in the binlog are this operation's: %s may own %s, and the binlog cannot tell whose: find out, undo any extra change by hand, and attest the outcome",
+		b.CountMin, b.CountMax, s.Binlog.Table, b.Key, b.Delta, strings.Join(who, ", "), strings.Join(ids, ", "))
 }
 
 // seeEntityNotFound: a skip was recorded but the entity it read is missing,

@@ -1048,7 +1048,7 @@ func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
 		cs.notes = append(cs.notes, fmt.Sprintf("step %s: --since %s is longer than the %s a binlog scan reads: only the last %s of the binlog were scanned for it",
 			s.Name, r.o.Since, config.MaxBinlogWindow, config.MaxBinlogWindow))
 	}
-	req := sources.BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, From: r.now.Add(-since), To: r.now}
+	req := sources.BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta, From: r.now.Add(-since), To: r.now, Clamp: true}
 	req.Schema, req.Table = col.SplitTable(b.Table)
 	if t, c := b.TransactionTable(); t != "" {
 		req.TxSchema, req.TxTable = col.SplitTable(t)
@@ -1062,6 +1062,9 @@ func (r *run) binlogDuplicates(cs *checkState, s config.Step) error {
 	}
 	r.count(cs, int64(len(read.Changes)))
 	cs.notes = append(cs.notes, fmt.Sprintf("step %s: %d binlog change(s) of %s in %d file(s)", s.Name, len(read.Changes), b.Table, len(read.Files)))
+	if read.From.After(req.From) {
+		cs.notes = append(cs.notes, fmt.Sprintf("step %s: the binlog begins at %s: scanned from there, not from %s", s.Name, read.From.UTC().Format(time.RFC3339), req.From.UTC().Format(time.RFC3339)))
+	}
 	var bizs []string
 	if b.Transaction != "" {
 		bizs = sources.RepeatedChanges(read.Changes, b.WindowDuration())

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/opctl-dev/opctl/sources"
 )
@@ -19,6 +20,20 @@ type groupResult struct {
 type cachedKafka struct {
 	mu    sync.Mutex
 	views map[string]groupResult
+	// rr reads the topic over a time window (nil: the Collector's Kafka
+	// cannot): the triage of a binlog step whose window holds a change no
+	// transaction ties reads it to find the other operations that may own
+	// it (docs/where.md#binlog-evidence).
+	rr sources.RecordReader
+}
+
+// Records implements sources.RecordReader through the Collector's Kafka;
+// without one it is an error (the search is then said to be incomplete).
+func (k *cachedKafka) Records(ctx context.Context, topic string, from, to time.Time, limit int, each func(*sources.Message)) (sources.RecordsRead, error) {
+	if k.rr == nil {
+		return sources.RecordsRead{}, errNoRange
+	}
+	return k.rr.Records(ctx, topic, from, to, limit, each)
 }
 
 func groupKey(topic, group string) string { return topic + "\x00" + group }
@@ -49,6 +64,8 @@ type viewError string
 func (e viewError) Error() string { return string(e) }
 
 const errNoView = viewError("reconcile: group view not read")
+
+const errNoRange = viewError("reconcile: this Kafka reader cannot read the topic over a time range")
 
 // readGroups reads the group view of every selected pipeline, once.
 func (r *run) readGroups() {

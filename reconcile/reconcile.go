@@ -490,6 +490,7 @@ func Run(ctx context.Context, d Deps, o Options, emit func(Result) error) (*Summ
 	col := *d.Collector
 	r.col = &col
 	if d.Collector.Kafka != nil {
+		r.kafka.rr, _ = d.Collector.Kafka.(sources.RecordReader)
 		r.col.Kafka = r.kafka
 		r.readGroups()
 	} else if r.col.KafkaMissing == "" {

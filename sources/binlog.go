@@ -27,6 +27,10 @@ type BinlogRequest struct {
 	// whose rows written in the same transaction tie a change to an
 	// operation (binlog.transaction).
 	TxSchema, TxTable, TxColumn string
+	// Clamp reads a window that starts before the oldest binlog the server
+	// keeps from where the binlog begins (reconcile's scan, which says
+	// so), instead of failing; BinlogRead.From says where the read began.
+	Clamp bool
 }
 
 // BinlogChange is one UPDATE of the requested row, as the binlog holds it:
@@ -69,6 +73,9 @@ func (c BinlogChange) Delta() (string, error) { return DecimalSub(c.After, c.Bef
 // BinlogRead is what one read of the binlog found.
 type BinlogRead struct {
 	Changes []BinlogChange
+	// From is where the read began: the request's From, or the oldest
+	// binlog's start when the request was clamped to it.
+	From time.Time
 	// Files are the binlog files read; Bytes how many bytes of events.
 	Files []string
 	Bytes int64
@@ -107,43 +114,34 @@ func (r Row) IsBinlogChange() bool { return slices.Equal(r.Columns, BinlogColumn
 var binlogDecimal = []bool{false, false, true, true, true, false, false}
 
 // AttributeChanges selects the changes that count as effects of operation
-// bizID (docs/where.md#binlog-evidence): those whose delta equals delta
-// (compared as numbers, "-30" = "-30.00") and whose transaction does not tie
-// them to another operation. With txSet (binlog.transaction configured), a
-// change whose transaction wrote a row naming bizID counts for certain
-// (attribution "transaction"); one whose transaction names only other
-// operations does not count; one with no such row counts by the message
-// ("message"). It returns them as evidence rows (BinlogColumns), in binlog
-// order.
+// bizID when no other operation competes for them
+// (docs/where.md#binlog-evidence): those whose delta equals delta (compared
+// as numbers, "-30" = "-30.00") that AssignChanges gives it with it as the
+// only claimant. With txSet (binlog.transaction configured), a change whose
+// transaction wrote a row naming bizID counts for certain (attribution
+// "transaction"); one whose transaction names only other operations does
+// not count, nor does an untied one before its first tied change; one
+// with no such row counts by the message ("message"). It returns them as
+// evidence rows (BinlogColumns), in binlog order. A collector weighs the
+// other operations too (Collector.attribute).
 func AttributeChanges(changes []BinlogChange, bizID, delta string, txSet bool) ([]Row, error) {
 	want, ok := new(big.Rat).SetString(delta)
 	if !ok {
 		return nil, fmt.Errorf("the message's delta %q is not a number", delta)
 	}
-	var rows []Row
-	for _, c := range changes {
-		d, err := c.Delta()
-		if err != nil {
-			return nil, fmt.Errorf("change %s: %v", c.ID(), err)
-		}
-		got, _ := new(big.Rat).SetString(d)
-		if got.Cmp(want) != 0 {
-			continue
-		}
-		how := AttributedMessage
-		if txSet && len(c.TxKeys) > 0 {
-			mine := false
-			for _, k := range c.TxKeys {
-				mine = mine || k == bizID
-			}
-			if !mine {
-				continue
-			}
-			how = AttributedTransaction
-		}
-		rows = append(rows, Row{Columns: BinlogColumns,
-			Values: []Value{c.ID(), c.Key, d, c.Before, c.After, c.At, how}})
+	matching, err := sameRowDelta(changes, "", want)
+	if err != nil {
+		return nil, err
 	}
+	claims := make([]Claim, len(matching))
+	for i, ch := range matching {
+		if !txSet {
+			ch.TxKeys = nil
+		}
+		claims[i] = Claim{Change: ch}
+	}
+	a := AssignChanges(claims, []Claimant{{BizID: bizID}})
+	rows, _ := ownRows(claims, a, bizID, BinlogRequest{})
 	return rows, nil
 }
 

@@ -34,7 +34,7 @@ func (c *Collector) readBinlog(ctx context.Context, ev *Evidence) {
 		if status == "" || status == StatusSkipped {
 			status = StatusOK
 		}
-		rows, err := c.binlogStep(ctx, s, ev)
+		rows, attr, err := c.binlogStep(ctx, i, s, ev)
 		se := &ev.DB.Steps[i]
 		if err != nil {
 			se.BinlogErr = s.Name + ": binlog: " + err.Error()
@@ -43,7 +43,7 @@ func (c *Collector) readBinlog(ctx context.Context, ev *Evidence) {
 			}
 			continue
 		}
-		se.Rows = rows
+		se.Rows, se.Binlog = rows, attr
 	}
 	if status != "" {
 		ev.Sources["binlog"] = status
@@ -64,14 +64,17 @@ func knownOperation(db DBEvidence) bool {
 	return false
 }
 
-// binlogStep reads one step's changes.
-func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence) ([]Row, error) {
+// binlogStep reads one step's changes and attributes them
+// (docs/where.md#binlog-evidence): the changes of the row the message names
+// by the delta it names, in the operation's window, less those another
+// operation can account for.
+func (c *Collector) binlogStep(ctx context.Context, k int, s config.Step, ev *Evidence) ([]Row, *BinlogAttribution, error) {
 	b := s.Binlog
 	if c.Binlog == nil {
 		if c.BinlogMissing != "" {
-			return nil, errors.New(c.BinlogMissing)
+			return nil, nil, errors.New(c.BinlogMissing)
 		}
-		return nil, errors.New("no binlog reader is configured")
+		return nil, nil, errors.New("no binlog reader is configured")
 	}
 	req := BinlogRequest{KeyColumn: b.Key, DeltaColumn: b.Delta}
 	req.Schema, req.Table = c.SplitTable(b.Table)
@@ -79,8 +82,6 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 		req.TxSchema, req.TxTable = c.SplitTable(t)
 		req.TxColumn = col
 	}
-	bctx, cancel := context.WithTimeout(ctx, c.timeout())
-	defer cancel()
 	msg := ev.Kafka.Message
 	if msg == nil {
 		why := ev.Kafka.SearchDetail
@@ -92,27 +93,34 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 		}
 		missing := errors.New("the operation's Kafka message, which binlog.message_key and message_delta read, could not be read (" + why + ")")
 		if req.TxTable == "" {
-			return nil, missing
+			return nil, nil, missing
 		}
-		return c.tiedChanges(bctx, req, b, ev, missing)
+		return c.tiedChanges(ctx, k, req, b, ev, missing)
 	}
 	keyPath, _ := config.ParseMessagePath(b.MessageKey, false)
 	deltaPath, _ := config.ParseMessagePath(b.MessageDelta, true)
 	key, err := keyPath.Lookup(msg.Value)
 	if err != nil {
-		return nil, errors.New("binlog.message_key " + b.MessageKey + ": " + err.Error())
+		return nil, nil, errors.New("binlog.message_key " + b.MessageKey + ": " + err.Error())
 	}
 	delta, err := deltaPath.Lookup(msg.Value)
 	if err != nil {
-		return nil, errors.New("binlog.message_delta " + b.MessageDelta + ": " + err.Error())
+		return nil, nil, errors.New("binlog.message_delta " + b.MessageDelta + ": " + err.Error())
 	}
 	from := earliestTime(ev, msg.Timestamp)
 	req.Key, req.From, req.To = key, from.Add(-time.Second), from.Add(b.WindowDuration())
-	read, err := c.Binlog.Changes(bctx, req)
+	read, err := c.readChanges(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return AttributeChanges(read.Changes, ev.BizID, delta, req.TxTable != "")
+	return c.attribute(ctx, k, req, delta, read.Changes, ev)
+}
+
+// readChanges is one read of the binlog, bounded by the timeout.
+func (c *Collector) readChanges(ctx context.Context, req BinlogRequest) (BinlogRead, error) {
+	bctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	return c.Binlog.Changes(bctx, req)
 }
 
 // tiedChanges reads a binlog step without the operation's message (no
@@ -121,7 +129,7 @@ func (c *Collector) binlogStep(ctx context.Context, s config.Step, ev *Evidence)
 // which row and which delta, and the window is the evidence's earliest
 // time ± window (the debit may precede its ledger row). Without such a
 // change it returns missing.
-func (c *Collector) tiedChanges(ctx context.Context, req BinlogRequest, b *config.Binlog, ev *Evidence, missing error) ([]Row, error) {
+func (c *Collector) tiedChanges(ctx context.Context, k int, req BinlogRequest, b *config.Binlog, ev *Evidence, missing error) ([]Row, *BinlogAttribution, error) {
 	var at *time.Time
 	if ev.DB.State.Found {
 		at = ev.DB.State.CreatedAt
@@ -130,31 +138,32 @@ func (c *Collector) tiedChanges(ctx context.Context, req BinlogRequest, b *confi
 		at = t
 	}
 	if at == nil {
-		return nil, missing
+		return nil, nil, missing
 	}
 	req.From, req.To = at.Add(-b.WindowDuration()), at.Add(b.WindowDuration())
-	read, err := c.Binlog.Changes(ctx, req)
+	// A binlog that begins inside that span still holds the tied change
+	// if it holds any: the operation owns no change before its first tied
+	// one, so the part before the binlog's start cannot hold one of its
+	// own (and the others' windows that reach there are read again, or
+	// not held to owning a change).
+	req.Clamp = true
+	read, err := c.readChanges(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	req.Clamp, req.From = false, maxTime(req.From, read.From)
 	for _, ch := range read.Changes {
 		if !slices.Contains(ch.TxKeys, ev.BizID) {
 			continue
 		}
 		delta, err := ch.Delta()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		key := fmt.Sprint(ch.Key)
-		var same []BinlogChange
-		for _, o := range read.Changes {
-			if fmt.Sprint(o.Key) == key {
-				same = append(same, o)
-			}
-		}
-		return AttributeChanges(same, ev.BizID, delta, true)
+		req.Key = fmt.Sprint(ch.Key)
+		return c.attribute(ctx, k, req, delta, read.Changes, ev)
 	}
-	return nil, missing
+	return nil, nil, missing
 }
 
 // SplitTable is (schema, table) of "schema.table", or of "table" in

@@ -29,12 +29,13 @@ func TestReadBinlog(t *testing.T) {
 		Transaction: "ledger_entry.biz_order_id", Window: "2m"}}}}
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	msg := &Message{Timestamp: at, Value: []byte(`{"account_id": 1001, "amount": "30.00"}`)}
-	two := BinlogRead{Changes: []BinlogChange{{GTID: "0-1-5", Key: int64(1001), Before: "100.00", After: "70.00"}, {GTID: "0-1-9", Key: int64(1001), Before: "70.00", After: "40.00"}}}
+	in := at.Add(time.Second)
+	two := BinlogRead{Changes: []BinlogChange{{GTID: "0-1-5", Key: int64(1001), At: in, Before: "100.00", After: "70.00"}, {GTID: "0-1-9", Key: int64(1001), At: in, Before: "70.00", After: "40.00"}}}
 	ledger := StepEvidence{Name: "ledger", Rows: []Row{{Columns: []string{"id", "created_at"}, Values: []Value{int64(1), at}}}}
-	tied := BinlogRead{Changes: []BinlogChange{{GTID: "0-1-4", Key: int64(1001), Before: "130.00", After: "100.00", TxKeys: []string{"PAY-0"}},
-		{GTID: "0-1-5", Key: int64(1001), Before: "100.00", After: "70.00", TxKeys: []string{"PAY-1"}},
-		{GTID: "0-1-6", Key: int64(1002), Before: "70.00", After: "40.00"},
-		{GTID: "0-1-9", Key: int64(1001), Before: "70.00", After: "40.00"}}}
+	tied := BinlogRead{Changes: []BinlogChange{{GTID: "0-1-4", Key: int64(1001), At: in, Before: "130.00", After: "100.00", TxKeys: []string{"PAY-0"}},
+		{GTID: "0-1-5", Key: int64(1001), At: in, Before: "100.00", After: "70.00", TxKeys: []string{"PAY-1"}},
+		{GTID: "0-1-6", Key: int64(1002), At: in, Before: "70.00", After: "40.00"},
+		{GTID: "0-1-9", Key: int64(1001), At: in, Before: "70.00", After: "40.00"}}}
 	cases := []struct {
 		name    string
 		msg     *Message

@@ -143,6 +143,10 @@ type StepEvidence struct {
 	// ("debit: binlog: ..."): the step is unknown and the report partial
 	// (Sources["binlog"] says why). Rows then holds no binlog change.
 	BinlogErr string
+	// Binlog is how a binlog step's changes were weighed against the
+	// other operations that may own them (nil for other steps, and when
+	// BinlogErr is set).
+	Binlog *BinlogAttribution
 }
 
 // IdempotencyRow is one consumer idempotency record.

@@ -102,10 +102,19 @@ func (v *whereView) report(b *strings.Builder, r inspect.Report) {
 	if len(r.Timeline) > 0 {
 		v.section(b, "TIMELINE")
 		rows = rows[:0]
+		seconds := false
 		for _, e := range r.Timeline {
-			rows = append(rows, []string{e.At.Format("2006-01-02 15:04:05.000"), Safe(e.Source), Safe(e.What)})
+			at := e.At.Format("2006-01-02 15:04:05.000")
+			if e.Resolution == inspect.ResolutionSecond {
+				// Never a fake .000: the binlog has whole seconds.
+				at, seconds = e.At.Format("2006-01-02 15:04:05"), true
+			}
+			rows = append(rows, []string{at, Safe(e.Source), Safe(e.What)})
 		}
 		v.table(b, []string{"AT", "SOURCE", "WHAT"}, rows)
+		if seconds {
+			b.WriteString("  (binlog times are whole seconds: each is placed after the other events of its second)\n")
+		}
 	}
 	v.next(b, r)
 }
@@ -151,6 +160,9 @@ func stepDetail(s inspect.StepView) string {
 		}
 		parts = append(parts, t)
 	}
+	if b := s.Binlog; b != nil {
+		parts = append(parts, binlogAttribution(b)...)
+	}
 	if s.Error != "" {
 		parts = append(parts, "error: "+Safe(s.Error))
 	}
@@ -172,6 +184,39 @@ func binlogChange(r inspect.EvidenceRow) string {
 		return Safe(inspect.IdentityString(v))
 	}
 	return "change " + col("id") + " at " + col("at") + " " + col("before") + " → " + col("after") + " (" + col("attribution") + ")"
+}
+
+// binlogAttribution is what a binlog step's detail says of the other
+// operations that may own its changes (docs/where.md#binlog-evidence):
+// "count 1 to 2; shared with PAY-2 (message, ran: ...): 0-1-5#0, 0-1-6#0".
+func binlogAttribution(b *inspect.BinlogView) []string {
+	var out []string
+	if b.CountMin != b.CountMax {
+		out = append(out, fmt.Sprintf("count %d to %d", b.CountMin, b.CountMax))
+	}
+	if len(b.Shared) > 0 {
+		var who, ids []string
+		for _, c := range b.Competitors {
+			w := Safe(c.BizID) + " (" + c.Found
+			if c.Processed != "" {
+				w += ", ran: " + Safe(c.Processed)
+			}
+			who = append(who, w+")")
+		}
+		unknown := false
+		for _, sc := range b.Shared {
+			ids = append(ids, Safe(sc.ID))
+			unknown = unknown || sc.Unknown
+		}
+		if unknown {
+			who = append(who, "operations not found")
+		}
+		out = append(out, "shared with "+strings.Join(who, ", ")+": "+strings.Join(ids, ", "))
+	}
+	for _, n := range b.Notes {
+		out = append(out, "note: "+Safe(n))
+	}
+	return out
 }
 
 func stateLine(r inspect.Report) string {

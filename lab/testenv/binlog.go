@@ -105,6 +105,11 @@ func (s *BinlogServer) start(o BinlogOptions) error {
 		s.stop()
 		return err
 	}
+	if !o.NoBinlog {
+		// A triage's window starts a second before the operation: the
+		// binlog must have begun before that, or it does not cover it.
+		time.Sleep(2 * time.Second)
+	}
 	return nil
 }
 

@@ -624,6 +624,15 @@ func (pl *planner) duplicates() error {
 		s := pl.p.Steps[k]
 		extra := v.EvidenceCount - 1
 		switch {
+		case s.Kind == config.KindLocal && len(s.Reverse) > 0 && pl.o.Action != Manual && len(reversible(v)) < extra && s.Binlog != nil:
+			// A binlog step whose extra changes another operation may own,
+			// or its own transaction ties: no reversal picks one
+			// (docs/where.md#binlog-evidence).
+			if !pl.allow(Manual) {
+				pl.note("step %s: %d extra change(s), but no reversal can pick one: %s", s.Name, extra, sharedWhy(v))
+				continue
+			}
+			pl.manualDuplicate(k, extra)
 		case s.Kind == config.KindLocal && len(s.Reverse) > 0 && pl.o.Action != Manual:
 			if !pl.allow(Reverse) {
 				continue
@@ -651,6 +660,55 @@ func (pl *planner) duplicates() error {
 		return &RefusedError{Code: CodeNoSafePlan, Detail: "no duplicated step can be repaired with --action " + string(pl.o.Action)}
 	}
 	return nil
+}
+
+// reversible returns the live evidence rows a reversal may pick, oldest
+// identity first: every live row, except that of a binlog step's changes
+// only those no other operation may own and no transaction ties to this
+// one (attribution "message": docs/where.md#binlog-evidence) — the first
+// change a transaction tied is the operation's own, never its duplicate.
+func reversible(v inspect.StepView) []inspect.EvidenceRow {
+	return slices.DeleteFunc(liveRows(v), func(e inspect.EvidenceRow) bool {
+		if !e.IsBinlogChange() {
+			return false
+		}
+		how, _ := e.Get("attribution")
+		return how != sources.AttributedMessage
+	})
+}
+
+// undoable returns the live rows a manual undo attests, newest first:
+// those a reversal may pick, then (a binlog step's) the changes another
+// operation may own in this one's place — interchangeable: the same row,
+// the same delta — never a change its transaction ties to it.
+func undoable(v inspect.StepView) []inspect.EvidenceRow {
+	var out, shared []inspect.EvidenceRow
+	rows := liveRows(v)
+	for i := len(rows) - 1; i >= 0; i-- {
+		e := rows[i]
+		how, _ := e.Get("attribution")
+		switch {
+		case !e.IsBinlogChange() || how == sources.AttributedMessage:
+			out = append(out, e)
+		case how == sources.AttributedShared:
+			shared = append(shared, e)
+		}
+	}
+	return append(out, shared...)
+}
+
+// sharedWhy says why no change of a binlog step may be reversed.
+func sharedWhy(v inspect.StepView) string {
+	var with []string
+	if v.Binlog != nil {
+		for _, c := range v.Binlog.Competitors {
+			with = append(with, c.BizID)
+		}
+	}
+	if len(with) == 0 {
+		return "its changes are tied to it by its transaction, or operations that were not found may own them; undo the extra one by hand (--action manual --attest)"
+	}
+	return "other operations (" + strings.Join(with, ", ") + ") may own its changes; undo the extra one by hand (--action manual --attest)"
 }
 
 // liveRows returns a step's live evidence rows, oldest identity first.
@@ -732,7 +790,7 @@ func ValueText(v any) string {
 
 func (pl *planner) reverseNewest(k, n int) error {
 	s := pl.p.Steps[k]
-	rows := liveRows(pl.r.Steps[k])
+	rows := reversible(pl.r.Steps[k])
 	if n <= 0 || len(rows) == 0 {
 		return &RefusedError{Code: CodeNoSafePlan, Detail: "step " + s.Name + " has no live evidence row to reverse"}
 	}
@@ -873,9 +931,9 @@ func (pl *planner) manualDuplicate(k, n int) {
 			}
 		}
 	} else {
-		rows := liveRows(v)
+		rows := undoable(v)
 		for i := 0; i < n && i < len(rows); i++ {
-			id := inspect.IdentityString(rows[len(rows)-1-i].Identity())
+			id := inspect.IdentityString(rows[i].Identity())
 			att[id] = inspect.AttestReversed
 			guards = append(guards, Guard{Check: CheckEvidenceRow, Step: s.Name, Key: id, Op: "live"})
 			what = append(what, "row "+id)
@@ -899,7 +957,7 @@ func (pl *planner) manualDuplicate(k, n int) {
 func (pl *planner) unknown() error {
 	k := -1
 	for i, v := range pl.r.Steps {
-		if v.Status == inspect.StepUnknown && (pl.from < 0 || pl.from == i) {
+		if (v.Status == inspect.StepUnknown || v.Status == inspect.StepAmbiguous) && (pl.from < 0 || pl.from == i) {
 			k = i
 			break
 		}
@@ -909,6 +967,12 @@ func (pl *planner) unknown() error {
 	}
 	s := pl.p.Steps[k]
 	v := pl.r.Steps[k]
+	if v.Status == inspect.StepAmbiguous {
+		if err := pl.ambiguous(k); err != nil {
+			return err
+		}
+		return pl.afterAttest(k, map[string]string{inspect.AttestAll: pl.o.Outcome})
+	}
 	if pl.o.Action != Manual {
 		if s.Probe != "" {
 			return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s: the probe was inconclusive (%s); retry once the downstream answers, or ask its team and attest the answer: --action manual --attest \"...\" --outcome applied|absent", s.Name, probeDetail(v))}
@@ -935,7 +999,44 @@ func (pl *planner) unknown() error {
 		Guards:   guards,
 		Manual:   &ManualSpec{Instructions: instr, Attest: pl.o.Attest},
 		Attested: att})
+	return pl.afterAttest(k, att)
+}
 
+// ambiguous plans the manual action that settles a binlog step whose count
+// depends on which changes other operations own
+// (docs/where.md#binlog-evidence): the operator finds out, undoes any
+// extra change by hand, and attests the step applied (exactly once now) or
+// absent (none of the changes is this operation's). No reversal is
+// planned: any of the changes may be another operation's.
+func (pl *planner) ambiguous(k int) error {
+	s := pl.p.Steps[k]
+	v := pl.r.Steps[k]
+	b := v.Binlog
+	var shared []string
+	for _, sc := range b.Shared {
+		shared = append(shared, sc.ID)
+	}
+	what := fmt.Sprintf("%d to %d of the changes of %s %s by %s are %s's; %s", b.CountMin, b.CountMax, s.Binlog.Table, b.Key, b.Delta, pl.r.BizID, sharedWhy(v))
+	if pl.o.Action != Manual {
+		return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s: %s; then plan with --action manual --attest \"how you know\" --outcome applied|absent", s.Name, what)}
+	}
+	if pl.o.Outcome == "" {
+		return inputErrorf("--action manual on an ambiguous step needs --outcome applied|absent: whether step %s of %s has exactly one effect now (applied) or none (absent)", s.Name, pl.r.BizID)
+	}
+	instr := fmt.Sprintf("find out which of the changes %s of %s %s are %s's and undo any extra one by hand", strings.Join(shared, ", "), s.Binlog.Table, b.Key, pl.r.BizID)
+	pl.add(Action{Type: Manual, Step: s.Name,
+		Summary:  fmt.Sprintf("attest that step %s of %s is %s", s.Name, pl.r.BizID, map[string]string{inspect.AttestApplied: "applied exactly once", inspect.AttestAbsent: "absent"}[pl.o.Outcome]),
+		Guards:   append(pl.stateGuards(), pl.effectGuards(k)...),
+		Manual:   &ManualSpec{Instructions: instr, Attest: pl.o.Attest},
+		Attested: map[string]string{inspect.AttestAll: pl.o.Outcome}})
+	return nil
+}
+
+// afterAttest plans what follows the outcome of step k attested as att:
+// the state moved past it (applied) or back before it (absent), and the
+// message republished from where the consumer must resume.
+func (pl *planner) afterAttest(k int, att map[string]string) error {
+	s := pl.p.Steps[k]
 	if pl.p.State == nil || !pl.found {
 		if pl.o.Outcome == inspect.AttestAbsent {
 			return pl.maybeRepublish(k, "the call never took effect", true)

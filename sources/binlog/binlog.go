@@ -88,11 +88,27 @@ func (r *Reader) Changes(ctx context.Context, req sources.BinlogRequest) (source
 	}
 	from := req.From.Unix()
 	start, err := r.startFile(ctx, srv, from)
+	var later *laterStart
+	if errors.As(err, &later) && req.Clamp {
+		req.From, start, err = time.Unix(later.first, 0), 0, nil
+	}
 	if err != nil {
 		return sources.BinlogRead{}, err
 	}
-	return r.scan(ctx, srv, start, req)
+	read, err := r.scan(ctx, srv, start, req)
+	read.From = req.From
+	return read, err
 }
+
+// laterStart is the UnavailableError of a window that starts before the
+// oldest binlog the server keeps, with that binlog's start.
+type laterStart struct {
+	*UnavailableError
+	first int64
+}
+
+// Unwrap makes a laterStart an *UnavailableError to errors.As.
+func (l *laterStart) Unwrap() error { return l.UnavailableError }
 
 // server is what one read learned about the server before streaming.
 type server struct {
@@ -223,8 +239,8 @@ func (r *Reader) startFile(ctx context.Context, srv *server, from int64) (int, e
 		return 0, err
 	}
 	if first > from {
-		return 0, &UnavailableError{Addr: r.addr, Reason: fmt.Sprintf("the window starts at %s, but the oldest binlog the server keeps (%s) starts at %s: the changes of the window were purged, or were never logged there (RESET MASTER, log_bin off)",
-			stamp(from), srv.files[0].name, stamp(first))}
+		return 0, &laterStart{first: first, UnavailableError: &UnavailableError{Addr: r.addr, Reason: fmt.Sprintf("the window starts at %s, but the oldest binlog the server keeps (%s) starts at %s: the changes of the window were purged, or were never logged there (RESET MASTER, log_bin off)",
+			stamp(from), srv.files[0].name, stamp(first))}}
 	}
 	lo, hi := 0, len(srv.files)-1 // invariant: lo == 0 or start(lo) < from
 	for lo < hi {
