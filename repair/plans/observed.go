@@ -103,6 +103,21 @@ type ObservedStep struct {
 	ProbeCount *int `json:"probe_count,omitempty"`
 	// Error is why the step could not be read.
 	Error string `json:"error,omitempty"`
+	// Binlog is how a binlog step's changes were weighed against the other
+	// operations that may own them (docs/where.md#binlog-evidence).
+	Binlog *ObservedBinlog `json:"binlog,omitempty"`
+}
+
+// ObservedBinlog is a binlog step's attribution: the row and delta, the
+// operation's count over every assignment, the other operations that may
+// own its changes and the changes they may own.
+type ObservedBinlog struct {
+	Key         string   `json:"key"`
+	Delta       string   `json:"delta"`
+	CountMin    int      `json:"count_min"`
+	CountMax    int      `json:"count_max"`
+	Competitors []string `json:"competitors,omitempty"`
+	Shared      []string `json:"shared,omitempty"`
 }
 
 // ObservedRow is one evidence row.
@@ -180,6 +195,16 @@ func Observe(r inspect.Report, ev *sources.Evidence, redrivePartitions int32) Ob
 		if s.Probe != nil && s.Probe.Count != nil {
 			n := *s.Probe.Count
 			os.ProbeCount = &n
+		}
+		if b := s.Binlog; b != nil {
+			ob := &ObservedBinlog{Key: text(b.Key), Delta: text(b.Delta), CountMin: b.CountMin, CountMax: b.CountMax}
+			for _, c := range b.Competitors {
+				ob.Competitors = append(ob.Competitors, text(c.BizID))
+			}
+			for _, sc := range b.Shared {
+				ob.Shared = append(ob.Shared, text(sc.ID))
+			}
+			os.Binlog = ob
 		}
 		o.Steps = append(o.Steps, os)
 	}
@@ -282,6 +307,16 @@ func (o Observed) report(bizID, pipeline, summary string) inspect.Report {
 		if s.ProbeCount != nil {
 			n := *s.ProbeCount
 			v.Probe = &inspect.ProbeView{Count: &n}
+		}
+		if b := s.Binlog; b != nil {
+			v.Binlog = &inspect.BinlogView{Key: b.Key, Delta: b.Delta, CountMin: b.CountMin, CountMax: b.CountMax,
+				Competitors: []sources.Competitor{}, Shared: []sources.SharedChange{}}
+			for _, c := range b.Competitors {
+				v.Binlog.Competitors = append(v.Binlog.Competitors, sources.Competitor{BizID: c})
+			}
+			for _, id := range b.Shared {
+				v.Binlog.Shared = append(v.Binlog.Shared, sources.SharedChange{ID: id})
+			}
 		}
 		r.Steps = append(r.Steps, v)
 	}
@@ -402,6 +437,12 @@ func (o Observed) fields() []kv {
 		}
 		if s.ProbeCount != nil {
 			add(p+".probe.count", strconv.Itoa(*s.ProbeCount))
+		}
+		if b := s.Binlog; b != nil {
+			add(p+".binlog.row", b.Key+" by "+b.Delta)
+			add(p+".binlog.count", fmt.Sprintf("%d to %d", b.CountMin, b.CountMax))
+			add(p+".binlog.competitors", strings.Join(b.Competitors, ","))
+			add(p+".binlog.shared", strings.Join(b.Shared, ","))
 		}
 		if s.Error != "" {
 			add(p+".error", s.Error)

@@ -531,12 +531,31 @@ func sameZone(tz, global, system string) bool {
 }
 
 // binlog: for a pipeline with binlog evidence, log_bin, ROW, FULL and the
-// retained binlogs; skip for the others.
+// retained binlogs, and a warning for a binlog step without
+// binlog.transaction; skip for the others.
 func (j judge) binlog() Result {
 	if !j.p.UsesBinlog() {
 		return res(CheckBinlog, Skip, "no step has binlog evidence", "")
 	}
-	return judgeBinlog(j.f.Server, j.p.Retention)
+	r := judgeBinlog(j.f.Server, j.p.Retention)
+	var untied []string
+	for _, s := range j.p.Steps {
+		if s.Binlog != nil && s.Binlog.Transaction == "" {
+			untied = append(untied, s.Name)
+		}
+	}
+	if len(untied) == 0 || r.Status == Fail {
+		return r
+	}
+	w := fmt.Sprintf("step %s has no binlog.transaction: nothing ties a change to its operation, so another operation that changes the same row by the same amount in its window (a merchant account, a fixed fee) is told apart only by searching the topic for its message, and when that search cannot complete the count is ambiguous (docs/where.md#binlog-evidence)",
+		strings.Join(untied, ", "))
+	fix := "write a row that names the operation (the ledger row) in the same transaction as the change, and set binlog.transaction to that table.column"
+	if r.Status == Warn {
+		w, fix = r.Detail+"; "+w, r.Fix+"; "+fix
+	} else {
+		w = r.Detail + "; " + w
+	}
+	return res(CheckBinlog, Warn, w, fix)
 }
 
 // judgeBinlog is the binlog check on the server's facts: log_bin on,

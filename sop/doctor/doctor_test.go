@@ -249,6 +249,38 @@ func TestJudge(t *testing.T) {
         reverse:
           - "UPDATE account_balance SET balance = balance - :delta WHERE account_id = :key"`, 1)
 		}, check: CheckBinlog, status: Fail, detail: "log_bin is OFF"},
+		// Seed 000's autocommit consumer: no transaction ties a debit.
+		{name: "binlog evidence without binlog.transaction", yaml: func(s string) string {
+			return strings.Replace(s, `        evidence: "SELECT id, delta FROM balance_journal WHERE biz_id = ?"
+        reverse:
+          - "DELETE FROM balance_journal WHERE id = :id"`, `        binlog:
+          table: account_balance
+          key: account_id
+          delta: balance
+          message_key: "$.account_id"
+          message_delta: "-$.amount"
+        reverse:
+          - "UPDATE account_balance SET balance = balance - :delta WHERE account_id = :key"`, 1)
+		}, edit: func(f *sources.DoctorFacts) {
+			f.Server.LogBin, f.Server.BinlogFormat, f.Server.BinlogRowImage = true, "ROW", "FULL"
+			f.Server.BinaryLogs, f.Server.OldestBinlog = []string{"bin.000001"}, time.Now().Add(-30*24*time.Hour)
+		}, check: CheckBinlog, status: Warn, detail: "step debit has no binlog.transaction"},
+		{name: "binlog evidence with binlog.transaction", yaml: func(s string) string {
+			return strings.Replace(s, `        evidence: "SELECT id, delta FROM balance_journal WHERE biz_id = ?"
+        reverse:
+          - "DELETE FROM balance_journal WHERE id = :id"`, `        binlog:
+          table: account_balance
+          key: account_id
+          delta: balance
+          message_key: "$.account_id"
+          message_delta: "-$.amount"
+          transaction: ledger_entry.biz_order_id
+        reverse:
+          - "UPDATE account_balance SET balance = balance - :delta WHERE account_id = :key"`, 1)
+		}, edit: func(f *sources.DoctorFacts) {
+			f.Server.LogBin, f.Server.BinlogFormat, f.Server.BinlogRowImage = true, "ROW", "FULL"
+			f.Server.BinaryLogs, f.Server.OldestBinlog = []string{"bin.000001"}, time.Now().Add(-30*24*time.Hour)
+		}, check: CheckBinlog, status: Pass, detail: "log_bin ON, ROW, FULL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

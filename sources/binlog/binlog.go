@@ -344,6 +344,7 @@ func (r *Reader) scan(ctx context.Context, srv *server, start int, req sources.B
 		return sources.BinlogRead{}, err
 	}
 	defer st.Close()
+	w.evType = &st.typ
 	out := sources.BinlogRead{Files: []string{name}}
 	for {
 		file := st.file

@@ -103,6 +103,8 @@ type stream struct {
 	// description; fdeSeen is false until one was read.
 	alg     byte
 	fdeSeen bool
+	// typ is the type of the event being parsed (a rows decoder reads it).
+	typ replication.EventType
 }
 
 // open starts a dump of file from its first event. decode, when set,
@@ -138,15 +140,25 @@ func (r *Reader) open(ctx context.Context, srv *server, file string, decode func
 	if err := c.WritePacket(pkt); err != nil {
 		return fail("start the dump of "+file, err)
 	}
+	s.parser = newParser(srv.flavor, decode)
+	return s, nil
+}
+
+// newParser is go-mysql's event parser as a scan uses it: checksums
+// verified, DECIMALs as the server's exact text (never a float), rows
+// decoded by decode when set.
+func newParser(flavor string, decode func(*replication.RowsEvent, []byte) error) *replication.BinlogParser {
 	p := replication.NewBinlogParser()
-	p.SetFlavor(srv.flavor)
-	// DECIMAL as the server's exact text, never a float.
+	p.SetFlavor(flavor)
 	p.SetUseDecimal(false)
 	p.SetParseTime(false)
 	p.SetVerifyChecksum(true)
 	p.SetRowsEventDecodeFunc(decode)
-	s.parser = p
-	return s, nil
+	// A table map's optional metadata (column names, ENUM values...) is
+	// not needed — positions come from information_schema — and its
+	// decoder allocates by counts the event declares: left undecoded.
+	p.SetTableMapOptionalMetaDecodeFunc(func([]byte) error { return nil })
+	return p
 }
 
 // Close ends the dump (the server's dump thread ends when it next writes).
@@ -192,6 +204,7 @@ func (s *stream) parse(raw []byte) (ev *replication.BinlogEvent, err error) {
 	if perr != nil {
 		return nil, fmt.Errorf("binlog of %s: the event of %s at position %d: %v", s.r.addr, s.file, at, perr)
 	}
+	s.typ = h.EventType
 	if h.EventType == replication.ROTATE_EVENT && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 {
 		// The server's own rotate as it opens a file. It carries the
 		// checksum the replica announced, which the parser cannot know
@@ -199,6 +212,9 @@ func (s *stream) parse(raw []byte) (ev *replication.BinlogEvent, err error) {
 		ev = fakeRotate(h, raw)
 		s.advance(ev)
 		return ev, nil
+	}
+	if !sizesOK(h.EventType, raw[replication.EventHeaderSize:]) {
+		return nil, fmt.Errorf("binlog of %s: the event of %s at position %d declares more data than it holds: the file is damaged", s.r.addr, s.file, at)
 	}
 	if h.EventType == replication.FORMAT_DESCRIPTION_EVENT {
 		if alg, ok := fdeChecksum(raw); ok && alg == replication.BINLOG_CHECKSUM_ALG_CRC32 && !crcOK(raw) {
@@ -248,6 +264,46 @@ func (s *stream) start(ev *replication.BinlogEvent) uint32 {
 		return ev.Header.LogPos - ev.Header.EventSize
 	}
 	return s.pos - ev.Header.EventSize
+}
+
+// sizesOK checks the counts an event declares before go-mysql allocates by
+// them (a GTID list's entries, a previous-GTIDs set's UUIDs, a compressed
+// query's size): each must fit the bytes the event holds, or the event is
+// damaged, never an allocation of gigabytes.
+func sizesOK(t replication.EventType, body []byte) bool {
+	switch t {
+	case replication.MARIADB_GTID_LIST_EVENT:
+		// count (28 bits) entries of domain 4, server 4, sequence 8.
+		return len(body) >= 4 && uint64(binary.LittleEndian.Uint32(body)&(1<<28-1))*16 <= uint64(len(body)-4)
+	case replication.PREVIOUS_GTIDS_EVENT:
+		// UUID count (8 bytes, or 6 of them in the tagged format), then
+		// per UUID 16 bytes and an 8-byte interval count at least.
+		if len(body) < 8 {
+			return false
+		}
+		n := binary.LittleEndian.Uint64(body)
+		if body[7] == 1 {
+			n = binary.LittleEndian.Uint64(append(append([]byte{}, body[1:7]...), 0, 0))
+		}
+		return n <= uint64(len(body)-8)/24
+	case replication.MARIADB_QUERY_COMPRESSED_EVENT:
+		return queryCompressedOK(body)
+	}
+	return true
+}
+
+// queryCompressedOK checks a MariaDB compressed query event's declared
+// size (compressedOK) before go-mysql allocates it: after the header, 13
+// bytes of post-header (the schema's length at 8, the status
+// variables' at 11), the status variables, the schema and its NUL, then the
+// compressed query (and a checksum, counted as compressed bytes: a
+// looser bound).
+func queryCompressedOK(body []byte) bool {
+	if len(body) < 13 {
+		return false
+	}
+	pos := 13 + int(binary.LittleEndian.Uint16(body[11:])) + int(body[8]) + 1
+	return pos < len(body) && compressedOK(body[pos:])
 }
 
 // fakeRotate decodes the server's rotate event: an 8-byte position and the

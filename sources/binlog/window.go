@@ -56,6 +56,9 @@ type window struct {
 	prevEnd  string
 	prevLast int64
 	boundary bool
+	// evType is the type of the event being decoded (the stream's), read
+	// by decode; nil when not known.
+	evType *replication.EventType
 	// gtids is the MariaDB GTID state of the stream: the last sequence
 	// number of each (domain, server id), from the first file's GTID
 	// list on.
@@ -109,8 +112,62 @@ func (w *window) decode(e *replication.RowsEvent, data []byte) error {
 	if !w.isTarget(e.Table) && !w.isTx(e.Table) {
 		return nil
 	}
+	// go-mysql sizes a row by the event's column count: one that is not
+	// its table map's (a damaged event) is refused before it allocates.
+	if e.ColumnCount != e.Table.ColumnCount || e.ColumnCount > maxColumns {
+		return fmt.Errorf("the rows event has %d columns, its table map %d: the event is damaged", e.ColumnCount, e.Table.ColumnCount)
+	}
+	// A row image of no column takes no bytes: go-mysql would decode rows
+	// of it forever.
+	n := int(e.ColumnCount)
+	if !anyBit(e.ColumnBitmap1, n) || (e.ColumnBitmap2 != nil && !anyBit(e.ColumnBitmap2, n)) {
+		return fmt.Errorf("the rows event's image has no column: the event is damaged")
+	}
+	if w.evType != nil && compressedRows(*w.evType) && !compressedOK(data[pos:]) {
+		return fmt.Errorf("the compressed rows event declares more data than its compressed bytes can hold: the event is damaged")
+	}
 	return e.DecodeData(pos, data)
 }
+
+// anyBit reports whether a column bitmap names one of the first n
+// columns (its last byte's other bits are padding).
+func anyBit(b []byte, n int) bool {
+	for i := 0; i < n && i>>3 < len(b); i++ {
+		if b[i>>3]&(1<<(uint(i)&7)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// compressedRows reports whether t is a MariaDB compressed rows event.
+func compressedRows(t replication.EventType) bool {
+	return t == replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1 || t == replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1 ||
+		t == replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1
+}
+
+// compressedOK checks MariaDB's compressed data (a header byte whose low
+// bits count the bytes of the uncompressed size, the size, then zlib data)
+// before go-mysql allocates the size it declares: zlib never expands more
+// than about 1032 times, so a larger size is a damaged event, never an
+// allocation.
+func compressedOK(blob []byte) bool {
+	if len(blob) == 0 {
+		return false
+	}
+	n := int(blob[0] & 0x07)
+	if n == 0 || n > 4 || len(blob) < 1+n {
+		return false
+	}
+	size := uint64(0)
+	for _, b := range blob[1 : 1+n] {
+		size = size<<8 | uint64(b)
+	}
+	return size <= 1100*uint64(len(blob)-1-n)+1024
+}
+
+// maxColumns is the most columns a MySQL or MariaDB table has.
+const maxColumns = 4096
 
 // event feeds one event, which starts at pos of file; done is true once a
 // transaction begins after the window's end (nothing later can be in the
