@@ -3,8 +3,12 @@ package repair
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/testenv"
@@ -154,3 +158,41 @@ func TestSeed000TiedDebitNeverReversed(t *testing.T) {
 		t.Fatalf("PAY-2: verdict %s, debit %+v", r.Verdict.Code, debitView(t, r))
 	}
 }
+
+// A binlog server that accepts the connection and stops answering (here
+// in the middle of the handshake, behind a proxy): `where` returns within
+// the timeout with the debit unknown and the report partial, never hangs
+// (it hung forever before, past --timeout and SIGINT).
+func TestSeed000BinlogServerStalls(t *testing.T) {
+	srv := binlogSrv.Get(t)
+	notify := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"status":"APPLIED","count":1}`)
+	}))
+	t.Cleanup(notify.Close)
+	db := srv.MySQL(t)
+	target := strings.SplitN(strings.SplitN(db.DSN, "tcp(", 2)[1], ")", 2)[0]
+	p := testenv.NewStallProxy(t, target, 300)
+	e := newTenvOn(t, db, td("config", "seed000.yaml"), []string{td("schema", "seed000.sql")}, []string{"settlement-event"},
+		map[string]string{"OPCTL_NOTIFY_URL": notify.URL, "OPCTL_BINLOG_DSN": strings.Replace(db.DSN, target, p.Addr, 1)})
+	e.db.Exec(t, "INSERT INTO account_balance (account_id, balance) VALUES (1001, 500.00)")
+	e.seedMessage("PAY-1", 1001, "30.00")
+	e.seedDebit("PAY-1", 1001, "30.00")
+	done := make(chan inspect.Report, 1)
+	go func() { done <- e.where("settlement", "PAY-1") }()
+	select {
+	case r := <-done:
+		d := debitView(t, r)
+		if d.Status != inspect.StepUnknown || !r.Partial || !strings.Contains(r.Sources["binlog"], "no answer within") {
+			t.Fatalf("debit %s partial %v sources %v", d.Status, r.Partial, r.Sources)
+		}
+		if code := inspect.ExitCode([]inspect.Report{r}); code != 6 {
+			t.Fatalf("exit %d, want 6 (partial)", code)
+		}
+	case <-time.After(hangLimit):
+		t.Fatalf("where did not return within %s: it hangs", hangLimit)
+	}
+}
+
+// hangLimit bounds a triage through a stalled server (far past its
+// timeout: a bound on a hang, not a measure of speed).
+const hangLimit = 60 * time.Second
