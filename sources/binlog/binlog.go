@@ -1,9 +1,11 @@
-// Package binlog is the only code that reads a server's binlog
-// (github.com/go-mysql-org/go-mysql's replication, as a replica does): the
-// row changes of one table in one operation's window, with their
-// transaction, for a step with a `binlog` block (docs/config.md#binlog). It
-// reads facts; which change counts for which operation is decided by
-// sources.AttributeChanges, the verdict by inspect.
+// Package binlog is the only code that reads a server's binlog (a
+// COM_BINLOG_DUMP as a replica, decoded by go-mysql-org/go-mysql's parser):
+// the row changes of one table in one operation's window, with their
+// transaction, for a step with a `binlog` block (docs/config.md#binlog),
+// and every other event of the window accounted for
+// (docs/where.md#binlog-evidence). It reads facts; which change counts for
+// which operation is decided by sources.AssignChanges, the verdict by
+// inspect.
 package binlog
 
 import (
@@ -28,7 +30,8 @@ import (
 type Reader struct {
 	addr, user, password, db string
 	serverID                 uint32
-	// Timeout bounds connecting and each read.
+	// Timeout bounds a whole read (Changes, Oldest): every connection of
+	// it, the handshakes, the queries and the dump.
 	Timeout time.Duration
 }
 
@@ -69,7 +72,6 @@ func (e *UnavailableError) Error() string {
 // file is one binlog file of SHOW BINARY LOGS.
 type file struct {
 	name string
-	size int64
 }
 
 // Changes implements sources.Binlog: it checks the server's binlog settings,
@@ -275,8 +277,7 @@ func (r *Reader) binaryLogs(ctx context.Context, conn *client.Conn) ([]file, err
 	var files []file
 	for i := 0; i < res.RowNumber(); i++ {
 		name, _ := res.GetString(i, 0)
-		size, _ := res.GetInt(i, 1)
-		files = append(files, file{name: name, size: size})
+		files = append(files, file{name: name})
 	}
 	if len(files) == 0 {
 		return nil, &UnavailableError{Addr: r.addr, Reason: "SHOW BINARY LOGS lists no file"}

@@ -99,10 +99,6 @@ type stream struct {
 	// file is the binlog file of the last event, pos the position after it.
 	file string
 	pos  uint32
-	// alg is the checksum algorithm of the current file's format
-	// description; fdeSeen is false until one was read.
-	alg     byte
-	fdeSeen bool
 	// typ is the type of the event being parsed (a rows decoder reads it).
 	typ replication.EventType
 }
@@ -245,10 +241,7 @@ func (s *stream) advance(ev *replication.BinlogEvent) {
 		// The stream continues in that file (a rotate the file ends
 		// with, or the server's own as it opens a file).
 		s.file, s.pos = string(e.NextLogName), uint32(e.Position)
-		s.fdeSeen = false
 		return
-	case *replication.FormatDescriptionEvent:
-		s.alg, s.fdeSeen = e.ChecksumAlgorithm, true
 	}
 	switch {
 	case h.LogPos > 0:

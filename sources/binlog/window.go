@@ -73,9 +73,6 @@ func newWindow(req sources.BinlogRequest, keyPos, deltaPos, txPos int) *window {
 	return &window{req: req, keyPos: keyPos, deltaPos: deltaPos, txPos: txPos, from: req.From.Unix(), to: to, fold: true}
 }
 
-// idle reports that no transaction is open.
-func (w *window) idle() bool { return !w.inTx }
-
 // sameName compares a schema or table name as the server does.
 func (w *window) sameName(b []byte, name string) bool {
 	if w.fold {
