@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -112,11 +113,18 @@ func (m Model) counts() string {
 	if m.filter != "" {
 		head += fmt.Sprintf(", %d match /%s", len(m.visible), shown(m.filter))
 	}
+	uncovered := ""
 	if m.summary != nil {
 		// What no check could reach is said, not hidden
-		// (docs/reconcile.md#steps-without-a-scan-block).
+		// (docs/reconcile.md#steps-without-a-scan-block). orphans reaches
+		// no step without a scan block by its nature (the duplicates check
+		// covers those): only what the other checks could not reach is
+		// named.
 		var unc []string
 		for _, c := range m.summary.Checks {
+			if c.Check == reconcile.CheckOrphans {
+				continue
+			}
 			for _, u := range c.Uncovered {
 				step, _, _ := strings.Cut(u, ":")
 				if s := shown(c.Pipeline) + "/" + shown(step); !slices.Contains(unc, s) {
@@ -125,18 +133,18 @@ func (m Model) counts() string {
 			}
 		}
 		if len(unc) > 0 {
-			head += " · not covered: " + strings.Join(unc, ", ")
+			uncovered = " · not covered: " + strings.Join(unc, ", ")
 		}
 	}
 	switch {
 	case len(parts) > 0:
-		return head + " · " + strings.Join(parts, "  ")
+		return head + " · " + strings.Join(parts, "  ") + uncovered
 	case m.summary == nil && m.listErr != "":
 		return head + " · not read: see the status line"
 	case m.summary == nil:
 		return head + " · reading…"
 	}
-	return head + " · nothing to act on or watch"
+	return head + " · nothing to act on or watch" + uncovered
 }
 
 // columns are the list's column widths for the window's width.

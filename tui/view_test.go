@@ -109,9 +109,10 @@ func TestHeaderNamesUncoveredSteps(t *testing.T) {
 	m.width = 200
 	m.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
 		{Pipeline: "fulfilment", Check: reconcile.CheckDuplicates, Uncovered: []string{"wms_lock: no scan block, and no state table"}},
-		{Pipeline: "fulfilment", Check: reconcile.CheckOrphans, Uncovered: []string{"wms_lock: no scan block"}},
+		{Pipeline: "fulfilment", Check: reconcile.CheckOrphans, Uncovered: []string{"wms_lock: no scan block", "notice: no scan block"}},
+		{Pipeline: "fulfilment", Check: reconcile.CheckSkipped, Uncovered: []string{"wms_lock: 3 SKIPPED record(s) whose message was not found"}},
 	}}
-	if got := m.counts(); !strings.Contains(got, "not covered: fulfilment/wms_lock") || strings.Count(got, "wms_lock") != 1 {
+	if got := m.counts(); !strings.Contains(got, "not covered: fulfilment/wms_lock") || strings.Count(got, "wms_lock") != 1 || strings.Contains(got, "notice") {
 		t.Errorf("header %q", got)
 	}
 	if got := m.title(); !strings.Contains(got, "older than") || !strings.Contains(got, "since 1h") {
