@@ -112,7 +112,7 @@ func describe(err error) (string, bool) {
 		return "cannot resolve host " + dnsErr.Name, true
 	case errors.As(err, &me):
 		switch me.Number {
-		case 1045:
+		case 1045, 1698:
 			// The server's message names user@host, never the password.
 			return "access denied: " + me.Message, true
 		case 1044, 1049:

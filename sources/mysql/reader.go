@@ -358,7 +358,8 @@ func isConnError(err error) bool {
 			1130, // host not allowed
 			1203, // user has too many connections
 			1226, // user resource limit exceeded
-			1251: // client does not support authentication protocol
+			1251, // client does not support authentication protocol
+			1698: // access denied without a password (MariaDB: a user that does not exist, or one of another auth plugin)
 			return true
 		}
 		return false
