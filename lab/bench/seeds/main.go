@@ -23,6 +23,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -51,7 +52,10 @@ type options struct {
 	InProcess bool
 	Since     string
 	Explain   bool
-	Log       io.Writer
+	// Hold: after the load, print the environment and the config and
+	// wait for a line on stdin (to run opctl by hand on the data).
+	Hold bool
+	Log  io.Writer
 }
 
 // result is one seed's measurement.
@@ -84,6 +88,7 @@ func main() {
 	flag.StringVar(&o.Since, "since", "1d", "reconcile --since")
 	flag.DurationVar(&span, "span", span, "seeds 001 and 003: how far back the operations go (ending 10 minutes ago)")
 	flag.BoolVar(&o.Explain, "explain", false, "print EXPLAIN of the naive statements")
+	flag.BoolVar(&o.Hold, "hold", false, "after each load, print the environment and the config path and wait for a line on stdin")
 	flag.Parse()
 	o.Seeds = strings.Split(*seeds, ",")
 	o.Log = os.Stderr
@@ -191,6 +196,13 @@ func runSeed(ctx context.Context, o options, repo, bin, dsn string, d *seedDef, 
 	binlogDSN := ""
 	if d.Binlog {
 		binlogDSN = e.dsn
+	}
+	if o.Hold {
+		for k, v := range e.opctlEnv(binlogDSN) {
+			fmt.Fprintf(o.Log, "export %s='%s'\n", k, v)
+		}
+		fmt.Fprintf(o.Log, "config: %s\npress Enter to go on\n", e.config)
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	}
 	if r.Opctl, err = runOpctl(ctx, e, bin, e.opctlEnv(binlogDSN), []string{"--since", o.Since, "--timeout", "5m"}); err != nil {
 		return r, err
@@ -309,7 +321,7 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
 // calls, each part of the naive side.
 func report(w io.Writer, r result) {
 	fmt.Fprintf(w, "== seed %s, %d operations on %s (loaded in %s s), %d planted\n", r.Seed, r.Ops, r.Server, secs(r.Load), len(r.Manifest))
-	fmt.Fprintf(w, "opctl reconcile: %s s, %d rows examined, peak RSS %.1f MiB, exit %d, exact %s\n", secs(r.Opctl.Wall), r.Opctl.Rows, r.Opctl.RSSMiB, r.Opctl.Exit, r.OpctlExact)
+	fmt.Fprintf(w, "opctl reconcile: %s s (its summary: %.2f s), %d rows examined, peak RSS %.1f MiB, exit %d, exact %s\n", secs(r.Opctl.Wall), r.Opctl.Seconds, r.Opctl.Rows, r.Opctl.RSSMiB, r.Opctl.Exit, r.OpctlExact)
 	for _, c := range r.Opctl.Checks {
 		fmt.Fprintf(w, "  %s/%s: %s %s; rows %d, candidates %d (cover only %d), targets %d, %.2f s; verdicts %v\n",
 			c.Pipeline, c.Check, c.Status, c.Reason, c.Rows, c.Candidates, c.CoverOnly, c.Targets, c.Seconds, c.Verdicts)

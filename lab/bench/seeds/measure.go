@@ -33,8 +33,9 @@ type measure struct {
 	Exit   int
 	Found  map[string]string
 	// opctl: each check's summary and the probe calls it made.
-	Checks []reconcile.CheckStats
-	Probes map[string]int
+	Checks  []reconcile.CheckStats
+	Seconds float64 // the run's own summary.seconds
+	Probes  map[string]int
 	// naive: each part (the topic dump, its load, each statement).
 	Parts []part
 }
@@ -149,7 +150,7 @@ func runOpctl(ctx context.Context, e *env, bin string, vars map[string]string, a
 		}
 		m.Found[t.BizID] = string(t.Verdict)
 	}
-	m.Checks = rep.Summary.Checks
+	m.Checks, m.Seconds = rep.Summary.Checks, rep.Summary.Seconds
 	return m, nil
 }
 
@@ -196,6 +197,7 @@ func runNaive(ctx context.Context, e *env, d *seedDef) (measure, error) {
 			return m, fmt.Errorf("%s: %v", d.dumpLoad, err)
 		}
 		m.Parts = append(m.Parts, part{Label: "LOAD DATA LOCAL INFILE into a temporary table", Wall: time.Since(t0), Rows: reads() - r0 - cost})
+		defer conn.ExecContext(ctx, "DROP TEMPORARY TABLE IF EXISTS "+d.dumpTable) //nolint:errcheck // the session ends with it
 	}
 	for _, q := range d.naive {
 		t0, r0 := time.Now(), reads()

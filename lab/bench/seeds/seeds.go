@@ -43,12 +43,13 @@ type seedDef struct {
 	// the DBA dumps the topic (kcat) and loads it (LOAD DATA). dumpDDL
 	// creates the temporary table, dumpLoad is the LOAD DATA statement
 	// (its file is the dump); empty when the naive side needs no dump.
-	dumpDDL, dumpLoad string
-	naive             []naiveQuery
+	dumpTable, dumpDDL, dumpLoad string
+	naive                        []naiveQuery
 }
 
 var seedDefs = map[string]*seedDef{
 	"000": {ID: "000", Topic: "settlement-event", Group: "settlement-consumer", Partitions: 32, Binlog: true, load: load000,
+		dumpTable: "dba_events",
 		dumpDDL: "CREATE TEMPORARY TABLE dba_events (biz_order_id VARCHAR(64) NOT NULL PRIMARY KEY," +
 			" account_id BIGINT NOT NULL, amount DECIMAL(18,2) NOT NULL, KEY (account_id))",
 		dumpLoad: "LOAD DATA LOCAL INFILE 'Reader::dump' INTO TABLE dba_events FIELDS TERMINATED BY '\\t' (biz_order_id, @v)" +
@@ -73,7 +74,8 @@ var seedDefs = map[string]*seedDef{
 				SQL: "SELECT biz_id FROM dba_wms_journal GROUP BY biz_id HAVING COUNT(*) > 1"},
 		}},
 	"003": {ID: "003", Topic: "order-event", Group: "order-consumer", Partitions: 24, load: load003,
-		dumpDDL: "CREATE TEMPORARY TABLE dba_msg (msg_id VARCHAR(64) NOT NULL PRIMARY KEY, order_id BIGINT NOT NULL)",
+		dumpTable: "dba_msg",
+		dumpDDL:   "CREATE TEMPORARY TABLE dba_msg (msg_id VARCHAR(64) NOT NULL PRIMARY KEY, order_id BIGINT NOT NULL)",
 		dumpLoad: "LOAD DATA LOCAL INFILE 'Reader::dump' INTO TABLE dba_msg FIELDS TERMINATED BY '\\t' (order_id, @v)" +
 			" SET msg_id = JSON_VALUE(@v, '$.msgId')",
 		naive: []naiveQuery{
