@@ -75,7 +75,7 @@ type Model struct {
 	gen        int // refresh generation: a late answer of an older one is dropped
 
 	// The detail.
-	screen screen
+	screen  screen
 	pane    pane
 	loading bool
 	detail  *detail
