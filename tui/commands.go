@@ -5,7 +5,7 @@ import (
 	"errors"
 	"runtime/debug"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
