@@ -54,7 +54,7 @@ func TestPrivileges(t *testing.T) {
 	}
 	gs := parseGrants(lines)
 	for _, c := range []struct {
-		db, table string
+		db, table  string
 		has, lacks []string
 	}{
 		{"pay", "t", []string{"SELECT", "INSERT", "USAGE"}, []string{"UPDATE", "DELETE"}},
