@@ -103,6 +103,9 @@ type fake struct {
 	failReconcile error
 	applied       []*plans.Plan
 	applyOpts     []repair.ApplyOptions
+	// dried are the plans dry-run; planned counts the plans made.
+	dried   []*plans.Plan
+	planned int
 }
 
 func newFake(t testing.TB) *fake {
@@ -143,6 +146,9 @@ func (f *fake) Where(_ context.Context, bizID, pipeline string) (*repair.Triage,
 
 func (f *fake) Plan(_ context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error) {
 	o.Now = t0
+	f.mu.Lock()
+	f.planned++
+	f.mu.Unlock()
 	return plans.Build(plans.Input{Config: f.cfg, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: 8, Options: o})
 }
 
@@ -169,7 +175,9 @@ func (f *fake) Apply(_ context.Context, p *plans.Plan, o repair.ApplyOptions) (*
 		}
 		res.Actions = append(res.Actions, ar)
 	}
-	if !o.DryRun {
+	if o.DryRun {
+		f.dried = append(f.dried, p)
+	} else {
 		f.applied = append(f.applied, p)
 		f.applyOpts = append(f.applyOpts, o)
 		s := f.ops[p.BizID]

@@ -190,6 +190,7 @@ type (
 	applyMsg struct {
 		bizID  string
 		dry    bool
+		planID string // the plan run: the reviewed one, under the typed reason for a real apply
 		res    *repair.Result
 		err    error
 		triage *repair.Triage // the re-triage after a real apply
@@ -436,6 +437,9 @@ func (m Model) applyDone(msg applyMsg) Model {
 	}
 	d.busy = ""
 	if msg.dry {
+		if d.plan == nil || (msg.planID != "" && msg.planID != d.plan.ID) {
+			return m // the dry run of a plan since replaced
+		}
 		d.dry, d.dryErr = msg.res, errText(msg.err)
 		return m.show(d, paneDryRun)
 	}

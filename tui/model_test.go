@@ -188,6 +188,15 @@ func TestKeys(t *testing.T) {
 				t.Fatalf("pane %d verdict %s\n%s", m.pane, m.shownVerdict(), m.vp.View())
 			}
 		}},
+		{"a applies the very plan d dry-ran, under the reason typed", nil, keys("j", keyEnter, "p", "d", "a", "PAY-1", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
+			if len(f.dried) != 1 || len(f.applied) != 1 {
+				t.Fatalf("dry-ran %d, applied %d", len(f.dried), len(f.applied))
+			}
+			d, a := f.dried[0], f.applied[0]
+			if f.planned != 1 || !plans.Equivalent(d, a) || !a.CreatedAt.Equal(d.CreatedAt) || d.Reason != reviewReason || a.Reason != "INC-7 double debit" {
+				t.Fatalf("planned %d times; dry-ran %+v\napplied %+v", f.planned, d, a)
+			}
+		}},
 		{"a is disabled by --readonly", func(o *Options) { o.ReadOnly = true }, keys("j", keyEnter, "p", "a"), func(t *testing.T, m Model, f *fake) {
 			if m.in != inputNone || !strings.Contains(m.status, "--readonly") || len(f.applied) != 0 {
 				t.Fatalf("input %d status %q", m.in, m.status)
