@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -40,6 +41,7 @@ type Console func(ctx context.Context, in io.Reader, out io.Writer, o ConsoleOpt
 
 // ConsoleOptions are what `opctl tui` hands the console.
 type ConsoleOptions struct {
+	Triage    func() (*triage.Service, error)
 	Service   func() (*repair.Service, error)
 	Reconcile func() (ReconcileFunc, error)
 	Pipelines []*config.Pipeline
@@ -58,6 +60,7 @@ type ConsoleOptions struct {
 type TUIOptions struct {
 	IO        *iostreams.IOStreams
 	Config    func() (*config.Config, error)
+	Triage    func() (*triage.Service, error)
 	Service   func() (*repair.Service, error)
 	Reconcile func() (ReconcileFunc, error)
 	// Console runs the console in this process; nil: run the opctl-tui
@@ -74,6 +77,7 @@ type TUIOptions struct {
 // NewCmdTUI builds `opctl tui`. runF replaces the run function in tests.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
 	opts := &TUIOptions{IO: f.IOStreams, Config: f.Config, Console: f.Console, Args: f.Args}
+	opts.Triage = func() (*triage.Service, error) { return f.Triage(connect.Options{}) }
 	opts.Service = func() (*repair.Service, error) { return f.Service(connect.Options{}) }
 	opts.Reconcile = reconciler(f)
 	since := durationFlag{d: ConsoleDefaultSince}
@@ -154,7 +158,7 @@ func runTUI(ctx context.Context, opts *TUIOptions) error {
 	if err != nil {
 		return err
 	}
-	err = opts.Console(ctx, opts.IO.In, opts.IO.Out, ConsoleOptions{Service: opts.Service, Reconcile: opts.Reconcile,
+	err = opts.Console(ctx, opts.IO.In, opts.IO.Out, ConsoleOptions{Triage: opts.Triage, Service: opts.Service, Reconcile: opts.Reconcile,
 		Pipelines: ps, Pipeline: opts.Pipeline, Since: opts.Since, OlderThan: opts.OlderThan, Refresh: opts.Refresh,
 		ReadOnly: opts.ReadOnly, Incident: opts.Incident, Operator: opts.Operator, BizID: opts.BizID, Color: opts.IO.ColorEnabled()})
 	if errors.Is(err, context.Canceled) {

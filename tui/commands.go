@@ -53,15 +53,15 @@ func (m Model) reconcileCmd(gen int) tea.Cmd {
 	})
 }
 
-// whereCmd triages one id as `opctl where` does.
+// whereCmd triages one id as `opctl where` does, with its NEXT.
 func (m Model) whereCmd(bizID, pipeline string) tea.Cmd {
-	ctx, open := m.ctx, m.opts.Service
+	ctx, open := m.ctx, m.opts.Triage
 	return safe(func() tea.Msg {
-		svc, err := open()
+		tr, err := open()
 		if err != nil {
 			return whereMsg{bizID: bizID, pipeline: pipeline, err: err}
 		}
-		t, err := svc.Where(ctx, bizID, pipeline)
+		t, err := where(ctx, tr, bizID, pipeline)
 		return whereMsg{bizID: bizID, pipeline: pipeline, triage: t, err: err}
 	})
 }
@@ -123,7 +123,7 @@ func (m Model) planCmd(d *detail) tea.Cmd {
 // re-derivation, stale check, guards under FOR UPDATE, audit). Then the
 // operation is triaged again.
 func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
-	ctx, open, op, bizID, reviewed := m.ctx, m.opts.Service, d.op, d.bizID, d.plan
+	ctx, open, reads, op, bizID, reviewed := m.ctx, m.opts.Service, m.opts.Triage, d.op, d.bizID, d.plan
 	ao := repair.ApplyOptions{DryRun: dry, Operator: m.opts.Operator}
 	o := m.planOptions(d, reason)
 	return safe(func() tea.Msg {
@@ -145,7 +145,12 @@ func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
 		res, err := svc.Apply(ctx, plan, ao)
 		msg := applyMsg{bizID: bizID, dry: dry, res: res, err: err}
 		if !dry {
-			msg.triage, msg.terr = svc.Where(ctx, bizID, op.Pipeline.Name)
+			tr, err := reads()
+			if err != nil {
+				msg.terr = err
+				return msg
+			}
+			msg.triage, msg.terr = where(ctx, tr, bizID, op.Pipeline.Name)
 		}
 		return msg
 	})

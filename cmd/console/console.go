@@ -13,6 +13,13 @@ import (
 // Run is a cmd.Console: the tui package on the options `opctl tui` parsed.
 func Run(ctx context.Context, in io.Reader, out io.Writer, o cmd.ConsoleOptions) error {
 	return tui.Run(ctx, in, out, tui.Options{
+		Triage: func() (tui.Triager, error) {
+			t, err := o.Triage()
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		},
 		Service: func() (tui.Service, error) {
 			s, err := o.Service()
 			if err != nil {
