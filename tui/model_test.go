@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -188,6 +189,15 @@ func TestKeys(t *testing.T) {
 				t.Fatalf("pane %d verdict %s\n%s", m.pane, m.shownVerdict(), m.vp.View())
 			}
 		}},
+		{"a applies the very plan d dry-ran, under the reason typed", nil, keys("j", keyEnter, "p", "d", "a", "PAY-1", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
+			if len(f.dried) != 1 || len(f.applied) != 1 {
+				t.Fatalf("dry-ran %d, applied %d", len(f.dried), len(f.applied))
+			}
+			d, a := f.dried[0], f.applied[0]
+			if f.planned != 1 || !plans.Equivalent(d, a) || !a.CreatedAt.Equal(d.CreatedAt) || d.Reason != reviewReason || a.Reason != "INC-7 double debit" {
+				t.Fatalf("planned %d times; dry-ran %+v\napplied %+v", f.planned, d, a)
+			}
+		}},
 		{"a is disabled by --readonly", func(o *Options) { o.ReadOnly = true }, keys("j", keyEnter, "p", "a"), func(t *testing.T, m Model, f *fake) {
 			if m.in != inputNone || !strings.Contains(m.status, "--readonly") || len(f.applied) != 0 {
 				t.Fatalf("input %d status %q", m.in, m.status)
@@ -327,14 +337,14 @@ func TestStatusLine(t *testing.T) {
 // panicky panics on every triage.
 type panicky struct{ *fake }
 
-func (panicky) Where(context.Context, string, string) (*repair.Triage, error) { panic("boom") }
+func (panicky) Triage(context.Context, string, string) (*triage.Result, error) { panic("boom") }
 
 // TestPanicQuitsCleanly: a panic in a command ends the program with the
 // one-line internal error, through a normal quit (the terminal restored).
 func TestPanicQuitsCleanly(t *testing.T) {
 	f := newFake(t)
 	o := f.options()
-	o.Service = func() (Service, error) { return panicky{f}, nil }
+	o.Triage = func() (Triager, error) { return panicky{f}, nil }
 	m := newModel(t, f, o, 80, 24)
 	next, cmd := m.Update(keyEnter)
 	msg := cmd()
@@ -378,16 +388,16 @@ func TestPick(t *testing.T) {
 	other.Pipeline = &p2
 	for _, tc := range []struct {
 		name   string
-		ops    []repair.Operation
+		ops    []triage.Operation
 		want   inspect.Code
 		others string
 	}{
-		{"one knows it", []repair.Operation{unknown, known}, inspect.DuplicateEffect, ""},
-		{"two know it", []repair.Operation{known, other}, inspect.DuplicateEffect, "settlement_b"},
-		{"none knows it", []repair.Operation{unknown, unknown}, inspect.NotFound, ""},
+		{"one knows it", []triage.Operation{unknown, known}, inspect.DuplicateEffect, ""},
+		{"two know it", []triage.Operation{known, other}, inspect.DuplicateEffect, "settlement_b"},
+		{"none knows it", []triage.Operation{unknown, unknown}, inspect.NotFound, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			op, others := pick(&repair.Triage{BizID: "PAY-1", Ops: tc.ops})
+			op, others := pick(&triage.Result{BizID: "PAY-1", Ops: tc.ops})
 			if op.Report.Verdict.Code != tc.want || strings.Join(others, ",") != tc.others {
 				t.Fatalf("picked %s, others %v", op.Report.Verdict.Code, others)
 			}
