@@ -72,7 +72,7 @@ func newTenvOn(t testing.TB, db *testenv.DB, cfgPath string, sqlFiles []string, 
 	}
 	t.Cleanup(func() { cl.Close() })
 	cl.Collector.Prober = probe.New(2 * time.Second)
-	svc := NewService(cl)
+	svc := newService(cl)
 	svc.Prober, svc.Poster = probe.New(2*time.Second), probe.New(2*time.Second)
 	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8, topics: topics}
 }
@@ -94,7 +94,7 @@ func (e *tenv) pipeline(name string) *config.Pipeline {
 // where triages like `opctl where`.
 func (e *tenv) where(pipeline, biz string) inspect.Report {
 	e.t.Helper()
-	tr, err := e.svc.Triage(context.Background(), biz, pipeline)
+	tr, err := e.svc.Triage.Triage(context.Background(), biz, pipeline)
 	if err != nil {
 		e.t.Fatalf("triage %s: %v", biz, err)
 	}
@@ -294,3 +294,18 @@ func (w *wms) count(id string) int {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// newService wires a Service on the clients as opctl's Factory does
+// (cmd.NewRepairService, which this package's tests cannot import).
+func newService(c *connect.Clients) *Service {
+	s := &Service{Config: c.Config, Triage: c.Triage(), Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader, Timeout: c.Timeout,
+		Store:    func() (sources.Store, error) { return c.Writer() },
+		StoreFor: func(p *config.Pipeline) (sources.Store, error) { return c.WriterFor(p) }}
+	for _, r := range c.Readers()[1:] {
+		s.MoreAudit = append(s.MoreAudit, r)
+	}
+	if c.Kafka != nil {
+		s.Kafka = c.Kafka
+	}
+	return s
+}

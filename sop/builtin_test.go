@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sop"
@@ -50,7 +51,7 @@ func halfRepaired(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	svc := repair.NewService(cl)
+	svc := cmd.NewRepairService(cl, cl.Triage())
 	p, _, err := svc.PlanID(context.Background(), "8821", "orders", plans.Options{Reason: "INC-1", Operator: "tester"})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
-	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sop"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
@@ -120,9 +119,9 @@ func (e *env) runner() *sop.Runner {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { cl.Close() })
-	svc := repair.NewService(cl)
+	svc := cmd.NewRepairService(cl, cl.Triage())
 	d := reconcile.Deps{DB: cl.Reader, Collector: cl.Collector}
-	return &sop.Runner{Service: svc, Config: e.cfg, Records: sop.Records{Dir: e.runs}, Lock: svc.Lock,
+	return &sop.Runner{Triage: svc.Triage, Service: svc, Config: e.cfg, Records: sop.Records{Dir: e.runs}, Lock: svc.Lock,
 		Reconcile: func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return reconcile.Run(ctx, d, o, emit)
 		}}

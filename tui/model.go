@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/spinner"
-	"github.com/charmbracelet/bubbles/textinput"
-	"github.com/charmbracelet/bubbles/viewport"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/spinner"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -67,6 +68,7 @@ type Model struct {
 	cursor     int   // index into visible
 	offset     int   // first visible row shown
 	sortCol    Column
+	widths     columns // what the items' values need (widths), per column
 	filter     string
 	refreshing bool
 	refreshed  time.Time
@@ -97,8 +99,8 @@ type Model struct {
 // detail is the operation the detail shows, and the repair made of it.
 type detail struct {
 	bizID, pipeline string
-	triage          *repair.Triage
-	op              *repair.Operation
+	triage          *triage.Result
+	op              *triage.Operation
 	err             string
 	// others are the other pipelines that know the id.
 	others []string
@@ -132,19 +134,28 @@ func New(ctx context.Context, o Options, st Styles) Model {
 	if o.Keys != nil {
 		keys = *o.Keys
 	}
-	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24,
-		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(80, 18), refreshing: true}
-	m.line = textinput.New()
-	m.line.Prompt = ""
-	m.line.CharLimit = sources.MaxBizID
+	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24, widths: widths(nil),
+		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(viewport.WithWidth(80), viewport.WithHeight(18)), refreshing: true}
+	m.line = newInput(st, "", sources.MaxBizID)
 	for i := range m.form {
-		m.form[i] = textinput.New()
-		m.form[i].CharLimit = plans.MaxReason
+		m.form[i] = newInput(st, "", plans.MaxReason)
 	}
 	if o.BizID != "" {
 		m = m.openDetail(o.BizID, o.Pipeline)
 	}
 	return m
+}
+
+// newInput is a line of input drawn with the terminal's own cursor (View
+// places it), in the console's colours or plain.
+func newInput(st Styles, prompt string, limit int) textinput.Model {
+	in := textinput.New()
+	in.Prompt, in.CharLimit = prompt, limit
+	in.SetVirtualCursor(false)
+	if !st.Color {
+		in.SetStyles(textinput.Styles{Cursor: textinput.CursorStyle{Shape: tea.CursorBlock, Blink: true}})
+	}
+	return in
 }
 
 // Init starts the first refresh (and the detail asked for on the command
@@ -168,7 +179,7 @@ type (
 	}
 	whereMsg struct {
 		bizID, pipeline string
-		triage          *repair.Triage
+		triage          *triage.Result
 		err             error
 	}
 	planMsg struct {
@@ -181,9 +192,10 @@ type (
 	applyMsg struct {
 		bizID  string
 		dry    bool
+		planID string // the plan run: the reviewed one, under the typed reason for a real apply
 		res    *repair.Result
 		err    error
-		triage *repair.Triage // the re-triage after a real apply
+		triage *triage.Result // the re-triage after a real apply
 		terr   error
 	}
 	auditMsg struct {
@@ -237,7 +249,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		return m.applyDone(msg), nil
 	case auditMsg:
 		return m.auditDone(msg), nil
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
 	return m, nil
@@ -271,6 +283,7 @@ func (m Model) refreshed_(msg refreshMsg) Model {
 			keep = m.items[m.visible[m.cursor]]
 		}
 		m.items = msg.items
+		m.widths = widths(m.items)
 		sortItems(m.items, m.sortCol, m.ranks)
 		m = m.refilter()
 		if hadSel {
@@ -327,12 +340,8 @@ func (m Model) listRows() int {
 
 // layout sizes the detail's viewport to the window.
 func (m Model) layout() Model {
-	m.vp.Width = m.width
-	h := m.height - 4
-	if h < 1 {
-		h = 1
-	}
-	m.vp.Height = h
+	m.vp.SetWidth(m.width)
+	m.vp.SetHeight(max(m.height-4, 1))
 	m = m.clampCursor()
 	m.vp.SetContent(m.detailBody())
 	return m
@@ -373,7 +382,7 @@ func (m Model) whereDone(msg whereMsg) Model {
 
 // pick is the operation the detail shows: the one pipeline that knows the
 // id, else the first that does (the others are named), else the first.
-func pick(t *repair.Triage) (*repair.Operation, []string) {
+func pick(t *triage.Result) (*triage.Operation, []string) {
 	if t == nil || len(t.Ops) == 0 {
 		return nil, nil
 	}
@@ -431,6 +440,9 @@ func (m Model) applyDone(msg applyMsg) Model {
 	}
 	d.busy = ""
 	if msg.dry {
+		if d.plan == nil || (msg.planID != "" && msg.planID != d.plan.ID) {
+			return m // the dry run of a plan since replaced
+		}
 		d.dry, d.dryErr = msg.res, errText(msg.err)
 		return m.show(d, paneDryRun)
 	}
@@ -474,8 +486,8 @@ func errText(err error) string {
 }
 
 // key handles a key press.
-func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
-	if k.Type == tea.KeyCtrlC {
+func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	if k.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
 	if m.showHelp {
@@ -500,7 +512,7 @@ func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.in = inputGoTo
 		m.line.SetValue("")
 		m.line.Focus()
-		return m, textinput.Blink
+		return m, nil
 	}
 	if m.screen == screenDetail {
 		return m.detailKey(k)
@@ -508,7 +520,7 @@ func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
 	return m.listKey(k)
 }
 
-func (m Model) listKey(k tea.KeyMsg) (Model, tea.Cmd) {
+func (m Model) listKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
 	switch {
 	case key.Matches(k, m.keys.Up):
 		m.cursor--
@@ -527,7 +539,7 @@ func (m Model) listKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.line.SetValue(m.filter)
 		m.line.CursorEnd()
 		m.line.Focus()
-		return m, textinput.Blink
+		return m, nil
 	case key.Matches(k, m.keys.Sort):
 		m.sortCol = (m.sortCol + 1) % numColumns
 		m.items = slices.Clone(m.items) // the previous model's list stays as it was
@@ -563,11 +575,11 @@ func (m Model) closeLine() Model {
 	return m
 }
 
-func (m Model) filterKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEnter:
+func (m Model) filterKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	switch k.String() {
+	case "enter":
 		return m.closeLine(), nil
-	case tea.KeyEsc:
+	case "esc":
 		m = m.closeLine()
 		m.filter = ""
 		return m.refilter(), nil
@@ -582,11 +594,11 @@ func (m Model) filterKey(k tea.KeyMsg) (Model, tea.Cmd) {
 	return m, cmd
 }
 
-func (m Model) goToKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEsc:
+func (m Model) goToKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	switch k.String() {
+	case "esc":
 		return m.closeLine(), nil
-	case tea.KeyEnter:
+	case "enter":
 		id := strings.TrimSpace(m.line.Value())
 		if err := sources.ValidateBizID(id); err != nil {
 			m.status = plans.Shown(err.Error())
@@ -600,7 +612,7 @@ func (m Model) goToKey(k tea.KeyMsg) (Model, tea.Cmd) {
 	return m, cmd
 }
 
-func (m Model) detailKey(k tea.KeyMsg) (Model, tea.Cmd) {
+func (m Model) detailKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
 	d := m.detail
 	switch {
 	case key.Matches(k, m.keys.Back):
@@ -645,7 +657,7 @@ func (m Model) detailKey(k tea.KeyMsg) (Model, tea.Cmd) {
 			m.status = why
 			return m, nil
 		}
-		return m.openForm(inputConfirm), textinput.Blink
+		return m.openForm(inputConfirm), nil
 	case key.Matches(k, m.keys.Attest):
 		if d.plan == nil && !d.needAttest {
 			m.status = "no plan asks for an attestation: press p first"
@@ -655,7 +667,7 @@ func (m Model) detailKey(k tea.KeyMsg) (Model, tea.Cmd) {
 			m.status = "this plan needs no attestation"
 			return m, nil
 		}
-		return m.openForm(inputAttest), textinput.Blink
+		return m.openForm(inputAttest), nil
 	case key.Matches(k, m.keys.Audit):
 		return m.start(d, "reading the audit", func(d *detail) tea.Cmd { return m.auditCmd(d.bizID, d.opPipeline()) })
 	}
@@ -742,18 +754,18 @@ func (m Model) openForm(in input) Model {
 	return m
 }
 
-func (m Model) formKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEsc:
+func (m Model) formKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	switch k.String() {
+	case "esc":
 		m.in = inputNone
 		m.status = "cancelled; nothing was changed"
 		return m, nil
-	case tea.KeyTab, tea.KeyShiftTab, tea.KeyDown, tea.KeyUp:
+	case "tab", "shift+tab", "down", "up":
 		m.form[m.formAt].Blur()
 		m.formAt = 1 - m.formAt
 		m.form[m.formAt].Focus()
 		return m, nil
-	case tea.KeyEnter:
+	case "enter":
 		if m.formAt == 0 && (m.in == inputConfirm || m.detail.needOutcome) {
 			m.form[0].Blur()
 			m.formAt = 1

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -20,12 +21,22 @@ import (
 // not write itself (docs/where.md#values-in-human-output).
 func shown(s string) string { return plans.Shown(s) }
 
-// View renders the whole screen: exactly height lines, none wider than
-// the window.
-func (m Model) View() (out string) {
+// View renders the whole screen in the alternate screen, the terminal's
+// cursor on the line of input that has the keyboard, if any.
+func (m Model) View() tea.View {
+	content, cur := m.draw()
+	v := tea.NewView(content)
+	v.AltScreen = true
+	v.Cursor = cur
+	return v
+}
+
+// draw is the whole screen: exactly height lines, none wider than the
+// window, and where the cursor is (nil: hidden).
+func (m Model) draw() (out string, cur *tea.Cursor) {
 	defer func() {
 		if r := recover(); r != nil {
-			out = sources.PanicMessage(r) + "\npress q to quit"
+			out, cur = sources.PanicMessage(r)+"\npress q to quit", nil
 		}
 	}()
 	var lines []string
@@ -37,7 +48,25 @@ func (m Model) View() (out string) {
 	default:
 		lines = m.listView()
 	}
-	return m.fit(lines)
+	out = m.fit(lines)
+	switch m.in {
+	case inputFilter, inputGoTo:
+		if c := m.line.Cursor(); c != nil {
+			c.Y = max(m.height, 1) - 1
+			c.X += ansi.StringWidth(m.linePrompt())
+			cur = c
+		}
+	case inputConfirm, inputAttest:
+		if c := m.form[m.formAt].Cursor(); c != nil {
+			_, at := m.formView()
+			c.Y = 2 + at[m.formAt] // below the detail's two-line head
+			cur = c
+		}
+	}
+	if cur != nil && (cur.Y >= max(m.height, 1) || cur.X >= m.width) {
+		cur = nil
+	}
+	return out, cur
 }
 
 // fit cuts lines to the window and pads it to its height.
@@ -148,21 +177,68 @@ func (m Model) counts() string {
 }
 
 // columns are the list's column widths for the window's width.
-type columns struct{ id, pipeline, verdict, step, age, pos, owner int }
+type columns struct{ id, pipeline, verdict, step, age, pos, owner, gap int }
 
+// The list's column names, in order; a column's header is its name and,
+// when the list is sorted by it, ▾.
+var (
+	columnOrder  = [...]Column{ColBizID, ColPipeline, ColVerdict, ColStep, ColAge, ColPosition, ColOwner}
+	columnHeader = [...]string{"BIZ_ID", "PIPELINE", "VERDICT", "STEP", "AGE", "PART/OFFSET", "OWNER"}
+)
+
+func (c columns) list() []int {
+	return []int{c.id, c.pipeline, c.verdict, c.step, c.age, c.pos, c.owner}
+}
+
+// widths are the widths the list's values need, column by column: what
+// each column would take to show every row whole.
+func widths(items []Item) columns {
+	h := func(i int) int { return len(columnHeader[i]) + 1 } // the name and ▾
+	w := columns{id: h(0), pipeline: h(1), verdict: h(2), step: h(3), age: h(4), pos: h(5), owner: h(6), gap: 2}
+	for _, it := range items {
+		w.id = max(w.id, ansi.StringWidth(shown(it.BizID)))
+		w.pipeline = max(w.pipeline, ansi.StringWidth(shown(it.Pipeline)))
+		w.verdict = max(w.verdict, len(verdictText(it)))
+		w.step = max(w.step, ansi.StringWidth(shown(it.Step)))
+		w.age = max(w.age, len(ageText(it)))
+		w.pos = max(w.pos, len(posText(it)))
+		w.owner = max(w.owner, ansi.StringWidth(shown(it.Owner)))
+	}
+	return w
+}
+
+// Column widths the list never goes below: an id, a step and an owner may
+// be cut (with …) to this, never further.
+const (
+	minID    = 10
+	minStep  = 6
+	minOwner = 5
+)
+
+// columns share the window's width by what each column must show: the
+// verdict, the pipeline, the age and the position whole (a verdict or a
+// pipeline cut would make two rows look alike: COMPLETE_UNCOMMITTED,
+// fulfilment_eu and fulfilment_us); the id, the step and the owner share
+// the rest (the id cut first, with …, when it must be: the detail shows it
+// whole).
 func (m Model) columns() columns {
-	c := columns{verdict: 20, age: 5, pos: 11}
-	if m.width < 100 {
-		c.verdict, c.age = 17, 4 // COMPLETE_UNCOMMITTED is cut, every other verdict fits
+	want := m.widths
+	c := want
+	rest := m.width - 6*c.gap - want.pipeline - want.verdict - want.age - want.pos // six gaps between seven columns
+	if rest >= want.id+want.step+want.owner {
+		return c
 	}
-	rest := m.width - c.verdict - c.age - c.pos - 7 // one space between columns, a margin of one
-	if rest < 24 {
-		rest = 24
+	c.gap = 1 // tighter before anything is cut
+	rest += 6
+	// Not enough room: the id gives way first (the detail shows it
+	// whole), down to its minimum, then the owner, then the step.
+	c.step = min(want.step, max(minStep, rest-minID-minOwner))
+	c.owner = min(want.owner, max(minOwner, rest-minID-c.step))
+	c.id = max(min(minID, want.id), rest-c.step-c.owner)
+	if spare := c.id - want.id; spare > 0 {
+		c.id = want.id
+		c.owner = min(want.owner, c.owner+spare)
 	}
-	c.id = rest * 34 / 100
-	c.pipeline = rest * 30 / 100
-	c.step = rest * 16 / 100
-	c.owner = rest - c.id - c.pipeline - c.step
 	return c
 }
 
@@ -174,38 +250,46 @@ func cell(s string, w int) string {
 }
 
 func (m Model) header(c columns) string {
-	names := []string{"BIZ_ID", "PIPELINE", "VERDICT", "STEP", "AGE", "PART/OFFSET", "OWNER"}
-	cols := []Column{ColBizID, ColPipeline, ColVerdict, ColStep, ColAge, ColPosition, ColOwner}
-	ws := []int{c.id, c.pipeline, c.verdict, c.step, c.age, c.pos, c.owner}
-	var b strings.Builder
-	for i, n := range names {
-		if cols[i] == m.sortCol {
+	ws := c.list()
+	cells := make([]string, len(ws))
+	for i, n := range columnHeader {
+		if columnOrder[i] == m.sortCol {
 			n += "▾"
 		}
-		b.WriteString(cell(n, ws[i]))
-		b.WriteByte(' ')
+		cells[i] = cell(n, ws[i])
 	}
-	return m.st.Header.Render(strings.TrimRight(b.String(), " "))
+	return m.st.Header.Render(strings.TrimRight(strings.Join(cells, strings.Repeat(" ", c.gap)), " "))
+}
+
+// posText is a row's partition/offset ("-" unknown).
+func posText(it Item) string {
+	if it.Partition < 0 {
+		return "-"
+	}
+	if it.Offset < 0 {
+		return fmt.Sprint(it.Partition) + "/?"
+	}
+	return fmt.Sprint(it.Partition) + "/" + fmt.Sprint(it.Offset)
+}
+
+// ageText is a row's age ("-" unknown).
+func ageText(it Item) string {
+	if it.Age < 0 {
+		return "-"
+	}
+	return fmtDur(it.Age)
+}
+
+// verdictText is a row's verdict, starred when a source was not read.
+func verdictText(it Item) string {
+	if it.Partial {
+		return string(it.Verdict) + "*"
+	}
+	return string(it.Verdict)
 }
 
 func (m Model) row(it Item, c columns, selected bool) string {
-	pos := "-"
-	if it.Partition >= 0 {
-		pos = fmt.Sprint(it.Partition) + "/"
-		if it.Offset >= 0 {
-			pos += fmt.Sprint(it.Offset)
-		} else {
-			pos += "?"
-		}
-	}
-	age := "-"
-	if it.Age >= 0 {
-		age = fmtDur(it.Age)
-	}
-	verdict := string(it.Verdict)
-	if it.Partial {
-		verdict += "*"
-	}
+	pos, age, verdict := posText(it), ageText(it), verdictText(it)
 	owner := shown(it.Owner)
 	if owner == "" {
 		owner = "-"
@@ -213,11 +297,11 @@ func (m Model) row(it Item, c columns, selected bool) string {
 	cells := []string{cell(shown(it.BizID), c.id), cell(shown(it.Pipeline), c.pipeline), cell(verdict, c.verdict),
 		cell(orDash(shown(it.Step)), c.step), cell(age, c.age), cell(pos, c.pos), cell(owner, c.owner)}
 	if selected {
-		return m.st.Selected.Render(strings.Join(cells, " "))
+		return m.st.Selected.Render(strings.Join(cells, strings.Repeat(" ", c.gap)))
 	}
 	// Only the verdict is coloured: the id stays plain to be read and copied.
 	cells[2] = m.st.Severity(it.Severity, cells[2])
-	return strings.Join(cells, " ")
+	return strings.Join(cells, strings.Repeat(" ", c.gap))
 }
 
 func orDash(s string) string {
@@ -285,13 +369,21 @@ func (m Model) statusLine() string {
 
 // bottomLine is the input line when one is open, else the key hints.
 func (m Model) bottomLine(hints string) string {
-	switch m.in {
-	case inputFilter:
-		return "/" + m.line.View()
-	case inputGoTo:
-		return "go to biz_id: " + m.line.View()
+	if p := m.linePrompt(); p != "" {
+		return p + m.line.View()
 	}
 	return m.st.Dim.Render(hints)
+}
+
+// linePrompt is the prompt of the open input line ("" when none is open).
+func (m Model) linePrompt() string {
+	switch m.in {
+	case inputFilter:
+		return "/"
+	case inputGoTo:
+		return "go to biz_id: "
+	}
+	return ""
 }
 
 // --- help -----------------------------------------------------------------
@@ -355,11 +447,11 @@ func (m Model) detailView() []string {
 	var body []string
 	switch m.in {
 	case inputConfirm, inputAttest:
-		body = m.formView()
+		body, _ = m.formView()
 	default:
 		body = strings.Split(m.vp.View(), "\n")
 	}
-	for len(body) < m.vp.Height {
+	for len(body) < m.vp.Height() {
 		body = append(body, "")
 	}
 	status := m.status
@@ -379,9 +471,10 @@ func (m Model) detailView() []string {
 	return append(append(head, body...), status, m.bottomLine(hints))
 }
 
-func (m Model) formView() []string {
+// formView is the confirmation or attestation form, and the lines its two
+// fields are drawn on.
+func (m Model) formView() (lines []string, at [2]int) {
 	d := m.detail
-	var lines []string
 	if m.in == inputConfirm {
 		lines = append(lines, m.st.Title.Render("APPLY"), "",
 			fmt.Sprintf("Apply plan %s (%d action(s)) to %s in pipeline %s?", d.plan.Short(), len(d.plan.Actions), shown(d.plan.BizID), shown(d.plan.Pipeline)),
@@ -397,13 +490,14 @@ func (m Model) formView() []string {
 		}
 	}
 	lines = append(lines, "", m.form[0].View())
+	at[0], at[1] = len(lines)-1, len(lines)
 	if m.in == inputConfirm || d.needOutcome {
 		lines = append(lines, m.form[1].View())
 	}
 	if m.formWhy != "" {
 		lines = append(lines, "", m.st.Error.Render(m.formWhy))
 	}
-	return append(lines, "", m.st.Dim.Render("enter next/submit · tab switch field · esc cancel"))
+	return append(lines, "", m.st.Dim.Render("enter next/submit · tab switch field · esc cancel")), at
 }
 
 // detailBody is the viewport's content for the current pane, wrapped to

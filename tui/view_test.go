@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -18,7 +17,7 @@ import (
 // Every screen, at every size and after a resize, is exactly the window:
 // as many lines as it is high, none wider than it is wide.
 func TestScreensFitTheWindow(t *testing.T) {
-	screens := map[string][]tea.KeyMsg{
+	screens := map[string][]tea.KeyPressMsg{
 		"list":    nil,
 		"help":    keys("?"),
 		"filter":  keys("/", "pay"),
@@ -37,7 +36,7 @@ func TestScreensFitTheWindow(t *testing.T) {
 				f := newFake(t)
 				m := press(t, newModel(t, f, f.options(), 120, 40), ks...)
 				m = step(t, m, tea.WindowSizeMsg{Width: size[0], Height: size[1]}) // a resize after the keys
-				lines := strings.Split(m.View(), "\n")
+				lines := strings.Split(m.View().Content, "\n")
 				if len(lines) != size[1] {
 					t.Errorf("%d lines, want %d", len(lines), size[1])
 				}
@@ -57,10 +56,10 @@ func TestColor(t *testing.T) {
 	for _, color := range []bool{true, false} {
 		t.Run(fmt.Sprint("color=", color), func(t *testing.T) {
 			f := newFake(t)
-			m := New(context.Background(), f.options(), NewStyles(io.Discard, color))
+			m := New(context.Background(), f.options(), NewStyles(color))
 			m = step(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
 			m = step(t, m, m.reconcileCmd(m.gen)())
-			for _, v := range []string{m.View(), press(t, m, keys("j", keyEnter)...).View()} {
+			for _, v := range []string{m.View().Content, press(t, m, keys("j", keyEnter)...).View().Content} {
 				if has := strings.Contains(v, "\x1b["); has != color {
 					t.Fatalf("escape sequences %v, want %v:\n%q", has, color, v)
 				}
@@ -84,7 +83,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 		}, nil
 	}
 	m := newModel(t, f, o, 120, 40)
-	v := m.View()
+	v := m.View().Content
 	if strings.ContainsAny(v, "\x1b\r\x07") {
 		t.Fatalf("a raw control character reached the screen: %q", v)
 	}
@@ -95,7 +94,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 	}
 	// The detail of that id: the id typed back as it is.
 	m = press(t, m, keyEnter)
-	if v := m.View(); strings.ContainsAny(v, "\x1b\r\x07") || !bytes.Contains([]byte(v), []byte(`"PAY\x1b[2J"`)) {
+	if v := m.View().Content; strings.ContainsAny(v, "\x1b\r\x07") || !bytes.Contains([]byte(v), []byte(`"PAY\x1b[2J"`)) {
 		t.Fatalf("detail: %q", v)
 	}
 }
@@ -105,7 +104,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 // as "nothing wrong" where nothing was looked at.
 func TestHeaderNamesUncoveredSteps(t *testing.T) {
 	f := newFake(t)
-	m := New(context.Background(), f.options(), NewStyles(io.Discard, false))
+	m := New(context.Background(), f.options(), NewStyles(false))
 	m.width = 200
 	m.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
 		{Pipeline: "fulfilment", Check: reconcile.CheckDuplicates, Uncovered: []string{"wms_lock: no scan block, and no state table"}},
@@ -117,5 +116,54 @@ func TestHeaderNamesUncoveredSteps(t *testing.T) {
 	}
 	if got := m.title(); !strings.Contains(got, "older than") || !strings.Contains(got, "since 1h") {
 		t.Errorf("title %q does not name --since and --older-than", got)
+	}
+}
+
+// Columns get their width by what they must show: at 80 columns and on a
+// resize a verdict and a pipeline are never cut (two pipelines that share
+// a prefix stay apart), an id may be, with …; with room, nothing is.
+func TestColumnsShowWhatTheyMust(t *testing.T) {
+	long := "ORD-20261201-000000000042-EU"
+	items := []Item{
+		{BizID: long, Pipeline: "fulfilment_eu", Verdict: inspect.CompleteUncommitted, Severity: inspect.SeverityWatch, Partial: true,
+			Step: "wms_lock", Age: 90 * 60 * 1e9, Partition: 11, Offset: 1234567, Owner: "consumer-fulfilment-eu-7"},
+		{BizID: "ORD-2", Pipeline: "fulfilment_us", Verdict: inspect.DuplicateEffect, Severity: inspect.SeverityAction,
+			Step: "notice", Age: -1, Partition: -1, Offset: -1},
+	}
+	f := newFake(t)
+	m := New(context.Background(), f.options(), NewStyles(false))
+	m = step(t, m, refreshMsg{gen: m.gen, items: items, sum: &reconcile.Summary{}})
+	for _, w := range []int{200, 120, 100, 80, 72} {
+		m = step(t, m, tea.WindowSizeMsg{Width: w, Height: 24})
+		lines := strings.Split(m.View().Content, "\n")
+		rows := make([]string, 2)
+		for _, l := range lines {
+			switch {
+			case strings.HasPrefix(l, "ORD-2 "):
+				rows[1] = l
+			case strings.HasPrefix(l, "ORD-"):
+				rows[0] = l
+			}
+			if ansi.StringWidth(l) > w {
+				t.Errorf("%d columns: line %q is wider", w, l)
+			}
+		}
+		if rows[0] == "" || rows[1] == "" {
+			t.Fatalf("%d columns: rows %q", w, rows)
+		}
+		for _, want := range []string{"COMPLETE_UNCOMMITTED*", "fulfilment_eu ", "wms_lock"} {
+			if !strings.Contains(rows[0], want) && (want != "wms_lock" || w >= 80) {
+				t.Errorf("%d columns: %q is cut in %q", w, want, rows[0])
+			}
+		}
+		if !strings.Contains(rows[1], "fulfilment_us ") || !strings.Contains(rows[1], "DUPLICATE_EFFECT ") {
+			t.Errorf("%d columns: %q", w, rows[1])
+		}
+		if whole := strings.Contains(rows[0], long); whole != (w >= 120) {
+			t.Errorf("%d columns: id whole %v in %q", w, whole, rows[0])
+		}
+		if id := strings.Fields(rows[0])[0]; w < 120 && (!strings.HasPrefix(id, "ORD-2026") || !strings.HasSuffix(id, "…")) {
+			t.Errorf("%d columns: the id is not cut with …: %q", w, rows[0])
+		}
 	}
 }

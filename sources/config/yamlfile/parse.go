@@ -250,29 +250,54 @@ func syntaxError(data []byte, err error) *Error {
 
 // firstFailing is the first line from start at which data cut after that
 // line fails to parse with the error text want, or 0 when none does
-// within a bounded effort.
+// within a bounded effort. The lines are tried at start, start+1,
+// start+3, start+7, ... until one fails, then halved back to the first
+// that fails: a few parses of the part of the file up to the problem.
 func firstFailing(data []byte, start int, want string) int {
-	const budget = 8 << 20 // bytes parsed at most
-	spent := 0
-	line, end := 1, 0
-	for end < len(data) {
-		nl := bytes.IndexByte(data[end:], '\n')
+	var ends []int // ends[k-1]: the offset after line k
+	for off := 0; off < len(data); {
+		nl := bytes.IndexByte(data[off:], '\n')
 		if nl < 0 {
-			end = len(data)
+			off = len(data)
 		} else {
-			end += nl + 1
+			off += nl + 1
 		}
-		if line >= start {
-			if spent += end; spent > budget {
-				return 0
-			}
-			if err := parseAll(data[:end]); err != nil && err.Error() == want {
-				return line
-			}
-		}
-		line++
+		ends = append(ends, off)
 	}
-	return 0
+	budget := 16 * max(len(data), 4<<10) // bytes parsed at most
+	fails := func(line int) bool {
+		end := ends[line-1]
+		budget -= end
+		err := parseAll(data[:end])
+		return err != nil && err.Error() == want
+	}
+	if start > len(ends) {
+		return 0
+	}
+	lo, step := start-1, 1 // lines up to lo do not fail (or are before start)
+	hi := 0
+	for line := start; ; line = min(lo+step, len(ends)) {
+		if budget < 0 {
+			return 0
+		}
+		if fails(line) {
+			hi = line
+			break
+		}
+		if line == len(ends) {
+			return 0
+		}
+		lo, step = line, step*2
+	}
+	for hi-lo > 1 && budget >= 0 {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // parseAll parses every document of data and returns the first error.
