@@ -115,9 +115,9 @@ func ShellLine(s plans.Step) string {
 func whereNote(s plans.Step) string {
 	if s.Refused != nil {
 		if s.IfOutcome != "" {
-			return "   # if the downstream says " + s.IfOutcome + ": no plan: " + plans.Why(s.Refused)
+			return "   # if the downstream says " + s.IfOutcome + ": no plan: " + plans.Why(s.Refused, plans.Flags)
 		}
-		return "   # no plan: " + plans.Why(s.Refused)
+		return "   # no plan: " + plans.Why(s.Refused, plans.Flags)
 	}
 	switch s.Again {
 	case plans.AgainAnywhere:

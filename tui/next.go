@@ -72,7 +72,7 @@ func hints(steps []plans.Step, k KeyMap) []string {
 // againHint says when a triage again is worth it, or why there is no plan.
 func againHint(s plans.Step, k KeyMap) string {
 	if s.Refused != nil {
-		why := "no plan: " + plans.Why(s.Refused)
+		why := "no plan: " + plans.Why(s.Refused, k.words())
 		if s.IfOutcome != "" {
 			why = "if the downstream says " + s.IfOutcome + ": " + why
 		}
@@ -89,4 +89,37 @@ func againHint(s plans.Step, k KeyMap) string {
 		return " once the consumer has caught up"
 	}
 	return ""
+}
+
+// words spell the planner's options as the console offers them
+// (plans.Phrase): the attestation and the downstream's answer are entered
+// with its attest key, the reason when it applies; an action, a step to
+// start from and forcing are the command line's (opctl repair plan), which
+// the console does not set.
+func (k KeyMap) words() plans.Words {
+	attest := k.Attest.Help().Key
+	return func(o plans.Option, v string) string {
+		switch o {
+		case plans.OptAttest:
+			return "an attestation (" + attest + ")"
+		case plans.OptOutcome:
+			if v != "" {
+				return "the downstream's answer, " + v + " (" + attest + ")"
+			}
+			return "the downstream's answer (" + attest + ")"
+		case plans.OptReason:
+			return "a reason (asked at apply)"
+		case plans.OptAction:
+			if v != "" {
+				return "the action " + v
+			}
+			return "an action"
+		case plans.OptFromStep:
+			if v != "" {
+				return "starting from step " + v
+			}
+			return "the step to start from"
+		}
+		return "opctl repair plan " + plans.Flags(o, v) + " (not in the console)"
+	}
 }

@@ -252,13 +252,17 @@ func manualUndo(p *Plan) string {
 	return Printable(strings.Join(s, "; "))
 }
 
-// Why is the planner's refusal of a step as one line: a refusal's detail
-// (or the error's text), Printable, so that a control character or a
-// newline from the database is an escape.
-func Why(err error) string {
+// Why is the planner's refusal of a step as one line, its options spelled
+// by w (Flags: as opctl says it): a refusal's detail (or the error's
+// text, Phrase), Printable, so that a control character or a newline from
+// the database is an escape.
+func Why(err error, w Words) string {
 	var rf *RefusedError
 	if errors.As(err, &rf) && rf.Detail != "" {
+		if rf.Text.Format != "" {
+			return Printable(rf.Text.Phrase(w))
+		}
 		return Printable(rf.Detail)
 	}
-	return Printable(err.Error())
+	return Printable(Phrase(err, w))
 }
