@@ -166,33 +166,17 @@ func (e *tenv) mustApply(p *plans.Plan) *Result {
 }
 
 // produce writes an operation's message (key = biz id, msg_id header) at
-// ts and returns its position.
+// ts, after a noise record, and returns its position.
 func (e *tenv) produce(topic, key, msgID string, ts time.Time) (int32, int64) {
 	e.t.Helper()
-	p, err := sources.PartitionFor("murmur2", []byte(key), e.parts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.k.Produce(e.t, topic, p, "noise-"+key, "{}", nil, ts.Add(-time.Second))
-	off := e.k.Produce(e.t, topic, p, key, fmt.Sprintf(`{"biz_id":%q,"msg_id":%q}`, key, msgID), map[string]string{"msg_id": msgID}, ts)
-	return p, off
+	return e.k.ProduceOp(e.t, topic, key, msgID, ts, e.parts, true)
 }
 
 // anchor produces a settlement operation's message, stores its position in
 // the state row and commits the group's offset past it when committed.
 func (e *tenv) anchor(biz string, committed bool) (int32, int64) {
 	e.t.Helper()
-	var ts time.Time
-	var msgID string
-	if err := e.db.SQL.QueryRow("SELECT created_at, msg_id FROM biz_operation WHERE biz_id = ?", biz).Scan(&ts, &msgID); err != nil {
-		e.t.Fatal(err)
-	}
-	p, off := e.produce("settlement-event", biz, msgID, ts)
-	e.db.Exec(e.t, "UPDATE biz_operation SET src_partition = ?, src_offset = ? WHERE biz_id = ?", p, off, biz)
-	if committed {
-		e.k.Commit(e.t, "settlement-consumer", "settlement-event", p, off+1)
-	}
-	return p, off
+	return testenv.AnchorSettlement(e.t, e.db, e.k, e.parts, biz, committed, true)
 }
 
 // published reads back the record a plan's republish wrote.

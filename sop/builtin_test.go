@@ -25,7 +25,7 @@ func skipEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	ts, _ := time.Parse("2006-01-02 15:04:05", created)
-	part, off := e.produce("order-event", "8821", "m-7391", ts)
+	part, off := e.k.ProduceOp(t, "order-event", "8821", "m-7391", ts, e.parts, false)
 	e.k.Commit(t, "order-consumer", "order-event", part, off+1)
 	return e
 }

@@ -68,6 +68,7 @@ type Model struct {
 	cursor     int   // index into visible
 	offset     int   // first visible row shown
 	sortCol    Column
+	widths     columns // what the items' values need (widths), per column
 	filter     string
 	refreshing bool
 	refreshed  time.Time
@@ -133,7 +134,7 @@ func New(ctx context.Context, o Options, st Styles) Model {
 	if o.Keys != nil {
 		keys = *o.Keys
 	}
-	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24,
+	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24, widths: widths(nil),
 		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(viewport.WithWidth(80), viewport.WithHeight(18)), refreshing: true}
 	m.line = newInput(st, "", sources.MaxBizID)
 	for i := range m.form {
@@ -282,6 +283,7 @@ func (m Model) refreshed_(msg refreshMsg) Model {
 			keep = m.items[m.visible[m.cursor]]
 		}
 		m.items = msg.items
+		m.widths = widths(m.items)
 		sortItems(m.items, m.sortCol, m.ranks)
 		m = m.refilter()
 		if hadSel {
