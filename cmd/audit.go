@@ -16,7 +16,6 @@ import (
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // Auditor reads the audit log (*repair.Service).
@@ -40,10 +39,10 @@ type AuditOptions struct {
 // NewCmdAudit builds `opctl audit`. runF replaces the run function in tests.
 func NewCmdAudit(f *Factory, runF func(context.Context, *AuditOptions) error) *cobra.Command {
 	opts := &AuditOptions{IO: f.IOStreams}
-	opts.Auditor = func() (Auditor, error) { return f.Service(connect.Options{}) }
+	opts.Auditor = func() (Auditor, error) { return f.Service() }
 	c := &cobra.Command{
 		Use:   "audit [--biz-id X] [--plan ID]",
-		Short: "Read opctl's audit log: what repairs did, and attempts that changed nothing",
+		Short: "Read the audit log: what repairs did, attempts that did nothing",
 		Long: `Read both audit tables (audit.table and its _attempt table) on the read
 path (a SELECT-only user is enough): every action a repair applied, with its
 before and after images, and every attempt that changed nothing (dry_run,
@@ -88,12 +87,39 @@ func runAudit(ctx context.Context, opts *AuditOptions) error {
 	if err != nil {
 		return err
 	}
-	out := opts.IO.Out
-	if opts.Format != FormatTable {
-		return jsonEncoder(out, opts.Format).Encode(log)
-	}
-	return renderAudit(out, opts.IO.IsStdoutTTY(), ui.NewStyles(out, opts.IO.ColorEnabled()), log)
+	return newAuditView(opts.IO, opts.Format).Log(log)
 }
+
+// auditView renders the audit log: one implementation per output format,
+// chosen once.
+type auditView interface {
+	Log(log *sources.AuditLog) error
+}
+
+func newAuditView(ios *iostreams.IOStreams, format Format) auditView {
+	if format.IsJSON() {
+		return &auditJSON{w: ios.Out, format: format}
+	}
+	return &auditHuman{w: ios.Out, table: tableFor(ios, format), st: ui.NewStyles(ios.Out, ios.ColorEnabled())}
+}
+
+// auditJSON prints {"actions": [...], "attempts": [...]} with the full
+// images (docs/repair.md).
+type auditJSON struct {
+	w      io.Writer
+	format Format
+}
+
+func (v *auditJSON) Log(log *sources.AuditLog) error { return jsonEncoder(v.w, v.format).Encode(log) }
+
+// auditHuman prints one table of actions and attempts, oldest first.
+type auditHuman struct {
+	w     io.Writer
+	table ui.TableOptions
+	st    ui.Styles
+}
+
+func (v *auditHuman) Log(log *sources.AuditLog) error { return renderAudit(v.w, v.table, v.st, log) }
 
 // auditLine is one row of the human audit view: an action or an attempt.
 type auditLine struct {
@@ -103,7 +129,7 @@ type auditLine struct {
 
 // renderAudit writes the audit table; every value read from the audit
 // tables is shown through ui.Safe.
-func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) error {
+func renderAudit(w io.Writer, t ui.TableOptions, st ui.Styles, log *sources.AuditLog) error {
 	var lines []auditLine
 	for _, a := range log.Actions {
 		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
@@ -128,7 +154,10 @@ func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) err
 	for i, l := range lines {
 		rows[i] = l.cols
 	}
-	return ui.Table(w, tty, []string{"AT", "PLAN", "#", "ACTION", "OUTCOME", "OPERATION", "OPERATOR", "DETAIL"}, rows)
+	// The detail gives way first, then the operator; the plan id, the
+	// action and the operation last.
+	t = t.WithGives(ui.Give{Col: 7, Floor: 16}, ui.Give{Col: 6, Floor: 8}, ui.Give{Col: 5, Floor: 16})
+	return ui.FitTable(w, t, []string{"AT", "PLAN", "#", "ACTION", "OUTCOME", "OPERATION", "OPERATOR", "DETAIL"}, rows)
 }
 
 func shortID(id string) string {
@@ -191,7 +220,8 @@ func detailSummary(raw json.RawMessage) string {
 	}
 	for _, k := range []string{"error", "result"} {
 		if v, ok := m[k].(string); ok && v != "" {
-			return ui.Safe(clip(strings.Join(strings.Fields(v), " "), 160, "…"))
+			// Whole: a terminal's table cuts it to the width (ui.FitTable).
+			return ui.Safe(strings.Join(strings.Fields(v), " "))
 		}
 	}
 	return ""

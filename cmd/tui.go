@@ -19,7 +19,6 @@ import (
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // The console's defaults (docs/tui.md); tui.DefaultSince and
@@ -41,7 +40,7 @@ type Console func(ctx context.Context, in io.Reader, out io.Writer, o ConsoleOpt
 // ConsoleOptions are what `opctl tui` hands the console.
 type ConsoleOptions struct {
 	Service   func() (*repair.Service, error)
-	Reconcile func() (ReconcileFunc, error)
+	Reconcile func() (reconcile.Func, error)
 	Pipelines []*config.Pipeline
 	Pipeline  string
 	Since     time.Duration
@@ -59,7 +58,7 @@ type TUIOptions struct {
 	IO        *iostreams.IOStreams
 	Config    func() (*config.Config, error)
 	Service   func() (*repair.Service, error)
-	Reconcile func() (ReconcileFunc, error)
+	Reconcile func() (reconcile.Func, error)
 	// Console runs the console in this process; nil: run the opctl-tui
 	// binary with Args (opctl's own arguments).
 	Console Console
@@ -74,14 +73,14 @@ type TUIOptions struct {
 // NewCmdTUI builds `opctl tui`. runF replaces the run function in tests.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
 	opts := &TUIOptions{IO: f.IOStreams, Config: f.Config, Console: f.Console, Args: f.Args}
-	opts.Service = func() (*repair.Service, error) { return f.Service(connect.Options{}) }
-	opts.Reconcile = reconciler(f)
+	opts.Service = func() (*repair.Service, error) { return f.Service() }
+	opts.Reconcile = f.Reconcile
 	since := durationFlag{d: ConsoleDefaultSince}
 	older := durationFlag{d: reconcile.DefaultOlderThan}
 	refresh := durationFlag{d: ConsoleDefaultRefresh}
 	c := &cobra.Command{
-		Use:   "tui [biz_id] [--pipeline P] [--since 1h] [--refresh 10s] [--readonly] [--incident NAME]",
-		Short: "The incident console: list, triage and repair half-completed operations",
+		Use:   "tui [biz_id] [--pipeline P] [--since 1h] [--readonly]",
+		Short: "The incident console: list, triage and repair operations",
 		Long: `An interactive console for an incident (docs/tui.md). The list is a reconcile
 over every pipeline (or --pipeline) bounded by --since, read again every
 --refresh: its targets and the operations to watch, with counts per verdict.

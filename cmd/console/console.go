@@ -20,13 +20,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, o cmd.ConsoleOptions)
 			}
 			return s, nil
 		},
-		Reconcile: func() (tui.ReconcileFunc, error) {
-			r, err := o.Reconcile()
-			if err != nil {
-				return nil, err
-			}
-			return tui.ReconcileFunc(r), nil
-		},
+		Reconcile: o.Reconcile,
 		Pipelines: o.Pipelines, Pipeline: o.Pipeline, Since: o.Since, OlderThan: o.OlderThan, Refresh: o.Refresh,
 		ReadOnly: o.ReadOnly, Incident: o.Incident, Operator: o.Operator, BizID: o.BizID, Color: o.Color,
 	})
