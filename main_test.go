@@ -65,14 +65,13 @@ func TestLinks(t *testing.T) {
 		// contains: banned substrings; allowed: exceptions to all three.
 		exact, prefixes, contains, allowed []string
 	}{
-		// opctl links no console: bubbletea's package init queries the
-		// terminal on every start (docs/tui.md#the-opctl-tui-binary).
-		{pkg: ".", name: "opctl", must: []string{"github.com/opctl-dev/opctl/cmd"},
+		// opctl holds the console on bubbletea v2 (charm.land), never v1,
+		// whose package init queries the terminal on every start
+		// (docs/tui.md#one-binary).
+		{pkg: ".", name: "opctl", must: []string{"github.com/opctl-dev/opctl/cmd", "github.com/opctl-dev/opctl/tui", "charm.land/bubbletea/v2"},
 			prefixes: []string{"github.com/opctl-dev/opctl/lab", "github.com/dolthub/", "github.com/tetratelabs/wazero",
-				"github.com/charmbracelet/bubbletea", "github.com/opctl-dev/opctl/tui", "github.com/opctl-dev/opctl/cmd/console"},
-			contains: []string{"/kfake"}},
-		{pkg: "./cmd/opctl-tui", name: "opctl-tui", must: []string{"github.com/opctl-dev/opctl/tui", "github.com/charmbracelet/bubbletea"},
-			prefixes: []string{"github.com/opctl-dev/opctl/lab", "github.com/dolthub/", "github.com/tetratelabs/wazero"},
+				"github.com/charmbracelet/bubbletea", "github.com/charmbracelet/bubbles", "github.com/charmbracelet/lipgloss",
+				"github.com/muesli/termenv"},
 			contains: []string{"/kfake"}},
 		{pkg: "./inspect", name: "inspect", must: []string{"github.com/opctl-dev/opctl/inspect"},
 			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},

@@ -56,11 +56,6 @@ type Factory struct {
 	IOStreams *iostreams.IOStreams
 	Version   string
 	Globals   GlobalOptions
-	// Console runs `opctl tui` in this process (the opctl-tui binary, the
-	// demo); nil in opctl, which runs that binary. Args are the arguments
-	// the command line gave (the binary gets them).
-	Console Console
-	Args    []string
 
 	mu      sync.Mutex
 	cfg     *config.Config

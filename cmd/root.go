@@ -25,23 +25,13 @@ import (
 
 // Main runs opctl with the process's arguments and streams and returns the
 // exit code; main.go passes it to os.Exit.
-func Main() int { return MainConsole(nil) }
-
-// Run runs opctl with the given streams and arguments (tests call it).
-func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
-	return RunConsole(ctx, io, args, nil)
-}
-
-// MainConsole is Main with the console in the process (nil: opctl's own
-// main, which runs the opctl-tui binary for it): the opctl-tui binary's
-// main (docs/tui.md#the-opctl-tui-binary).
-func MainConsole(c Console) int {
+func Main() int {
 	// SIGTERM and SIGHUP are an interrupt like Ctrl-C: commands stop
 	// cleanly and say how far they got.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	io := iostreams.System()
-	return interruptible(ctx, io.ErrOut, InterruptGrace, func() int { return RunConsole(ctx, io, os.Args[1:], c) })
+	return interruptible(ctx, io.ErrOut, InterruptGrace, func() int { return Run(ctx, io, os.Args[1:]) })
 }
 
 // InterruptGrace is how long a command has, after an interrupt, to stop by
@@ -74,10 +64,10 @@ func interruptible(ctx context.Context, stderr stdio.Writer, grace time.Duration
 	}
 }
 
-// RunConsole is Run with c running `opctl tui` in this process (nil: it
-// runs the opctl-tui binary).
-func RunConsole(ctx context.Context, io *iostreams.IOStreams, args []string, c Console) int {
-	return guard(io.ErrOut, func() int { return run(ctx, io, args, c) })
+// Run runs opctl with the given streams and arguments (tests and the lab's
+// demo call it).
+func Run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
+	return guard(io.ErrOut, func() int { return run(ctx, io, args) })
 }
 
 // guard runs fn and turns a panic into one line on stderr and exit 1: no
@@ -93,9 +83,8 @@ func guard(stderr stdio.Writer, fn func() int) (code int) {
 	return fn()
 }
 
-func run(ctx context.Context, io *iostreams.IOStreams, args []string, c Console) int {
+func run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	f := NewFactory(io, BuildVersion())
-	f.Console, f.Args = c, args
 	defer f.Close()
 	root := NewCmdRoot(f)
 	root.SetArgs(args)

@@ -111,28 +111,6 @@ func (r *run) scanPipeline(states []*checkState) bool {
 	return false
 }
 
-// access is how a check reads one requirement's table: the index it
-// forces ("" on a full scan) and, for a walk, the columns its keyset
-// continues on after the walk's leading columns (mysql.Walk.Order).
-type access struct {
-	index string
-	order []string
-}
-
-// walkOrder is the keyset of walk w over requirement q: q's leading
-// columns that w does not fix or range over (the key of a walk by key),
-// then the columns the index carries after them.
-func (a access) walkOrder(q Requirement, w mysqlsrc.Walk) []string {
-	n := 0
-	if w.EqCol != "" {
-		n++
-	}
-	if w.PosCol != "" {
-		n++
-	}
-	return append(slices.Clone(q.Columns[min(n, len(q.Columns)):]), a.order...)
-}
-
 // plan checks that the indexes a check needs exist. It returns how each
 // requirement is served (by position; index "" when the check runs on a
 // full scan), or ok=false after marking the check skipped, refused or
@@ -1242,23 +1220,6 @@ func ShardOf(key string, n int) int {
 	return int(crc32.ChecksumIEEE([]byte(key)) % uint32(n))
 }
 
-// Access paths (Options.Access; docs/reconcile.md#access-path).
-const (
-	AccessAuto  = "auto"
-	AccessSweep = "sweep"
-	AccessWalk  = "walk"
-	// AccessRange: duplicates sweep the key range of the window's keys
-	// whatever its size; orphans walk.
-	AccessRange = "range"
-)
-
-// SweepShare is the share of a scan table's rows inside the window from
-// which duplicates and orphans sweep the table's key index instead of
-// walking its time index: a walk pays a lookup per key on top of each
-// row, a sweep reads every index entry once, in order
-// (docs/reconcile.md#access-path).
-const SweepShare = 0.15
-
 // sweepPage is the keys of one sweep statement: ten times --chunk, at
 // most 10,000. A sweep returns one row per key and keeps only what it
 // finds (orphans: the page's keys for its merge), so its pages can be
@@ -1274,186 +1235,10 @@ func (r *run) sweepPage() int { return min(10*r.o.Chunk, 10000) }
 // 0.41-0.64 s in 5 to 10 bounded pages) (docs/reconcile.md#access-path).
 var sweepRows = 1000000 // a variable for the tests
 
-// RangeFactor bounds the key range a narrow window's duplicates sweep
-// (windowRange): at most this many times the window's rows, by the
-// optimizer's estimates. A walk pays an index dive per key (3-6 us
-// measured) and a sweep one read of each entry of the range (0.3-0.6 us;
-// two reads in OFFSET pages, past sweepRows entries), so a range a few
-// times the window still costs less (docs/reconcile.md#access-path).
-const RangeFactor = 4
-
 // windowSlice is the rows of one statement of windowRange's pass over the
 // window (by the optimizer's estimate): the window is read in slices of
 // time of about that many rows each (a variable for the tests).
 var windowSlice int64 = 200000
-
-// sweepPath is how duplicates or orphans read a scan table: a sweep of
-// its key index (index), limited to a key range when lo and hi are set,
-// or (index "") a walk of its time index; empty means the window holds
-// no row, and there is nothing to read.
-type sweepPath struct {
-	index  string
-	lo, hi mysqlsrc.Bound
-	est    int64
-	empty  bool
-}
-
-// accessPath decides how duplicates or orphans read scan table sc. A
-// sweep needs an index whose leading column is the key; without a time
-// column (or without a time index, on --allow-full-scan) the whole table
-// is read either way, so it sweeps; otherwise it sweeps when the
-// optimizer's estimate of the rows in the window is at least SweepShare
-// of the table's (--access sweep|walk decides instead). A narrower window
-// is walked by time, except for duplicates, which sweep the window's key
-// range when it is narrow (windowRange).
-func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]mysqlsrc.TableInfo, from time.Time) (sweepPath, error) {
-	if r.o.Access == AccessWalk {
-		return sweepPath{}, nil
-	}
-	info := tables[sc.Table]
-	use, ok := info.WalkIndex([]string{sc.Key}, sc.Key)
-	if !ok {
-		if r.o.Access == AccessSweep {
-			cs.notes = append(cs.notes, fmt.Sprintf("%s: no index starting with %s to sweep: walked by time", sc.Table, sc.Key))
-		}
-		return sweepPath{}, nil
-	}
-	whole := sweepPath{index: use.Index.Name, est: info.RowsEstimate}
-	if r.o.Access == AccessRange && sc.Time != "" && a.index != "" {
-		if cs.check != CheckDuplicates {
-			return sweepPath{}, nil
-		}
-		n, _, err := r.rangeRows(cs.p, sc.Table, a.index, sc.Time, from)
-		if err != nil {
-			return sweepPath{}, err
-		}
-		return r.windowRange(cs, sc, a, use.Index.Name, n, from)
-	}
-	if r.o.Access == AccessSweep || sc.Time == "" || a.index == "" {
-		cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order", sc.Table, use.Index.Name))
-		return whole, nil
-	}
-	n, known, err := r.rangeRows(cs.p, sc.Table, a.index, sc.Time, from)
-	if err != nil {
-		return sweepPath{}, err
-	}
-	total := info.RowsEstimate
-	if !known || total <= 0 {
-		return sweepPath{}, nil
-	}
-	share := float64(n) / float64(total)
-	if share < SweepShare {
-		if cs.check == CheckDuplicates {
-			return r.windowRange(cs, sc, a, use.Index.Name, n, from)
-		}
-		return sweepPath{}, nil
-	}
-	// InnoDB caps a range's estimate at half the table.
-	held := fmt.Sprintf("about %.0f%%", 100*share)
-	if share >= 0.5 {
-		held = "half or more"
-	}
-	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window holds %s of its ~%d rows (optimizer estimate): swept %s in key order",
-		sc.Table, held, total, use.Index.Name))
-	return whole, nil
-}
-
-// windowRange is the duplicates path of a narrow window (n rows by the
-// optimizer's estimate) of scan table sc: it reads the window through its
-// time index, in slices of about windowSlice rows, for the least and the
-// greatest key it holds under the column's collation (no row leaves the
-// server), and sweeps the key index between them (keys when ids grow with
-// time: a day's keys are a day's range of the key index) when the
-// optimizer puts that range at most RangeFactor times the window;
-// otherwise (keys spread over the table: random ids) it walks the time
-// index. Every key with a row in the window lies in that range, and the
-// sweep keeps only the keys with a row in the window (KeysSince), so both
-// paths find the same keys (docs/reconcile.md#access-path).
-func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex string, n int64, from time.Time) (sweepPath, error) {
-	parts := max(1, (n+windowSlice-1)/windowSlice)
-	step := r.now.Sub(from) / time.Duration(parts)
-	var ends []mysqlsrc.KeyCount // each slice's least and greatest key
-	var rows int64
-	for i := int64(0); i < parts; i++ {
-		if r.stopped() {
-			return sweepPath{}, errStop
-		}
-		at, to := from.Add(time.Duration(i)*step), time.Time{}
-		if i < parts-1 && step > 0 {
-			to = at.Add(step)
-		}
-		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-		l, h, m, err := r.db(cs.p).WindowKeys(ctx, sc.Table, a.index, sc.Key, sc.Time, at, to)
-		cancel()
-		if err != nil {
-			return sweepPath{}, err
-		}
-		r.count(cs, m)
-		if m > 0 {
-			ends = append(ends, l, h)
-			rows += m
-		}
-		if err := r.throttle(); err != nil {
-			return sweepPath{}, err
-		}
-		if step <= 0 {
-			break
-		}
-	}
-	if rows == 0 {
-		cs.notes = append(cs.notes, fmt.Sprintf("%s: no row in the window", sc.Table))
-		return sweepPath{empty: true}, nil
-	}
-	lo, hi := ends[0], ends[1]
-	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-	defer cancel()
-	if len(ends) > 2 {
-		// The slices' ends are stored keys: the server orders them.
-		var err error
-		if lo, hi, err = r.db(cs.p).KeysExtent(ctx, sc.Table, keyIndex, sc.Key, ends); err != nil {
-			return sweepPath{}, err
-		}
-	}
-	m, known, err := r.db(cs.p).KeyRangeRows(ctx, sc.Table, keyIndex, sc.Key, lo.Value, hi.Value)
-	if err != nil {
-		return sweepPath{}, err
-	}
-	if r.o.Access != AccessRange && (!known || m > RangeFactor*max(n, rows)) {
-		cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys spread over ~%d entries of %s (optimizer estimate): walked by time",
-			sc.Table, rows, m, keyIndex))
-		return sweepPath{}, nil
-	}
-	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys in a range of ~%d entries of %s (optimizer estimate): swept that range in key order",
-		sc.Table, rows, m, keyIndex))
-	return sweepPath{index: keyIndex, lo: mysqlsrc.Bound{Set: true, Value: lo.Value}, hi: mysqlsrc.Bound{Set: true, Value: hi.Value}, est: m}, nil
-}
-
-// rangeRows is the optimizer's estimate of table's rows with col >= from
-// through index (mysql.Reader.RangeRows), asked once per run for each.
-type rangeRows struct {
-	n     int64
-	known bool
-}
-
-func (r *run) rangeRows(p *config.Pipeline, table, index, col string, from time.Time) (int64, bool, error) {
-	r.rangesMu.Lock()
-	defer r.rangesMu.Unlock()
-	k := r.dbKey(p) + "\x00" + table + "\x00" + index + "\x00" + col
-	if e, ok := r.ranges[k]; ok {
-		return e.n, e.known, nil
-	}
-	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-	n, known, err := r.db(p).RangeRows(ctx, table, index, col, from)
-	cancel()
-	if err != nil {
-		return 0, false, err
-	}
-	if r.ranges == nil {
-		r.ranges = map[string]rangeRows{}
-	}
-	r.ranges[k] = rangeRows{n: n, known: known}
-	return n, known, nil
-}
 
 // sweepLookup is one table an orphans sweep looks keys up in: its key
 // column and, when the table can be swept alongside (an index starting

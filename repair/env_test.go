@@ -34,6 +34,8 @@ type tenv struct {
 	cl    *connect.Clients
 	svc   *Service
 	parts int32
+	// topics are the topics the test created (8 partitions each).
+	topics []string
 }
 
 func td(parts ...string) string {
@@ -72,7 +74,7 @@ func newTenvOn(t testing.TB, db *testenv.DB, cfgPath string, sqlFiles []string, 
 	cl.Collector.Prober = probe.New(2 * time.Second)
 	svc := NewService(cl)
 	svc.Prober, svc.Poster = probe.New(2*time.Second), probe.New(2*time.Second)
-	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8}
+	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8, topics: topics}
 }
 
 func settlementEnv(t testing.TB) *tenv {

@@ -2,12 +2,11 @@ package tui
 
 import (
 	"context"
-	"io"
 	"os"
 	"testing"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/exp/teatest"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
@@ -26,10 +25,10 @@ func bigModel(b testing.TB) Model {
 
 // keystroke is one key handled and the screen rendered, as the program
 // does for every key.
-func keystroke(m Model, k tea.KeyMsg) Model {
+func keystroke(m Model, k tea.KeyPressMsg) Model {
 	next, _ := m.Update(k)
 	m = next.(Model)
-	_ = m.View()
+	_ = m.View().Content
 	return m
 }
 
@@ -53,7 +52,7 @@ func BenchmarkKeyMove(b *testing.B) {
 // filter of a list of 5,000: each refilters all of them.
 func BenchmarkKeyFilter(b *testing.B) {
 	m := press(b, bigModel(b), keyRunes("/"), keyRunes("b"), keyRunes("u"))
-	add, del := keyRunes("l"), tea.KeyMsg{Type: tea.KeyBackspace}
+	add, del := keyRunes("l"), tea.KeyPressMsg{Code: tea.KeyBackspace}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -126,7 +125,7 @@ func TestRefreshDoesNotBlockKeys(t *testing.T) {
 		}, nil
 	}
 	defer close(release)
-	tm := teatest.NewTestModel(t, New(context.Background(), o, NewStyles(io.Discard, false)), teatest.WithInitialTermSize(120, 40))
+	tm := teatest.NewTestModel(t, New(context.Background(), o, NewStyles(false)), teatest.WithInitialTermSize(120, 40))
 	waitFor(t, tm, "read 08:30:00")
 	sendKeys(tm, "r")
 	waitFor(t, tm, "refreshing")

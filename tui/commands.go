@@ -1,11 +1,10 @@
 package tui
 
 import (
-	"encoding/json"
 	"errors"
 	"runtime/debug"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
@@ -14,9 +13,9 @@ import (
 	"github.com/opctl-dev/opctl/sources"
 )
 
-// reviewReason is the reason of the plan `p` shows for review: the
-// operator types the real one in the confirmation, and the plan applied
-// is made again with it from the same triage (applyCmd).
+// reviewReason is the reason of the plan `p` shows for review and `d`
+// dry-runs: the operator types the real one in the confirmation, and that
+// very plan is applied under it (applyCmd).
 const reviewReason = "under review in opctl tui (the reason is typed at apply)"
 
 // pendingAttest stands for the attestation of a plan whose manual action
@@ -116,56 +115,52 @@ func (m Model) planCmd(d *detail) tea.Cmd {
 	})
 }
 
-// applyCmd dry-runs the reviewed plan, or applies it: the plan is made
-// again from the same triage with the reason typed in the confirmation,
-// refused if it is not the one reviewed, and applied through
-// repair.Service.Apply — the guarded path of `opctl repair apply` (id,
+// applyCmd dry-runs the reviewed plan, or applies it: the very plan
+// shown (and dry-run, when d was pressed) under the reason typed in the
+// confirmation — only its reason and so its id change, and
+// plans.Equivalent confirms it is the same repair — through
+// repair.Service.Apply, the guarded path of `opctl repair apply` (id,
 // re-derivation, stale check, guards under FOR UPDATE, audit). Then the
 // operation is triaged again.
 func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
-	ctx, open, op, bizID, reviewed := m.ctx, m.opts.Service, d.op, d.bizID, d.plan
+	ctx, open, bizID, reviewed, pipeline := m.ctx, m.opts.Service, d.bizID, d.plan, d.opPipeline()
 	ao := repair.ApplyOptions{DryRun: dry, Operator: m.opts.Operator}
-	o := m.planOptions(d, reason)
 	return safe(func() tea.Msg {
+		plan := reviewed
+		if !dry {
+			var err error
+			if plan, err = underReason(reviewed, reason); err != nil {
+				return applyMsg{bizID: bizID, err: err}
+			}
+		}
 		svc, err := open()
 		if err != nil {
 			return applyMsg{bizID: bizID, dry: dry, err: err}
 		}
-		plan := reviewed
-		if !dry {
-			p, err := svc.Plan(ctx, op, o)
-			if err != nil {
-				return applyMsg{bizID: bizID, err: err}
-			}
-			if !samePlan(p, reviewed) {
-				return applyMsg{bizID: bizID, err: errors.New("the plan made with this reason is not the one reviewed (was something else typed?): press p to review it again; nothing was applied")}
-			}
-			plan = p
-		}
 		res, err := svc.Apply(ctx, plan, ao)
-		msg := applyMsg{bizID: bizID, dry: dry, res: res, err: err}
+		msg := applyMsg{bizID: bizID, dry: dry, planID: plan.ID, res: res, err: err}
 		if !dry {
-			msg.triage, msg.terr = svc.Where(ctx, bizID, op.Pipeline.Name)
+			msg.triage, msg.terr = svc.Where(ctx, bizID, pipeline)
 		}
 		return msg
 	})
 }
 
-// samePlan reports whether two plans of one triage do the same: the same
-// verdict, request, observation, notes and actions (they differ in their
-// reason and created_at, hence their id).
-func samePlan(a, b *plans.Plan) bool {
-	if a == nil || b == nil {
-		return false
+// underReason is the reviewed plan under the reason typed at apply, sealed
+// anew; refused unless it is the same repair (plans.Equivalent).
+func underReason(reviewed *plans.Plan, reason string) (*plans.Plan, error) {
+	if reviewed == nil {
+		return nil, errors.New("no plan to apply: press p first")
 	}
-	body := func(p *plans.Plan) string {
-		j, _ := json.Marshal(struct {
-			V plans.Plan
-		}{plans.Plan{Pipeline: p.Pipeline, BizID: p.BizID, Verdict: p.Verdict, ConfigFingerprint: p.ConfigFingerprint,
-			Forced: p.Forced, Attest: p.Attest, Incident: p.Incident, Request: p.Request, Notes: p.Notes, Observed: p.Observed, Actions: p.Actions}})
-		return string(j)
+	p := *reviewed
+	p.Reason = reason
+	if err := p.Seal(); err != nil {
+		return nil, err
 	}
-	return body(a) == body(b)
+	if !plans.Equivalent(&p, reviewed) {
+		return nil, errors.New("the plan to apply is not the one reviewed: press p to review it again; nothing was applied")
+	}
+	return &p, nil
 }
 
 // auditCmd reads the operation's audit as `opctl audit --biz-id` does.

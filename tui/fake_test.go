@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
@@ -103,6 +103,9 @@ type fake struct {
 	failReconcile error
 	applied       []*plans.Plan
 	applyOpts     []repair.ApplyOptions
+	// dried are the plans dry-run; planned counts the plans made.
+	dried   []*plans.Plan
+	planned int
 }
 
 func newFake(t testing.TB) *fake {
@@ -143,6 +146,9 @@ func (f *fake) Where(_ context.Context, bizID, pipeline string) (*repair.Triage,
 
 func (f *fake) Plan(_ context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error) {
 	o.Now = t0
+	f.mu.Lock()
+	f.planned++
+	f.mu.Unlock()
 	return plans.Build(plans.Input{Config: f.cfg, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: 8, Options: o})
 }
 
@@ -169,7 +175,9 @@ func (f *fake) Apply(_ context.Context, p *plans.Plan, o repair.ApplyOptions) (*
 		}
 		res.Actions = append(res.Actions, ar)
 	}
-	if !o.DryRun {
+	if o.DryRun {
+		f.dried = append(f.dried, p)
+	} else {
 		f.applied = append(f.applied, p)
 		f.applyOpts = append(f.applyOpts, o)
 		s := f.ops[p.BizID]
@@ -244,7 +252,7 @@ func (f *fake) options() Options {
 // newModel is a console on the fake, sized w×h, its first refresh done.
 func newModel(t testing.TB, f *fake, o Options, w, h int) Model {
 	t.Helper()
-	m := New(context.Background(), o, NewStyles(os.Stdout, false))
+	m := New(context.Background(), o, NewStyles(false))
 	m = step(t, m, tea.WindowSizeMsg{Width: w, Height: h})
 	m = step(t, m, m.reconcileCmd(m.gen)())
 	if m.detail != nil {
@@ -262,7 +270,7 @@ func step(t testing.TB, m Model, msg tea.Msg) Model {
 
 // press sends keys and runs the I/O command each returns that is one of
 // the console's (triage, plan, apply, audit): what the program would do.
-func press(t testing.TB, m Model, keys ...tea.KeyMsg) Model {
+func press(t testing.TB, m Model, keys ...tea.KeyPressMsg) Model {
 	t.Helper()
 	for _, k := range keys {
 		next, cmd := m.Update(k)
@@ -291,22 +299,25 @@ func (m Model) busyOrLoading() bool {
 	return m.loading || m.refreshing || (m.detail != nil && m.detail.busy != "")
 }
 
-func keyRunes(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+func keyRunes(s string) tea.KeyPressMsg {
+	r := []rune(s)
+	return tea.KeyPressMsg{Code: r[0], Text: s}
+}
 
 var (
-	keyEnter = tea.KeyMsg{Type: tea.KeyEnter}
-	keyEsc   = tea.KeyMsg{Type: tea.KeyEsc}
-	keyDown  = tea.KeyMsg{Type: tea.KeyDown}
-	keyUp    = tea.KeyMsg{Type: tea.KeyUp}
-	keyTab   = tea.KeyMsg{Type: tea.KeyTab}
-	keyCtrlC = tea.KeyMsg{Type: tea.KeyCtrlC}
+	keyEnter = tea.KeyPressMsg{Code: tea.KeyEnter}
+	keyEsc   = tea.KeyPressMsg{Code: tea.KeyEsc}
+	keyDown  = tea.KeyPressMsg{Code: tea.KeyDown}
+	keyUp    = tea.KeyPressMsg{Code: tea.KeyUp}
+	keyTab   = tea.KeyPressMsg{Code: tea.KeyTab}
+	keyCtrlC = tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
 )
 
 // typeText is one key per rune, as a person types.
-func typeText(s string) []tea.KeyMsg {
-	var out []tea.KeyMsg
+func typeText(s string) []tea.KeyPressMsg {
+	var out []tea.KeyPressMsg
 	for _, r := range s {
-		out = append(out, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		out = append(out, tea.KeyPressMsg{Code: r, Text: string(r)})
 	}
 	return out
 }

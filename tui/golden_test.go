@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/golden"
-	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 )
 
 // TestGolden runs the console as a program (teatest) on the fake, with a
@@ -45,7 +44,7 @@ func TestGolden(t *testing.T) {
 		for _, sc := range screens {
 			t.Run(fmt.Sprintf("%dx%d/%s", size[0], size[1], sc.name), func(t *testing.T) {
 				f := newFake(t)
-				m := New(context.Background(), f.options(), NewStyles(io.Discard, false))
+				m := New(context.Background(), f.options(), NewStyles(false))
 				tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(size[0], size[1]))
 				waitFor(t, tm, "read 08:30:00")
 				for _, st := range sc.steps {
@@ -56,13 +55,13 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(Model)
-				golden.RequireEqual(t, []byte(final.View()))
+				golden.RequireEqual(t, []byte(final.View().Content))
 			})
 		}
 	}
 }
 
-// sendKeys sends keys (a tea.KeyMsg) and text (a string, one key per
+// sendKeys sends keys (a tea.KeyPressMsg) and text (a string, one key per
 // rune) to the program.
 func sendKeys(tm *teatest.TestModel, ks ...any) {
 	for _, k := range keys(ks...) {

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/spinner"
-	"github.com/charmbracelet/bubbles/textinput"
-	"github.com/charmbracelet/bubbles/viewport"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/spinner"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
@@ -133,18 +133,27 @@ func New(ctx context.Context, o Options, st Styles) Model {
 		keys = *o.Keys
 	}
 	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24,
-		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(80, 18), refreshing: true}
-	m.line = textinput.New()
-	m.line.Prompt = ""
-	m.line.CharLimit = sources.MaxBizID
+		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(viewport.WithWidth(80), viewport.WithHeight(18)), refreshing: true}
+	m.line = newInput(st, "", sources.MaxBizID)
 	for i := range m.form {
-		m.form[i] = textinput.New()
-		m.form[i].CharLimit = plans.MaxReason
+		m.form[i] = newInput(st, "", plans.MaxReason)
 	}
 	if o.BizID != "" {
 		m = m.openDetail(o.BizID, o.Pipeline)
 	}
 	return m
+}
+
+// newInput is a line of input drawn with the terminal's own cursor (View
+// places it), in the console's colours or plain.
+func newInput(st Styles, prompt string, limit int) textinput.Model {
+	in := textinput.New()
+	in.Prompt, in.CharLimit = prompt, limit
+	in.SetVirtualCursor(false)
+	if !st.Color {
+		in.SetStyles(textinput.Styles{Cursor: textinput.CursorStyle{Shape: tea.CursorBlock, Blink: true}})
+	}
+	return in
 }
 
 // Init starts the first refresh (and the detail asked for on the command
@@ -181,6 +190,7 @@ type (
 	applyMsg struct {
 		bizID  string
 		dry    bool
+		planID string // the plan run: the reviewed one, under the typed reason for a real apply
 		res    *repair.Result
 		err    error
 		triage *repair.Triage // the re-triage after a real apply
@@ -237,7 +247,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		return m.applyDone(msg), nil
 	case auditMsg:
 		return m.auditDone(msg), nil
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
 	return m, nil
@@ -327,12 +337,8 @@ func (m Model) listRows() int {
 
 // layout sizes the detail's viewport to the window.
 func (m Model) layout() Model {
-	m.vp.Width = m.width
-	h := m.height - 4
-	if h < 1 {
-		h = 1
-	}
-	m.vp.Height = h
+	m.vp.SetWidth(m.width)
+	m.vp.SetHeight(max(m.height-4, 1))
 	m = m.clampCursor()
 	m.vp.SetContent(m.detailBody())
 	return m
@@ -431,6 +437,9 @@ func (m Model) applyDone(msg applyMsg) Model {
 	}
 	d.busy = ""
 	if msg.dry {
+		if d.plan == nil || (msg.planID != "" && msg.planID != d.plan.ID) {
+			return m // the dry run of a plan since replaced
+		}
 		d.dry, d.dryErr = msg.res, errText(msg.err)
 		return m.show(d, paneDryRun)
 	}
@@ -474,8 +483,8 @@ func errText(err error) string {
 }
 
 // key handles a key press.
-func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
-	if k.Type == tea.KeyCtrlC {
+func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	if k.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
 	if m.showHelp {
@@ -500,7 +509,7 @@ func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.in = inputGoTo
 		m.line.SetValue("")
 		m.line.Focus()
-		return m, textinput.Blink
+		return m, nil
 	}
 	if m.screen == screenDetail {
 		return m.detailKey(k)
@@ -508,7 +517,7 @@ func (m Model) key(k tea.KeyMsg) (Model, tea.Cmd) {
 	return m.listKey(k)
 }
 
-func (m Model) listKey(k tea.KeyMsg) (Model, tea.Cmd) {
+func (m Model) listKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
 	switch {
 	case key.Matches(k, m.keys.Up):
 		m.cursor--
@@ -527,7 +536,7 @@ func (m Model) listKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.line.SetValue(m.filter)
 		m.line.CursorEnd()
 		m.line.Focus()
-		return m, textinput.Blink
+		return m, nil
 	case key.Matches(k, m.keys.Sort):
 		m.sortCol = (m.sortCol + 1) % numColumns
 		m.items = slices.Clone(m.items) // the previous model's list stays as it was
@@ -563,11 +572,11 @@ func (m Model) closeLine() Model {
 	return m
 }
 
-func (m Model) filterKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEnter:
+func (m Model) filterKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	switch k.String() {
+	case "enter":
 		return m.closeLine(), nil
-	case tea.KeyEsc:
+	case "esc":
 		m = m.closeLine()
 		m.filter = ""
 		return m.refilter(), nil
@@ -582,11 +591,11 @@ func (m Model) filterKey(k tea.KeyMsg) (Model, tea.Cmd) {
 	return m, cmd
 }
 
-func (m Model) goToKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEsc:
+func (m Model) goToKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	switch k.String() {
+	case "esc":
 		return m.closeLine(), nil
-	case tea.KeyEnter:
+	case "enter":
 		id := strings.TrimSpace(m.line.Value())
 		if err := sources.ValidateBizID(id); err != nil {
 			m.status = plans.Shown(err.Error())
@@ -600,7 +609,7 @@ func (m Model) goToKey(k tea.KeyMsg) (Model, tea.Cmd) {
 	return m, cmd
 }
 
-func (m Model) detailKey(k tea.KeyMsg) (Model, tea.Cmd) {
+func (m Model) detailKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
 	d := m.detail
 	switch {
 	case key.Matches(k, m.keys.Back):
@@ -645,7 +654,7 @@ func (m Model) detailKey(k tea.KeyMsg) (Model, tea.Cmd) {
 			m.status = why
 			return m, nil
 		}
-		return m.openForm(inputConfirm), textinput.Blink
+		return m.openForm(inputConfirm), nil
 	case key.Matches(k, m.keys.Attest):
 		if d.plan == nil && !d.needAttest {
 			m.status = "no plan asks for an attestation: press p first"
@@ -655,7 +664,7 @@ func (m Model) detailKey(k tea.KeyMsg) (Model, tea.Cmd) {
 			m.status = "this plan needs no attestation"
 			return m, nil
 		}
-		return m.openForm(inputAttest), textinput.Blink
+		return m.openForm(inputAttest), nil
 	case key.Matches(k, m.keys.Audit):
 		return m.start(d, "reading the audit", func(d *detail) tea.Cmd { return m.auditCmd(d.bizID, d.opPipeline()) })
 	}
@@ -742,18 +751,18 @@ func (m Model) openForm(in input) Model {
 	return m
 }
 
-func (m Model) formKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	switch k.Type {
-	case tea.KeyEsc:
+func (m Model) formKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
+	switch k.String() {
+	case "esc":
 		m.in = inputNone
 		m.status = "cancelled; nothing was changed"
 		return m, nil
-	case tea.KeyTab, tea.KeyShiftTab, tea.KeyDown, tea.KeyUp:
+	case "tab", "shift+tab", "down", "up":
 		m.form[m.formAt].Blur()
 		m.formAt = 1 - m.formAt
 		m.form[m.formAt].Focus()
 		return m, nil
-	case tea.KeyEnter:
+	case "enter":
 		if m.formAt == 0 && (m.in == inputConfirm || m.detail.needOutcome) {
 			m.form[0].Blur()
 			m.formAt = 1

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/repair"
@@ -28,11 +28,11 @@ func (m Model) shownVerdict() inspect.Code {
 	return m.detail.op.Report.Verdict.Code
 }
 
-func keys(ks ...any) []tea.KeyMsg {
-	var out []tea.KeyMsg
+func keys(ks ...any) []tea.KeyPressMsg {
+	var out []tea.KeyPressMsg
 	for _, k := range ks {
 		switch k := k.(type) {
-		case tea.KeyMsg:
+		case tea.KeyPressMsg:
 			out = append(out, k)
 		case string:
 			out = append(out, typeText(k)...)
@@ -47,7 +47,7 @@ func TestKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		opts  func(*Options)
-		keys  []tea.KeyMsg
+		keys  []tea.KeyPressMsg
 		check func(t *testing.T, m Model, f *fake)
 	}{
 		{"list is in verdict order", nil, nil, func(t *testing.T, m Model, _ *fake) {
@@ -96,7 +96,7 @@ func TestKeys(t *testing.T) {
 			if m.screen != screenDetail || m.detail.bizID != "PAY-1" || m.shownVerdict() != inspect.DuplicateEffect {
 				t.Fatalf("screen %d verdict %s", m.screen, m.shownVerdict())
 			}
-			if v := m.View(); !strings.Contains(v, "◉ DUPLICATED") || !strings.Contains(v, "KAFKA") {
+			if v := m.View().Content; !strings.Contains(v, "◉ DUPLICATED") || !strings.Contains(v, "KAFKA") {
 				t.Fatalf("detail view:\n%s", v)
 			}
 		}},
@@ -126,7 +126,7 @@ func TestKeys(t *testing.T) {
 			}
 		}},
 		{"? shows the help built from the key map", nil, keys("?"), func(t *testing.T, m Model, _ *fake) {
-			v := m.View()
+			v := m.View().Content
 			for _, k := range m.keys.helpGroups() {
 				for _, b := range k.keys {
 					if !strings.Contains(v, b.Help().Desc) {
@@ -157,8 +157,8 @@ func TestKeys(t *testing.T) {
 		{"d before p says so", nil, keys("j", keyEnter, "d"), wantStatus("press p first")},
 		{"a before p says so", nil, keys("j", keyEnter, "a"), wantStatus("press p to build and review the plan first")},
 		{"a opens the confirmation", nil, keys("j", keyEnter, "p", "a"), func(t *testing.T, m Model, f *fake) {
-			if m.in != inputConfirm || !strings.Contains(m.View(), "type the biz_id to confirm") || len(f.applied) != 0 {
-				t.Fatalf("input %d\n%s", m.in, m.View())
+			if m.in != inputConfirm || !strings.Contains(m.View().Content, "type the biz_id to confirm") || len(f.applied) != 0 {
+				t.Fatalf("input %d\n%s", m.in, m.View().Content)
 			}
 		}},
 		{"a with the wrong biz_id applies nothing", nil, keys("j", keyEnter, "p", "a", "PAY-9", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
@@ -186,6 +186,15 @@ func TestKeys(t *testing.T) {
 			}
 			if m.pane != paneResult || m.shownVerdict() != inspect.Complete || !strings.Contains(m.vp.View(), "NOW") {
 				t.Fatalf("pane %d verdict %s\n%s", m.pane, m.shownVerdict(), m.vp.View())
+			}
+		}},
+		{"a applies the very plan d dry-ran, under the reason typed", nil, keys("j", keyEnter, "p", "d", "a", "PAY-1", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
+			if len(f.dried) != 1 || len(f.applied) != 1 {
+				t.Fatalf("dry-ran %d, applied %d", len(f.dried), len(f.applied))
+			}
+			d, a := f.dried[0], f.applied[0]
+			if f.planned != 1 || !plans.Equivalent(d, a) || !a.CreatedAt.Equal(d.CreatedAt) || d.Reason != reviewReason || a.Reason != "INC-7 double debit" {
+				t.Fatalf("planned %d times; dry-ran %+v\napplied %+v", f.planned, d, a)
 			}
 		}},
 		{"a is disabled by --readonly", func(o *Options) { o.ReadOnly = true }, keys("j", keyEnter, "p", "a"), func(t *testing.T, m Model, f *fake) {
@@ -246,7 +255,7 @@ func TestKeys(t *testing.T) {
 }
 
 // keyClear is ctrl+u: textinput deletes to the start of the line.
-var keyClear = tea.KeyMsg{Type: tea.KeyCtrlU}
+var keyClear = tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}
 
 func wantSelected(id string) func(*testing.T, Model, *fake) {
 	return func(t *testing.T, m Model, _ *fake) {
@@ -270,8 +279,8 @@ func wantStatus(s string) func(*testing.T, Model, *fake) {
 func TestQuit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		pre  []tea.KeyMsg
-		key  tea.KeyMsg
+		pre  []tea.KeyPressMsg
+		key  tea.KeyPressMsg
 	}{
 		{"q in the list", nil, keyRunes("q")},
 		{"ctrl+c in the list", nil, keyCtrlC},
@@ -303,23 +312,23 @@ func TestQuit(t *testing.T) {
 func TestStatusLine(t *testing.T) {
 	f := newFake(t)
 	m := newModel(t, f, f.options(), 120, 40)
-	if v := m.View(); !strings.Contains(v, "settlement/orphans refused: would need a full scan of ledger_entry") {
+	if v := m.View().Content; !strings.Contains(v, "settlement/orphans refused: would need a full scan of ledger_entry") {
 		t.Fatalf("no refused check in the status line:\n%s", v)
 	}
 	// The first refresh fails: the header says the list was not read.
 	f.failReconcile = errBoom
-	if v := newModel(t, f, f.options(), 120, 40).View(); !strings.Contains(v, "0 operation(s) · not read: see the status line") {
+	if v := newModel(t, f, f.options(), 120, 40).View().Content; !strings.Contains(v, "0 operation(s) · not read: see the status line") {
 		t.Fatalf("first refresh failed:\n%s", v)
 	}
 	m = press(t, m, keyRunes("r"))
-	if v := m.View(); len(m.items) != 4 || !strings.Contains(v, "refresh failed: dial tcp 127.0.0.1:3306") {
+	if v := m.View().Content; len(m.items) != 4 || !strings.Contains(v, "refresh failed: dial tcp 127.0.0.1:3306") {
 		t.Fatalf("items %d\n%s", len(m.items), v)
 	}
 	// A service that cannot be opened: the detail says so.
 	o := f.options()
 	o.Service = func() (Service, error) { return nil, errBoom }
 	m = press(t, newModel(t, f, o, 120, 40), keyEnter)
-	if v := m.View(); !strings.Contains(v, "connection refused") {
+	if v := m.View().Content; !strings.Contains(v, "connection refused") {
 		t.Fatalf("detail:\n%s", v)
 	}
 }
@@ -353,14 +362,14 @@ func TestPanicQuitsCleanly(t *testing.T) {
 
 // Update is pure: the model a key was given is left as it was.
 func TestUpdateLeavesTheOldModel(t *testing.T) {
-	for _, k := range []tea.KeyMsg{keyRunes("s"), keyRunes("j"), keyRunes("/")} {
+	for _, k := range []tea.KeyPressMsg{keyRunes("s"), keyRunes("j"), keyRunes("/")} {
 		t.Run(k.String(), func(t *testing.T) {
 			f := newFake(t)
 			m := newModel(t, f, f.options(), 120, 40)
-			before := m.View()
+			before := m.View().Content
 			sel, first := m.selected(), m.items[0].BizID
 			_, _ = m.Update(k)
-			if m.View() != before || m.selected() != sel || m.items[0].BizID != first {
+			if m.View().Content != before || m.selected() != sel || m.items[0].BizID != first {
 				t.Fatalf("the old model changed after %q", k.String())
 			}
 		})

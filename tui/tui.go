@@ -13,7 +13,7 @@ import (
 	"io"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
@@ -75,10 +75,10 @@ const (
 // command, ends the program cleanly and is returned as a
 // *sources.InternalError.
 func Run(ctx context.Context, in io.Reader, out io.Writer, o Options) error {
-	m := New(ctx, o, NewStyles(out, o.Color))
+	m := New(ctx, o, NewStyles(o.Color))
 	// Signals are ctx's (cmd.Main: SIGINT, SIGTERM, SIGHUP), not the
 	// program's own handler: one way to end, and the exit status says so.
-	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen(), tea.WithoutSignalHandler())
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithoutSignalHandler())
 	final, err := p.Run()
 	if fm, ok := final.(Model); ok && fm.crash != nil {
 		return fm.crash

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -20,12 +21,22 @@ import (
 // not write itself (docs/where.md#values-in-human-output).
 func shown(s string) string { return plans.Shown(s) }
 
-// View renders the whole screen: exactly height lines, none wider than
-// the window.
-func (m Model) View() (out string) {
+// View renders the whole screen in the alternate screen, the terminal's
+// cursor on the line of input that has the keyboard, if any.
+func (m Model) View() tea.View {
+	content, cur := m.draw()
+	v := tea.NewView(content)
+	v.AltScreen = true
+	v.Cursor = cur
+	return v
+}
+
+// draw is the whole screen: exactly height lines, none wider than the
+// window, and where the cursor is (nil: hidden).
+func (m Model) draw() (out string, cur *tea.Cursor) {
 	defer func() {
 		if r := recover(); r != nil {
-			out = sources.PanicMessage(r) + "\npress q to quit"
+			out, cur = sources.PanicMessage(r)+"\npress q to quit", nil
 		}
 	}()
 	var lines []string
@@ -37,7 +48,25 @@ func (m Model) View() (out string) {
 	default:
 		lines = m.listView()
 	}
-	return m.fit(lines)
+	out = m.fit(lines)
+	switch m.in {
+	case inputFilter, inputGoTo:
+		if c := m.line.Cursor(); c != nil {
+			c.Y = max(m.height, 1) - 1
+			c.X += ansi.StringWidth(m.linePrompt())
+			cur = c
+		}
+	case inputConfirm, inputAttest:
+		if c := m.form[m.formAt].Cursor(); c != nil {
+			_, at := m.formView()
+			c.Y = 2 + at[m.formAt] // below the detail's two-line head
+			cur = c
+		}
+	}
+	if cur != nil && (cur.Y >= max(m.height, 1) || cur.X >= m.width) {
+		cur = nil
+	}
+	return out, cur
 }
 
 // fit cuts lines to the window and pads it to its height.
@@ -285,13 +314,21 @@ func (m Model) statusLine() string {
 
 // bottomLine is the input line when one is open, else the key hints.
 func (m Model) bottomLine(hints string) string {
-	switch m.in {
-	case inputFilter:
-		return "/" + m.line.View()
-	case inputGoTo:
-		return "go to biz_id: " + m.line.View()
+	if p := m.linePrompt(); p != "" {
+		return p + m.line.View()
 	}
 	return m.st.Dim.Render(hints)
+}
+
+// linePrompt is the prompt of the open input line ("" when none is open).
+func (m Model) linePrompt() string {
+	switch m.in {
+	case inputFilter:
+		return "/"
+	case inputGoTo:
+		return "go to biz_id: "
+	}
+	return ""
 }
 
 // --- help -----------------------------------------------------------------
@@ -355,11 +392,11 @@ func (m Model) detailView() []string {
 	var body []string
 	switch m.in {
 	case inputConfirm, inputAttest:
-		body = m.formView()
+		body, _ = m.formView()
 	default:
 		body = strings.Split(m.vp.View(), "\n")
 	}
-	for len(body) < m.vp.Height {
+	for len(body) < m.vp.Height() {
 		body = append(body, "")
 	}
 	status := m.status
@@ -379,9 +416,10 @@ func (m Model) detailView() []string {
 	return append(append(head, body...), status, m.bottomLine(hints))
 }
 
-func (m Model) formView() []string {
+// formView is the confirmation or attestation form, and the lines its two
+// fields are drawn on.
+func (m Model) formView() (lines []string, at [2]int) {
 	d := m.detail
-	var lines []string
 	if m.in == inputConfirm {
 		lines = append(lines, m.st.Title.Render("APPLY"), "",
 			fmt.Sprintf("Apply plan %s (%d action(s)) to %s in pipeline %s?", d.plan.Short(), len(d.plan.Actions), shown(d.plan.BizID), shown(d.plan.Pipeline)),
@@ -397,13 +435,14 @@ func (m Model) formView() []string {
 		}
 	}
 	lines = append(lines, "", m.form[0].View())
+	at[0], at[1] = len(lines)-1, len(lines)
 	if m.in == inputConfirm || d.needOutcome {
 		lines = append(lines, m.form[1].View())
 	}
 	if m.formWhy != "" {
 		lines = append(lines, "", m.st.Error.Render(m.formWhy))
 	}
-	return append(lines, "", m.st.Dim.Render("enter next/submit · tab switch field · esc cancel"))
+	return append(lines, "", m.st.Dim.Render("enter next/submit · tab switch field · esc cancel")), at
 }
 
 // detailBody is the viewport's content for the current pane, wrapped to

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opctl-dev/opctl/inspect"
@@ -18,7 +17,7 @@ import (
 // Every screen, at every size and after a resize, is exactly the window:
 // as many lines as it is high, none wider than it is wide.
 func TestScreensFitTheWindow(t *testing.T) {
-	screens := map[string][]tea.KeyMsg{
+	screens := map[string][]tea.KeyPressMsg{
 		"list":    nil,
 		"help":    keys("?"),
 		"filter":  keys("/", "pay"),
@@ -37,7 +36,7 @@ func TestScreensFitTheWindow(t *testing.T) {
 				f := newFake(t)
 				m := press(t, newModel(t, f, f.options(), 120, 40), ks...)
 				m = step(t, m, tea.WindowSizeMsg{Width: size[0], Height: size[1]}) // a resize after the keys
-				lines := strings.Split(m.View(), "\n")
+				lines := strings.Split(m.View().Content, "\n")
 				if len(lines) != size[1] {
 					t.Errorf("%d lines, want %d", len(lines), size[1])
 				}
@@ -57,10 +56,10 @@ func TestColor(t *testing.T) {
 	for _, color := range []bool{true, false} {
 		t.Run(fmt.Sprint("color=", color), func(t *testing.T) {
 			f := newFake(t)
-			m := New(context.Background(), f.options(), NewStyles(io.Discard, color))
+			m := New(context.Background(), f.options(), NewStyles(color))
 			m = step(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
 			m = step(t, m, m.reconcileCmd(m.gen)())
-			for _, v := range []string{m.View(), press(t, m, keys("j", keyEnter)...).View()} {
+			for _, v := range []string{m.View().Content, press(t, m, keys("j", keyEnter)...).View().Content} {
 				if has := strings.Contains(v, "\x1b["); has != color {
 					t.Fatalf("escape sequences %v, want %v:\n%q", has, color, v)
 				}
@@ -84,7 +83,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 		}, nil
 	}
 	m := newModel(t, f, o, 120, 40)
-	v := m.View()
+	v := m.View().Content
 	if strings.ContainsAny(v, "\x1b\r\x07") {
 		t.Fatalf("a raw control character reached the screen: %q", v)
 	}
@@ -95,7 +94,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 	}
 	// The detail of that id: the id typed back as it is.
 	m = press(t, m, keyEnter)
-	if v := m.View(); strings.ContainsAny(v, "\x1b\r\x07") || !bytes.Contains([]byte(v), []byte(`"PAY\x1b[2J"`)) {
+	if v := m.View().Content; strings.ContainsAny(v, "\x1b\r\x07") || !bytes.Contains([]byte(v), []byte(`"PAY\x1b[2J"`)) {
 		t.Fatalf("detail: %q", v)
 	}
 }
@@ -105,7 +104,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 // as "nothing wrong" where nothing was looked at.
 func TestHeaderNamesUncoveredSteps(t *testing.T) {
 	f := newFake(t)
-	m := New(context.Background(), f.options(), NewStyles(io.Discard, false))
+	m := New(context.Background(), f.options(), NewStyles(false))
 	m.width = 200
 	m.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
 		{Pipeline: "fulfilment", Check: reconcile.CheckDuplicates, Uncovered: []string{"wms_lock: no scan block, and no state table"}},

@@ -7,50 +7,17 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
-
-	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/tui/render"
 )
 
-// Styles are the styles of human output. Built once per command run.
-type Styles struct {
-	Bold, Dim, OK, Watch, Action, Title lipgloss.Style
-	color                               bool
-}
+// Styles are the styles of human output: opctl's one set (tui/render),
+// shared with the console. Built once per command run.
+type Styles = render.Styles
 
-// NewStyles returns styles writing to w; without color every style is plain.
-func NewStyles(w io.Writer, color bool) Styles {
-	r := lipgloss.NewRenderer(w)
-	if color {
-		r.SetColorProfile(termenv.ANSI256)
-	} else {
-		r.SetColorProfile(termenv.Ascii)
-	}
-	return Styles{
-		Bold:   r.NewStyle().Bold(true),
-		Dim:    r.NewStyle().Foreground(lipgloss.Color("245")),
-		OK:     r.NewStyle().Bold(true).Foreground(lipgloss.Color("2")),
-		Watch:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("3")),
-		Action: r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
-		Title:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("6")),
-		color:  color,
-	}
-}
-
-// Severity styles a text by a verdict severity (ok, watch, action).
-func (s Styles) Severity(sev inspect.Severity, text string) string {
-	switch sev {
-	case inspect.SeverityOK:
-		return s.OK.Render(text)
-	case inspect.SeverityWatch:
-		return s.Watch.Render(text)
-	case inspect.SeverityAction:
-		return s.Action.Render(text)
-	}
-	return s.Bold.Render(text)
-}
+// NewStyles returns the styles for output to w; without color every style
+// is plain.
+func NewStyles(_ io.Writer, color bool) Styles { return render.NewStyles(color) }
 
 // tsvClean keeps a cell on its line and in its column. A Replacer builds
 // itself on first use: no work at package init (docs/architecture.md).

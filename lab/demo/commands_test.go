@@ -112,15 +112,13 @@ func clip(s string) string {
 	return s
 }
 
-// buildOpctl builds the opctl binary (the module's main package) and the
-// console's (opctl-tui, which `opctl tui` runs) into dir.
+// buildOpctl builds the opctl binary (the module's main package, the
+// console inside) into dir.
 func buildOpctl(t *testing.T, dir string) {
 	t.Helper()
-	for name, pkg := range map[string]string{"opctl": "github.com/opctl-dev/opctl", "opctl-tui": "github.com/opctl-dev/opctl/cmd/opctl-tui"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go build %s: %v\n%s", name, err, out)
-		}
+	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "opctl"), "github.com/opctl-dev/opctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build opctl: %v\n%s", err, out)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/opctl-dev/opctl/cmd"
-	"github.com/opctl-dev/opctl/cmd/console"
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab"
 	"github.com/opctl-dev/opctl/sources"
@@ -27,7 +26,7 @@ func runConsole(ctx context.Context, ios *iostreams.IOStreams, env *lab.Env) err
 	if err != nil {
 		return fmt.Errorf("write the lab's config: %w", err)
 	}
-	switch code := cmd.RunConsole(ctx, ios, []string{"tui", "--config", path, "--older-than", "0s", "--incident", "lab-demo"}, console.Run); code {
+	switch code := cmd.Run(ctx, ios, []string{"tui", "--config", path, "--older-than", "0s", "--incident", "lab-demo"}); code {
 	case sources.ExitOK:
 		return nil
 	case sources.ExitInterrupted:

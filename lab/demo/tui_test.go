@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -234,28 +233,14 @@ func consolePID(t *testing.T, p *tmuxPane) int {
 }
 
 // consoleRSS is the peak RSS (VmHWM, KiB) of the console in the pane: the
-// opctl-tui process that `opctl tui` runs (docs/tui.md).
+// opctl process itself, the console inside it (docs/tui.md).
 func consoleRSS(t *testing.T, p *tmuxPane) int {
 	t.Helper()
-	pid := strconv.Itoa(consolePID(t, p))
-	// Any of opctl's threads may have started it.
-	tasks, err := filepath.Glob("/proc/" + pid + "/task/*/children")
-	if err != nil {
-		t.Fatal(err)
+	pid := consolePID(t, p)
+	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) != "opctl" {
+		t.Fatalf("the pane's shell runs %q, not opctl", comm)
 	}
-	var f []string
-	for _, task := range tasks {
-		kids, _ := os.ReadFile(task)
-		f = append(f, strings.Fields(string(kids))...)
-	}
-	if len(f) == 0 {
-		t.Fatalf("opctl %s runs no opctl-tui", pid)
-	}
-	if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); strings.TrimSpace(string(comm)) != "opctl-tui" {
-		t.Fatalf("opctl's child %s is %q, not opctl-tui", f[0], comm)
-	}
-	child, _ := strconv.Atoi(f[0])
-	kib, err := testenv.PeakRSS(child)
+	kib, err := testenv.PeakRSS(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
