@@ -178,7 +178,7 @@ func sopRunner(f *Factory) (*sop.Runner, error) {
 	if dir == "" {
 		dir = sop.DefaultRunsDir()
 	}
-	return &sop.Runner{Service: svc, Config: c.Config, Records: sop.Records{Dir: dir}, Lock: svc.Lock, Reconcile: run}, nil
+	return &sop.Runner{Triage: svc.Triage, Service: svc, Config: c.Config, Records: sop.Records{Dir: dir}, Lock: svc.Lock, Reconcile: run}, nil
 }
 
 func runSopList(_ context.Context, opts *SopOptions) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -21,6 +22,7 @@ import (
 type TUIOptions struct {
 	IO        *iostreams.IOStreams
 	Config    func() (*config.Config, error)
+	Triage    func() (*triage.Service, error)
 	Service   func() (*repair.Service, error)
 	Reconcile func() (reconcile.Func, error)
 	// Run runs the console on the terminal (tui.Run; tests replace it).
@@ -35,6 +37,7 @@ type TUIOptions struct {
 // NewCmdTUI builds `opctl tui`. runF replaces the run function in tests.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
 	opts := &TUIOptions{IO: f.IOStreams, Config: f.Config, Run: tui.Run}
+	opts.Triage = f.Triage
 	opts.Service = f.Service
 	opts.Reconcile = f.Reconcile
 	since := durationFlag{d: tui.DefaultSince}
@@ -111,6 +114,13 @@ func runTUI(ctx context.Context, opts *TUIOptions) error {
 		return err
 	}
 	err = opts.Run(ctx, opts.IO.In, opts.IO.Out, tui.Options{
+		Triage: func() (tui.Triager, error) {
+			t, err := opts.Triage()
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		},
 		Service: func() (tui.Service, error) {
 			s, err := opts.Service()
 			if err != nil {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
 // The access paths of the checks: how a requirement's table is read (the
@@ -28,7 +28,7 @@ type access struct {
 // walkOrder is the keyset of walk w over requirement q: q's leading
 // columns that w does not fix or range over (the key of a walk by key),
 // then the columns the index carries after them.
-func (a access) walkOrder(q Requirement, w mysqlsrc.Walk) []string {
+func (a access) walkOrder(q Requirement, w sources.Walk) []string {
 	n := 0
 	if w.EqCol != "" {
 		n++
@@ -70,7 +70,7 @@ const RangeFactor = 4
 // no row, and there is nothing to read.
 type sweepPath struct {
 	index  string
-	lo, hi mysqlsrc.Bound
+	lo, hi sources.Bound
 	est    int64
 	empty  bool
 }
@@ -188,7 +188,7 @@ func rangeSwept(mode string, window, rows, entries int64, known bool) bool {
 
 // accessPath reads the facts choosePath needs (the estimate of the
 // window's rows only when it decides on it) and follows its choice.
-func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]mysqlsrc.TableInfo, from time.Time) (sweepPath, error) {
+func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]sources.TableInfo, from time.Time) (sweepPath, error) {
 	info := tables[sc.Table]
 	f := pathFacts{Mode: r.o.Access, Check: cs.check, Table: sc.Table, Key: sc.Key, HasTime: sc.Time != "", TimeIndex: a.index, Total: info.RowsEstimate}
 	if f.Mode != AccessWalk {
@@ -230,7 +230,7 @@ func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[s
 func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex string, n int64, from time.Time) (sweepPath, error) {
 	parts := max(1, (n+windowSlice-1)/windowSlice)
 	step := r.now.Sub(from) / time.Duration(parts)
-	var ends []mysqlsrc.KeyCount // each slice's least and greatest key
+	var ends []sources.KeyCount // each slice's least and greatest key
 	var rows int64
 	for i := int64(0); i < parts; i++ {
 		if r.stopped() {
@@ -283,7 +283,7 @@ func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex st
 	}
 	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys in a range of ~%d entries of %s (optimizer estimate): swept that range in key order",
 		sc.Table, rows, m, keyIndex))
-	return sweepPath{index: keyIndex, lo: mysqlsrc.Bound{Set: true, Value: lo.Value}, hi: mysqlsrc.Bound{Set: true, Value: hi.Value}, est: m}, nil
+	return sweepPath{index: keyIndex, lo: sources.Bound{Set: true, Value: lo.Value}, hi: sources.Bound{Set: true, Value: hi.Value}, est: m}, nil
 }
 
 // rangeRows is the optimizer's estimate of table's rows with col >= from

@@ -13,7 +13,6 @@ import (
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
 // scan runs every check state. The checks of one pipeline run in order on
@@ -78,7 +77,7 @@ const ParallelPipelines = 2
 // scanPipeline runs the check states of one pipeline in order. It reports
 // whether an interrupt cut it short.
 func (r *run) scanPipeline(states []*checkState) bool {
-	tables := map[string]mysqlsrc.TableInfo{}
+	tables := map[string]sources.TableInfo{}
 	for _, cs := range states {
 		var err error
 		if r.stopped() {
@@ -101,8 +100,7 @@ func (r *run) scanPipeline(states []*checkState) bool {
 			return true
 		case err != nil:
 			cs.status, cs.reason = StatusFailed, err.Error()
-			var ce *mysqlsrc.ConnError
-			if errors.As(err, &ce) {
+			if sources.IsConnError(err) {
 				r.fail(err)
 				return false
 			}
@@ -115,7 +113,7 @@ func (r *run) scanPipeline(states []*checkState) bool {
 // requirement is served (by position; index "" when the check runs on a
 // full scan), or ok=false after marking the check skipped, refused or
 // failed.
-func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requirement, []access, bool) {
+func (r *run) plan(cs *checkState, tables map[string]sources.TableInfo) ([]Requirement, []access, bool) {
 	reqs, na := Requirements(cs.p, cs.check)
 	if na != "" {
 		cs.status, cs.reason = StatusSkipped, na
@@ -212,7 +210,7 @@ func joinSemi(s []string) string {
 	return out
 }
 
-func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) error {
+func (r *run) runCheck(cs *checkState, tables map[string]sources.TableInfo) error {
 	if cs.check == CheckUncommitted {
 		if r.noKafka() {
 			cs.status, cs.reason = StatusSkipped, "needs Kafka: "+r.col.KafkaMissing
@@ -298,7 +296,7 @@ func (r *run) stoppedKeys(p *config.Pipeline) ([]string, error) {
 	return keys, nil
 }
 
-func (r *run) shard(w *mysqlsrc.Walk) {
+func (r *run) shard(w *sources.Walk) {
 	if r.o.Shards > 1 {
 		w.Shard, w.Shards = r.o.Shard, r.o.Shards
 	}
@@ -306,18 +304,18 @@ func (r *run) shard(w *mysqlsrc.Walk) {
 
 // walk pages through w, calling page with each page's rows. frac maps the
 // last row to the fraction of the range walked (nil: unknown).
-func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) float64, page func([]mysqlsrc.WalkRow) error) error {
+func (r *run) walk(cs *checkState, w sources.Walk, frac func(sources.WalkRow) float64, page func([]sources.WalkRow) error) error {
 	type fetched struct {
-		rows []mysqlsrc.WalkRow
+		rows []sources.WalkRow
 		err  error
 	}
-	fetch := func(cur mysqlsrc.Cursor) fetched {
+	fetch := func(cur sources.Cursor) fetched {
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 		defer cancel()
 		rows, err := r.db(cs.p).WalkPage(ctx, w, cur, r.o.Chunk)
 		return fetched{rows, err}
 	}
-	var cur mysqlsrc.Cursor
+	var cur sources.Cursor
 	// next is the page read while page handles the one before (nil when
 	// none is in flight): the walk's read and the page's lookups overlap,
 	// as a single statement's would. Under --rate the pages are read one
@@ -356,7 +354,7 @@ func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) 
 		more := len(rows) >= r.o.Chunk
 		if more && r.o.Rate <= 0 && !r.stopped() {
 			ch := make(chan fetched, 1)
-			go func(cur mysqlsrc.Cursor) { ch <- fetch(cur) }(cur)
+			go func(cur sources.Cursor) { ch <- fetch(cur) }(cur)
 			next = ch
 		}
 		if err := page(rows); err != nil {
@@ -440,9 +438,9 @@ func (r *run) flush(cs *checkState) error {
 }
 
 // timeFrac maps a time row to the fraction of [from, to] walked.
-func timeFrac(from, to time.Time) func(mysqlsrc.WalkRow) float64 {
+func timeFrac(from, to time.Time) func(sources.WalkRow) float64 {
 	span := to.Sub(from)
-	return func(row mysqlsrc.WalkRow) float64 {
+	return func(row sources.WalkRow) float64 {
 		t, ok := row.Pos.(time.Time)
 		if !ok || span <= 0 {
 			return -1
@@ -588,15 +586,15 @@ func (r *run) cover(cs *checkState, q Requirement, a access) error {
 func (r *run) walkStatuses(cs *checkState, q Requirement, a access, statuses []string, from, to time.Time) error {
 	st := cs.p.State
 	for _, status := range statuses {
-		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
-		var frac func(mysqlsrc.WalkRow) float64
+		w := sources.Walk{Table: st.Table, Index: a.index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
+		var frac func(sources.WalkRow) float64
 		if st.UpdatedAt != "" {
 			w.PosCol, w.From, w.To = st.UpdatedAt, from, to
 			frac = timeFrac(from, to)
 		}
 		w.Order = a.walkOrder(q, w)
 		r.shard(&w)
-		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+		err := r.walk(cs, w, frac, func(rows []sources.WalkRow) error {
 			for _, row := range rows {
 				if err := r.candidate(cs, row.Key); err != nil {
 					return err
@@ -647,9 +645,9 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	if id.BizID == "" {
 		return r.skippedByMessages(cs, reqs, acc)
 	}
-	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
+	w := sources.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
 		KeyCol: id.Key, ExtraCol: id.BizID}
-	var frac func(mysqlsrc.WalkRow) float64
+	var frac func(sources.WalkRow) float64
 	if id.CreatedAt != "" {
 		from := r.now.Add(-r.o.Since)
 		w.PosCol, w.From = id.CreatedAt, from
@@ -669,7 +667,7 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 		}
 	}
 	var cancelled int64
-	err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+	err := r.walk(cs, w, frac, func(rows []sources.WalkRow) error {
 		var keys []string
 		for _, row := range rows {
 			if row.Extra == "" || !r.inShard(row.Extra) || cs.seen[row.Extra] {
@@ -736,7 +734,7 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 	}
 	q := reqs[0]
 	from := r.now.Add(-r.o.Since)
-	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, KeyCol: id.Key, PosCol: id.CreatedAt, From: from}
+	w := sources.Walk{Table: id.Table, Index: acc[0].index, KeyCol: id.Key, PosCol: id.CreatedAt, From: from}
 	if q.Columns[0] == id.Action {
 		w.EqCol, w.EqVal = id.Action, inspect.ActionSkipped
 	} else {
@@ -754,7 +752,7 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 		window = sources.DefaultSearchWindow
 	}
 	var records, read, unmapped, cancelled int64
-	err := r.walk(cs, w, timeFrac(from, r.now), func(rows []mysqlsrc.WalkRow) error {
+	err := r.walk(cs, w, timeFrac(from, r.now), func(rows []sources.WalkRow) error {
 		want := map[string]bool{}
 		var lo, hi time.Time
 		for _, row := range rows {
@@ -873,7 +871,7 @@ func cancelling(statuses, cancels []string) bool {
 // than one row in that table (one GROUP BY on the key index) and orphans
 // the keys with neither a state row nor an idempotency record (one lookup
 // in each).
-func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]mysqlsrc.TableInfo) error {
+func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]sources.TableInfo) error {
 	p := cs.p
 	covered := slices.ContainsFunc(reqs, func(q Requirement) bool { return q.Cover })
 	for _, s := range p.Steps {
@@ -916,15 +914,15 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			}
 			continue
 		}
-		w := mysqlsrc.Walk{Table: sc.Table, Index: acc[i].index, KeyCol: sc.Key}
-		var frac func(mysqlsrc.WalkRow) float64
+		w := sources.Walk{Table: sc.Table, Index: acc[i].index, KeyCol: sc.Key}
+		var frac func(sources.WalkRow) float64
 		if sc.Time != "" {
 			w.PosCol, w.From = sc.Time, from
 			frac = timeFrac(from, r.now)
 		}
 		w.Order = acc[i].walkOrder(q, w)
 		r.shard(&w)
-		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+		err := r.walk(cs, w, frac, func(rows []sources.WalkRow) error {
 			var keys []string
 			for _, row := range rows {
 				if !cs.seen[row.Key] {
@@ -1171,12 +1169,12 @@ func (r *run) uncommitted(cs *checkState, q Requirement, a access) error {
 		if lo >= pv.LogEnd {
 			continue
 		}
-		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Partition, EqVal: int64(part),
+		w := sources.Walk{Table: st.Table, Index: a.index, EqCol: st.Partition, EqVal: int64(part),
 			PosCol: st.Offset, From: lo, To: pv.LogEnd, KeyCol: st.Key, ExtraCol: st.Status}
 		w.Order = a.walkOrder(q, w)
 		r.shard(&w)
 		n := float64(len(parts))
-		err := r.walk(cs, w, func(mysqlsrc.WalkRow) float64 { return float64(i) / n }, func(rows []mysqlsrc.WalkRow) error {
+		err := r.walk(cs, w, func(sources.WalkRow) float64 { return float64(i) / n }, func(rows []sources.WalkRow) error {
 			for _, row := range rows {
 				if slices.Contains(done, row.Extra) {
 					if err := r.candidate(cs, row.Key); err != nil {
@@ -1259,8 +1257,8 @@ type sweepLookup struct {
 // table that cannot be swept alongside is asked by the page's keys). The
 // keys found are kept when a row of theirs lies in the window (one lookup
 // per page of keys found), and queued for the triage, which decides.
-func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]mysqlsrc.TableInfo, from time.Time) error {
-	s := mysqlsrc.Sweep{Table: sc.Table, Index: path.index, KeyCol: sc.Key, Lo: path.lo, Hi: path.hi}
+func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]sources.TableInfo, from time.Time) error {
+	s := sources.Sweep{Table: sc.Table, Index: path.index, KeyCol: sc.Key, Lo: path.lo, Hi: path.hi}
 	if r.o.Shards > 1 {
 		s.Shard, s.Shards = r.o.Shard, r.o.Shards
 	}
@@ -1283,7 +1281,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 	// it; otherwise (no such key, or a larger key range) SweepMulti pages
 	// read each twice.
 	ranged := false
-	var bounds []mysqlsrc.KeyCount
+	var bounds []sources.KeyCount
 	if cs.check == CheckDuplicates {
 		per := int64(sweepRows)
 		if r.o.Rate > 0 {
@@ -1303,7 +1301,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		}
 	}
 	page := 0
-	var after mysqlsrc.Bound
+	var after sources.Bound
 	var read int64
 	for {
 		if r.stopped() {
@@ -1313,15 +1311,15 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		// page of index entries; orphans reads the page's keys (at most
 		// sweepPage) for its merge.
 		var hits, keys []string
-		var end mysqlsrc.SweepEnd
+		var end sources.SweepEnd
 		var err error
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 		last := false // the page is the sweep's last
 		switch {
 		case ranged:
-			var upTo mysqlsrc.Bound
+			var upTo sources.Bound
 			if page < len(bounds) {
-				upTo = mysqlsrc.Bound{Set: true, Value: bounds[page].Value}
+				upTo = sources.Bound{Set: true, Value: bounds[page].Value}
 			}
 			hits, end, err = r.db(cs.p).SweepRange(ctx, s, after, upTo)
 			if page < len(bounds) {
@@ -1336,7 +1334,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			last = end.Keys < r.sweepPage()
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
 		default:
-			end, err = r.db(cs.p).SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
+			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
 				if !cs.seen[string(key)] {
 					keys = append(keys, string(key))
 				}
@@ -1371,7 +1369,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		}
 		if !last {
 			cs.lastKey.Store(end.Last.Key)
-			after = mysqlsrc.Bound{Set: true, Value: end.Last.Value}
+			after = sources.Bound{Set: true, Value: end.Last.Value}
 		}
 		f := -1.0
 		if est > 0 {
@@ -1392,13 +1390,13 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 // key the collation makes equal to a stored one under another spelling is
 // returned too, and the triage, which looks it up as the server compares,
 // decides.
-func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, last mysqlsrc.KeyCount, ls []sweepLookup) ([]string, error) {
+func (r *run) unknownKeys(cs *checkState, keys []string, after sources.Bound, last sources.KeyCount, ls []sweepLookup) ([]string, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[k] = true
 	}
 	known := make(map[string]bool, len(keys))
-	upTo := mysqlsrc.Bound{Set: true, Value: last.Value}
+	upTo := sources.Bound{Set: true, Value: last.Value}
 	for _, l := range ls {
 		if len(known) == len(keys) {
 			break
@@ -1423,7 +1421,7 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, l
 			continue
 		}
 		// Every key of the range, whatever the shard: the page's keys decide.
-		ls := mysqlsrc.Sweep{Table: l.table, Index: l.index, KeyCol: l.col}
+		ls := sources.Sweep{Table: l.table, Index: l.index, KeyCol: l.col}
 		cur := after
 		for {
 			if r.stopped() {
@@ -1443,7 +1441,7 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, l
 			if got.Keys < r.sweepPage() {
 				break
 			}
-			cur = mysqlsrc.Bound{Set: true, Value: got.Last.Value}
+			cur = sources.Bound{Set: true, Value: got.Last.Value}
 		}
 	}
 	return slices.DeleteFunc(keys, func(k string) bool { return known[k] }), nil

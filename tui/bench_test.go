@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
@@ -125,7 +124,7 @@ func TestRefreshDoesNotBlockKeys(t *testing.T) {
 		}, nil
 	}
 	defer close(release)
-	tm := teatest.NewTestModel(t, New(context.Background(), o, NewStyles(false)), teatest.WithInitialTermSize(120, 40))
+	tm := startProgram(t, New(context.Background(), o, NewStyles(false)), 120, 40)
 	waitFor(t, tm, "read 08:30:00")
 	sendKeys(tm, "r")
 	waitFor(t, tm, "refreshing")

@@ -1,9 +1,10 @@
 package tui
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestGolden(t *testing.T) {
 			t.Run(fmt.Sprintf("%dx%d/%s", size[0], size[1], sc.name), func(t *testing.T) {
 				f := newFake(t)
 				m := New(context.Background(), f.options(), NewStyles(false))
-				tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(size[0], size[1]))
+				tm := startProgram(t, m, size[0], size[1])
 				waitFor(t, tm, "read 08:30:00")
 				for _, st := range sc.steps {
 					sendKeys(tm, st.keys...)
@@ -61,20 +62,59 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// program is the console run as a program (teatest) and the screen its
+// model draws: v2's renderer writes only the cells that changed, so the
+// screen is read from the model (through a filter that sees it before
+// each message), never searched for in the output stream.
+type program struct {
+	*teatest.TestModel
+	mu     sync.Mutex
+	screen string
+}
+
+// pingMsg makes the program pass its model through the filter.
+type pingMsg struct{}
+
+func startProgram(t *testing.T, m Model, w, h int) *program {
+	p := &program{}
+	p.TestModel = teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h),
+		teatest.WithProgramOptions(tea.WithFilter(func(m tea.Model, msg tea.Msg) tea.Msg {
+			if cm, ok := m.(Model); ok {
+				p.mu.Lock()
+				p.screen = cm.View().Content
+				p.mu.Unlock()
+			}
+			return msg
+		})))
+	return p
+}
+
 // sendKeys sends keys (a tea.KeyPressMsg) and text (a string, one key per
 // rune) to the program.
-func sendKeys(tm *teatest.TestModel, ks ...any) {
+func sendKeys(p *program, ks ...any) {
 	for _, k := range keys(ks...) {
-		tm.Send(k)
+		p.Send(k)
 	}
 }
 
-// waitFor waits until the program has drawn text (a screen is drawn once
-// every message before it was handled).
-func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
+// waitFor waits until the model shows text (once every message before it
+// was handled).
+func waitFor(t *testing.T, p *program, text string) {
 	t.Helper()
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(text)) },
-		teatest.WithDuration(20*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p.Send(pingMsg{})
+		time.Sleep(10 * time.Millisecond)
+		p.mu.Lock()
+		screen := p.screen
+		p.mu.Unlock()
+		if strings.Contains(screen, text) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the screen does not show %q after 20s:\n%s", text, screen)
+		}
+	}
 }
 
 var _ tea.Model = Model{}

@@ -177,21 +177,68 @@ func (m Model) counts() string {
 }
 
 // columns are the list's column widths for the window's width.
-type columns struct{ id, pipeline, verdict, step, age, pos, owner int }
+type columns struct{ id, pipeline, verdict, step, age, pos, owner, gap int }
 
+// The list's column names, in order; a column's header is its name and,
+// when the list is sorted by it, ▾.
+var (
+	columnOrder  = [...]Column{ColBizID, ColPipeline, ColVerdict, ColStep, ColAge, ColPosition, ColOwner}
+	columnHeader = [...]string{"BIZ_ID", "PIPELINE", "VERDICT", "STEP", "AGE", "PART/OFFSET", "OWNER"}
+)
+
+func (c columns) list() []int {
+	return []int{c.id, c.pipeline, c.verdict, c.step, c.age, c.pos, c.owner}
+}
+
+// widths are the widths the list's values need, column by column: what
+// each column would take to show every row whole.
+func widths(items []Item) columns {
+	h := func(i int) int { return len(columnHeader[i]) + 1 } // the name and ▾
+	w := columns{id: h(0), pipeline: h(1), verdict: h(2), step: h(3), age: h(4), pos: h(5), owner: h(6), gap: 2}
+	for _, it := range items {
+		w.id = max(w.id, ansi.StringWidth(shown(it.BizID)))
+		w.pipeline = max(w.pipeline, ansi.StringWidth(shown(it.Pipeline)))
+		w.verdict = max(w.verdict, len(verdictText(it)))
+		w.step = max(w.step, ansi.StringWidth(shown(it.Step)))
+		w.age = max(w.age, len(ageText(it)))
+		w.pos = max(w.pos, len(posText(it)))
+		w.owner = max(w.owner, ansi.StringWidth(shown(it.Owner)))
+	}
+	return w
+}
+
+// Column widths the list never goes below: an id, a step and an owner may
+// be cut (with …) to this, never further.
+const (
+	minID    = 10
+	minStep  = 6
+	minOwner = 5
+)
+
+// columns share the window's width by what each column must show: the
+// verdict, the pipeline, the age and the position whole (a verdict or a
+// pipeline cut would make two rows look alike: COMPLETE_UNCOMMITTED,
+// fulfilment_eu and fulfilment_us); the id, the step and the owner share
+// the rest (the id cut first, with …, when it must be: the detail shows it
+// whole).
 func (m Model) columns() columns {
-	c := columns{verdict: 20, age: 5, pos: 11}
-	if m.width < 100 {
-		c.verdict, c.age = 17, 4 // COMPLETE_UNCOMMITTED is cut, every other verdict fits
+	want := m.widths
+	c := want
+	rest := m.width - 6*c.gap - want.pipeline - want.verdict - want.age - want.pos // six gaps between seven columns
+	if rest >= want.id+want.step+want.owner {
+		return c
 	}
-	rest := m.width - c.verdict - c.age - c.pos - 7 // one space between columns, a margin of one
-	if rest < 24 {
-		rest = 24
+	c.gap = 1 // tighter before anything is cut
+	rest += 6
+	// Not enough room: the id gives way first (the detail shows it
+	// whole), down to its minimum, then the owner, then the step.
+	c.step = min(want.step, max(minStep, rest-minID-minOwner))
+	c.owner = min(want.owner, max(minOwner, rest-minID-c.step))
+	c.id = max(min(minID, want.id), rest-c.step-c.owner)
+	if spare := c.id - want.id; spare > 0 {
+		c.id = want.id
+		c.owner = min(want.owner, c.owner+spare)
 	}
-	c.id = rest * 34 / 100
-	c.pipeline = rest * 30 / 100
-	c.step = rest * 16 / 100
-	c.owner = rest - c.id - c.pipeline - c.step
 	return c
 }
 
@@ -203,38 +250,46 @@ func cell(s string, w int) string {
 }
 
 func (m Model) header(c columns) string {
-	names := []string{"BIZ_ID", "PIPELINE", "VERDICT", "STEP", "AGE", "PART/OFFSET", "OWNER"}
-	cols := []Column{ColBizID, ColPipeline, ColVerdict, ColStep, ColAge, ColPosition, ColOwner}
-	ws := []int{c.id, c.pipeline, c.verdict, c.step, c.age, c.pos, c.owner}
-	var b strings.Builder
-	for i, n := range names {
-		if cols[i] == m.sortCol {
+	ws := c.list()
+	cells := make([]string, len(ws))
+	for i, n := range columnHeader {
+		if columnOrder[i] == m.sortCol {
 			n += "▾"
 		}
-		b.WriteString(cell(n, ws[i]))
-		b.WriteByte(' ')
+		cells[i] = cell(n, ws[i])
 	}
-	return m.st.Header.Render(strings.TrimRight(b.String(), " "))
+	return m.st.Header.Render(strings.TrimRight(strings.Join(cells, strings.Repeat(" ", c.gap)), " "))
+}
+
+// posText is a row's partition/offset ("-" unknown).
+func posText(it Item) string {
+	if it.Partition < 0 {
+		return "-"
+	}
+	if it.Offset < 0 {
+		return fmt.Sprint(it.Partition) + "/?"
+	}
+	return fmt.Sprint(it.Partition) + "/" + fmt.Sprint(it.Offset)
+}
+
+// ageText is a row's age ("-" unknown).
+func ageText(it Item) string {
+	if it.Age < 0 {
+		return "-"
+	}
+	return fmtDur(it.Age)
+}
+
+// verdictText is a row's verdict, starred when a source was not read.
+func verdictText(it Item) string {
+	if it.Partial {
+		return string(it.Verdict) + "*"
+	}
+	return string(it.Verdict)
 }
 
 func (m Model) row(it Item, c columns, selected bool) string {
-	pos := "-"
-	if it.Partition >= 0 {
-		pos = fmt.Sprint(it.Partition) + "/"
-		if it.Offset >= 0 {
-			pos += fmt.Sprint(it.Offset)
-		} else {
-			pos += "?"
-		}
-	}
-	age := "-"
-	if it.Age >= 0 {
-		age = fmtDur(it.Age)
-	}
-	verdict := string(it.Verdict)
-	if it.Partial {
-		verdict += "*"
-	}
+	pos, age, verdict := posText(it), ageText(it), verdictText(it)
 	owner := shown(it.Owner)
 	if owner == "" {
 		owner = "-"
@@ -242,11 +297,11 @@ func (m Model) row(it Item, c columns, selected bool) string {
 	cells := []string{cell(shown(it.BizID), c.id), cell(shown(it.Pipeline), c.pipeline), cell(verdict, c.verdict),
 		cell(orDash(shown(it.Step)), c.step), cell(age, c.age), cell(pos, c.pos), cell(owner, c.owner)}
 	if selected {
-		return m.st.Selected.Render(strings.Join(cells, " "))
+		return m.st.Selected.Render(strings.Join(cells, strings.Repeat(" ", c.gap)))
 	}
 	// Only the verdict is coloured: the id stays plain to be read and copied.
 	cells[2] = m.st.Severity(it.Severity, cells[2])
-	return strings.Join(cells, " ")
+	return strings.Join(cells, strings.Repeat(" ", c.gap))
 }
 
 func orDash(s string) string {

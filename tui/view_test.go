@@ -118,3 +118,52 @@ func TestHeaderNamesUncoveredSteps(t *testing.T) {
 		t.Errorf("title %q does not name --since and --older-than", got)
 	}
 }
+
+// Columns get their width by what they must show: at 80 columns and on a
+// resize a verdict and a pipeline are never cut (two pipelines that share
+// a prefix stay apart), an id may be, with …; with room, nothing is.
+func TestColumnsShowWhatTheyMust(t *testing.T) {
+	long := "ORD-20261201-000000000042-EU"
+	items := []Item{
+		{BizID: long, Pipeline: "fulfilment_eu", Verdict: inspect.CompleteUncommitted, Severity: inspect.SeverityWatch, Partial: true,
+			Step: "wms_lock", Age: 90 * 60 * 1e9, Partition: 11, Offset: 1234567, Owner: "consumer-fulfilment-eu-7"},
+		{BizID: "ORD-2", Pipeline: "fulfilment_us", Verdict: inspect.DuplicateEffect, Severity: inspect.SeverityAction,
+			Step: "notice", Age: -1, Partition: -1, Offset: -1},
+	}
+	f := newFake(t)
+	m := New(context.Background(), f.options(), NewStyles(false))
+	m = step(t, m, refreshMsg{gen: m.gen, items: items, sum: &reconcile.Summary{}})
+	for _, w := range []int{200, 120, 100, 80, 72} {
+		m = step(t, m, tea.WindowSizeMsg{Width: w, Height: 24})
+		lines := strings.Split(m.View().Content, "\n")
+		rows := make([]string, 2)
+		for _, l := range lines {
+			switch {
+			case strings.HasPrefix(l, "ORD-2 "):
+				rows[1] = l
+			case strings.HasPrefix(l, "ORD-"):
+				rows[0] = l
+			}
+			if ansi.StringWidth(l) > w {
+				t.Errorf("%d columns: line %q is wider", w, l)
+			}
+		}
+		if rows[0] == "" || rows[1] == "" {
+			t.Fatalf("%d columns: rows %q", w, rows)
+		}
+		for _, want := range []string{"COMPLETE_UNCOMMITTED*", "fulfilment_eu ", "wms_lock"} {
+			if !strings.Contains(rows[0], want) && (want != "wms_lock" || w >= 80) {
+				t.Errorf("%d columns: %q is cut in %q", w, want, rows[0])
+			}
+		}
+		if !strings.Contains(rows[1], "fulfilment_us ") || !strings.Contains(rows[1], "DUPLICATE_EFFECT ") {
+			t.Errorf("%d columns: %q", w, rows[1])
+		}
+		if whole := strings.Contains(rows[0], long); whole != (w >= 120) {
+			t.Errorf("%d columns: id whole %v in %q", w, whole, rows[0])
+		}
+		if id := strings.Fields(rows[0])[0]; w < 120 && (!strings.HasPrefix(id, "ORD-2026") || !strings.HasSuffix(id, "…")) {
+			t.Errorf("%d columns: the id is not cut with …: %q", w, rows[0])
+		}
+	}
+}

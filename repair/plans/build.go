@@ -95,7 +95,7 @@ func CalledFor(verdict inspect.Code) []ActionType {
 }
 
 // Build makes the plan for a report (docs/repair.md "Which plan a verdict gets").
-// It does no I/O. Errors: *InputError (bad options: exit 2), *NotFoundError
+// It does no I/O. Errors: *InputError (bad options: exit 2), *inspect.NotFoundError
 // (exit 4), *NothingToRepairError (exit 0, no plan), *RefusedError (exit
 // 5: IN_FLIGHT, no safe plan, an action the verdict does not call for).
 //
@@ -225,7 +225,7 @@ func (pl *planner) plan() error {
 	var err error
 	switch {
 	case verdict == inspect.NotFound:
-		return &NotFoundError{BizID: r.BizID, Pipeline: r.Pipeline}
+		return &inspect.NotFoundError{BizID: r.BizID, Pipeline: r.Pipeline}
 	case o.Action == ReleaseLease:
 		pl.forced = verdict != inspect.InFlight
 		err = pl.releaseLease()

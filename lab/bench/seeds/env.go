@@ -68,6 +68,7 @@ func newEnv(ctx context.Context, repo, rootDSN, seed, topic string, partitions i
 		return nil, fmt.Errorf("create database %s: %v", e.name, err)
 	}
 	cfg.DBName = e.name
+	cfg.MultiStatements = false // opctl gets the DSN a user would write
 	e.dsn = cfg.FormatDSN()
 	cfg.MultiStatements = true
 	if e.db, err = sql.Open("mysql", cfg.FormatDSN()); err != nil {

@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,6 +53,12 @@ type options struct {
 	InProcess bool
 	Since     string
 	Explain   bool
+	// PerCheck also runs each question alone (reconcile --check C);
+	// Checks limits those to the checks named; NoAll skips the run of
+	// every check.
+	PerCheck bool
+	Checks   []string
+	NoAll    bool
 	// Hold: after the load, print the environment and the config and
 	// wait for a line on stdin (to run opctl by hand on the data).
 	Hold bool
@@ -70,6 +77,20 @@ type result struct {
 	OpctlExact exactness
 	NaiveExact exactness
 	Explain    []string
+	PerCheck   []checkResult
+}
+
+// checkResult is one question alone: `reconcile --check C` against the
+// naive statement for the same verdict (with the topic dump and its load
+// when the seed's naive side needs them).
+type checkResult struct {
+	Check, Verdict string
+	Planted        int
+	Opctl          measure
+	OpctlExact     exactness
+	NaiveWall      time.Duration
+	NaiveRows      int64
+	NaiveExact     exactness
 }
 
 func main() {
@@ -88,9 +109,15 @@ func main() {
 	flag.StringVar(&o.Since, "since", "1d", "reconcile --since")
 	flag.DurationVar(&span, "span", span, "seeds 001 and 003: how far back the operations go (ending 10 minutes ago)")
 	flag.BoolVar(&o.Explain, "explain", false, "print EXPLAIN of the naive statements")
+	flag.BoolVar(&o.PerCheck, "per-check", false, "also run each question alone: reconcile --check C against its naive statement")
+	checks := flag.String("checks", "", "with -per-check: only these checks (comma-separated)")
+	flag.BoolVar(&o.NoAll, "no-all", false, "skip the run of every check (with -per-check)")
 	flag.BoolVar(&o.Hold, "hold", false, "after each load, print the environment and the config path and wait for a line on stdin")
 	flag.Parse()
 	o.Seeds = strings.Split(*seeds, ",")
+	if *checks != "" {
+		o.Checks = strings.Split(*checks, ",")
+	}
 	o.Log = os.Stderr
 	ctx := context.Background()
 	res, err := run(ctx, o)
@@ -204,16 +231,53 @@ func runSeed(ctx context.Context, o options, repo, bin, dsn string, d *seedDef, 
 		fmt.Fprintf(o.Log, "config: %s\npress Enter to go on\n", e.config)
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	}
-	if r.Opctl, err = runOpctl(ctx, e, bin, e.opctlEnv(binlogDSN), []string{"--since", o.Since, "--timeout", "5m"}); err != nil {
-		return r, err
+	if !o.NoAll {
+		if r.Opctl, err = runOpctl(ctx, e, bin, e.opctlEnv(binlogDSN), []string{"--since", o.Since, "--timeout", "5m"}); err != nil {
+			return r, err
+		}
+		r.OpctlExact = compare(r.Manifest, r.Opctl.Found)
+		logf("seed %s: opctl %s, exit %d, exact %s; naive", d.ID, r.Opctl.Wall.Round(time.Millisecond), r.Opctl.Exit, r.OpctlExact)
 	}
-	r.OpctlExact = compare(r.Manifest, r.Opctl.Found)
-	logf("seed %s: opctl %s, exit %d, exact %s; naive", d.ID, r.Opctl.Wall.Round(time.Millisecond), r.Opctl.Exit, r.OpctlExact)
 	if r.Naive, err = runNaive(ctx, e, d); err != nil {
 		return r, err
 	}
 	r.NaiveExact = compare(r.Manifest, r.Naive.Found)
 	logf("seed %s: naive %s, exact %s", d.ID, r.Naive.Wall.Round(time.Millisecond), r.NaiveExact)
+	if o.PerCheck {
+		for i, q := range d.naive {
+			if q.Check == "" || (len(o.Checks) > 0 && !slices.Contains(o.Checks, q.Check)) {
+				continue
+			}
+			c := checkResult{Check: q.Check, Verdict: q.Verdict}
+			var sub []want
+			for _, w := range r.Manifest {
+				if w.Verdict == q.Verdict {
+					sub = append(sub, w)
+				}
+			}
+			c.Planted = len(sub)
+			if c.Opctl, err = runOpctl(ctx, e, bin, e.opctlEnv(binlogDSN), []string{"--since", o.Since, "--timeout", "5m", "--check", q.Check}); err != nil {
+				return r, err
+			}
+			c.OpctlExact = compare(sub, c.Opctl.Found)
+			// The naive side of this question: the dump and its load
+			// (parts before the statements), then its statement.
+			found := map[string]string{}
+			for id, v := range r.Naive.Found {
+				if v == q.Verdict {
+					found[id] = v
+				}
+			}
+			c.NaiveExact = compare(sub, found)
+			pre := len(r.Naive.Parts) - len(d.naive)
+			for _, p := range append(r.Naive.Parts[:pre:pre], r.Naive.Parts[pre+i]) {
+				c.NaiveWall += p.Wall
+				c.NaiveRows += p.Rows
+			}
+			logf("seed %s: --check %s %s, exit %d, exact %s", d.ID, q.Check, c.Opctl.Wall.Round(time.Millisecond), c.Opctl.Exit, c.OpctlExact)
+			r.PerCheck = append(r.PerCheck, c)
+		}
+	}
 	if o.Explain {
 		r.Explain, err = explain(ctx, e, d)
 	}
@@ -348,6 +412,15 @@ func report(w io.Writer, r result) {
 	for _, p := range r.Naive.Parts {
 		fmt.Fprintf(w, "  %s: %s s, %d rows examined, %d found\n", p.Label, secs(p.Wall), p.Rows, p.Found)
 	}
+	for _, c := range r.PerCheck {
+		fmt.Fprintf(w, "--check %s alone (%s): %s s, %d rows examined, RSS %.1f MiB, exit %d, exact %s; naive %s s, %d rows, exact %s\n",
+			c.Check, c.Verdict, secs(c.Opctl.Wall), c.Opctl.Rows, c.Opctl.RSSMiB, c.Opctl.Exit, c.OpctlExact, secs(c.NaiveWall), c.NaiveRows, c.NaiveExact)
+		for _, k := range c.Opctl.Checks {
+			for _, n := range k.Notes {
+				fmt.Fprintf(w, "    note: %s\n", n)
+			}
+		}
+	}
 	for _, l := range r.Explain {
 		fmt.Fprintln(w, "  "+l)
 	}
@@ -358,11 +431,30 @@ func table(w io.Writer, res []result) {
 	fmt.Fprintln(w, "| seed | ops | planted | opctl s | opctl rows | opctl RSS MiB | opctl exit | opctl exact | naive s | naive rows | naive exact |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |")
 	for _, r := range res {
+		if r.Opctl.Found == nil {
+			continue // -no-all
+		}
 		rss := "n/a"
 		if r.Opctl.RSSMiB > 0 {
 			rss = fmt.Sprintf("%.1f", r.Opctl.RSSMiB)
 		}
 		fmt.Fprintf(w, "| %s | %d | %d | %s | %d | %s | %d | %s | %s | %d | %s |\n", r.Seed, r.Ops, len(r.Manifest),
 			secs(r.Opctl.Wall), r.Opctl.Rows, rss, r.Opctl.Exit, r.OpctlExact, secs(r.Naive.Wall), r.Naive.Rows, r.NaiveExact)
+	}
+	var per bool
+	for _, r := range res {
+		per = per || len(r.PerCheck) > 0
+	}
+	if !per {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| seed | ops | question | opctl --check | opctl s | opctl rows | opctl RSS MiB | opctl exact | naive s | naive rows | naive exact |")
+	fmt.Fprintln(w, "| --- | ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |")
+	for _, r := range res {
+		for _, c := range r.PerCheck {
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %d | %.1f | %s | %s | %d | %s |\n", r.Seed, r.Ops, c.Verdict, c.Check,
+				secs(c.Opctl.Wall), c.Opctl.Rows, c.Opctl.RSSMiB, c.OpctlExact, secs(c.NaiveWall), c.NaiveRows, c.NaiveExact)
+		}
 	}
 }

@@ -305,7 +305,9 @@ func dumpTopic(brokers []string, topic string) ([]byte, int, error) {
 // not planted.
 type exactness struct {
 	Planted, Found, Missed, Extra, Wrong int
-	Examples                             []string
+	// MissedBy counts the misses (and wrong verdicts) by planted verdict.
+	MissedBy map[string]int
+	Examples []string
 }
 
 func (x exactness) Exact() bool { return x.Missed == 0 && x.Extra == 0 && x.Wrong == 0 }
@@ -315,6 +317,14 @@ func (x exactness) String() string {
 		return fmt.Sprintf("yes (%d/%d)", x.Found, x.Planted)
 	}
 	s := fmt.Sprintf("no: %d planted, %d missed, %d extra, %d with another verdict", x.Planted, x.Missed, x.Extra, x.Wrong)
+	if len(x.MissedBy) > 0 {
+		var by []string
+		for v, n := range x.MissedBy {
+			by = append(by, fmt.Sprintf("%s %d", v, n))
+		}
+		sort.Strings(by)
+		s += "; not found as planted: " + strings.Join(by, ", ")
+	}
 	if len(x.Examples) > 0 {
 		s += " (" + strings.Join(x.Examples, ", ") + ")"
 	}
@@ -322,7 +332,7 @@ func (x exactness) String() string {
 }
 
 func compare(manifest []want, found map[string]string) exactness {
-	x := exactness{Planted: len(manifest)}
+	x := exactness{Planted: len(manifest), MissedBy: map[string]int{}}
 	planted := map[string]string{}
 	for _, w := range manifest {
 		planted[w.BizID] = w.Verdict
@@ -332,9 +342,11 @@ func compare(manifest []want, found map[string]string) exactness {
 		switch v, ok := found[w.BizID]; {
 		case !ok:
 			x.Missed++
+			x.MissedBy[w.Verdict]++
 			ex = append(ex, "missed "+w.BizID+" "+w.Verdict)
 		case v != w.Verdict:
 			x.Wrong++
+			x.MissedBy[w.Verdict]++
 			ex = append(ex, w.BizID+" "+v+" want "+w.Verdict)
 		default:
 			x.Found++

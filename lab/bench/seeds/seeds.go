@@ -23,6 +23,9 @@ type naiveQuery struct {
 	Label   string
 	Verdict string
 	SQL     string
+	// Check is the reconcile check that asks the same question (-per-check
+	// runs it alone); empty when none does.
+	Check string
 }
 
 // seedDef is one seed: its topic as the seed describes it, how to fill its
@@ -55,7 +58,7 @@ var seedDefs = map[string]*seedDef{
 		dumpLoad: "LOAD DATA LOCAL INFILE 'Reader::dump' INTO TABLE dba_events FIELDS TERMINATED BY '\\t' (biz_order_id, @v)" +
 			" SET account_id = JSON_VALUE(@v, '$.account_id'), amount = JSON_VALUE(@v, '$.amount')",
 		naive: []naiveQuery{
-			{Label: "double debit: accounts that moved more than their messages say, and the message of that amount", Verdict: "DUPLICATE_EFFECT",
+			{Label: "double debit: accounts that moved more than their messages say, and the message of that amount", Verdict: "DUPLICATE_EFFECT", Check: "duplicates",
 				SQL: "SELECT e.biz_order_id FROM (SELECT s.account_id, (s.balance - a.balance) - m.booked AS extra" +
 					" FROM (SELECT account_id, SUM(amount) AS booked FROM dba_events GROUP BY account_id) m" +
 					" JOIN dba_balance_snapshot s ON s.account_id = m.account_id" +
@@ -68,9 +71,9 @@ var seedDefs = map[string]*seedDef{
 		}},
 	"001": {ID: "001", Topic: "order-fulfilment", Group: "fulfilment-consumer", Partitions: 16, load: load001,
 		naive: []naiveQuery{
-			{Label: "stuck: PROCESSING for more than 5 minutes", Verdict: "STRANDED",
+			{Label: "stuck: PROCESSING for more than 5 minutes", Verdict: "STRANDED", Check: "stuck",
 				SQL: "SELECT biz_id FROM fulfil_order WHERE status = 'PROCESSING' AND updated_at < NOW(3) - INTERVAL 5 MINUTE"},
-			{Label: "double WMS lock: WMS's journal (their copy), keys locked twice", Verdict: "DUPLICATE_EFFECT",
+			{Label: "double WMS lock: WMS's journal (their copy), keys locked twice", Verdict: "DUPLICATE_EFFECT", Check: "duplicates",
 				SQL: "SELECT biz_id FROM dba_wms_journal GROUP BY biz_id HAVING COUNT(*) > 1"},
 		}},
 	"003": {ID: "003", Topic: "order-event", Group: "order-consumer", Partitions: 24, load: load003,
@@ -79,7 +82,7 @@ var seedDefs = map[string]*seedDef{
 		dumpLoad: "LOAD DATA LOCAL INFILE 'Reader::dump' INTO TABLE dba_msg FIELDS TERMINATED BY '\\t' (order_id, @v)" +
 			" SET msg_id = JSON_VALUE(@v, '$.msgId')",
 		naive: []naiveQuery{
-			{Label: "wrongly skipped: SKIPPED records whose order's status is now valid", Verdict: "WRONGLY_SKIPPED",
+			{Label: "wrongly skipped: SKIPPED records whose order's status is now valid", Verdict: "WRONGLY_SKIPPED", Check: "skipped",
 				SQL: "SELECT DISTINCT o.order_id FROM idempotent i JOIN dba_msg m ON m.msg_id = i.msg_id" +
 					" JOIN orders o ON o.order_id = m.order_id" +
 					" WHERE i.action = 'SKIPPED' AND o.status NOT IN ('REFUNDED', 'CANCELLED')"},
