@@ -245,22 +245,13 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	if hv, ok := view.(*reconcileHumanView); ok {
 		hv.out, hv.next = opts.Out, opts.Next
 	}
-	var bar *progressBar
-	if !opts.Output.IsJSON() && opts.Output != FormatPrometheus && io.IsStdoutTTY() {
-		bar = newProgressBar(io.ErrOut, io.ColorEnabled())
-	}
 	ro := reconcile.Options{
 		Pipelines: pipelines, Checks: opts.Checks, Since: opts.Since, OlderThan: opts.OlderThan,
 		Rate: opts.Rate, Chunk: opts.Chunk, Shard: opts.Shard, Shards: opts.Shards,
 		AllowFullScan: opts.AllowFullScan, Access: opts.Access, Concurrency: opts.Concurrency, Timeout: opts.Timeout,
 	}
-	if bar != nil {
-		ro.Progress = bar.Update
-	}
+	ro.Progress = view.Progress()
 	sum, runErr := run(ctx, ro, func(r reconcile.Result) error {
-		if bar != nil {
-			bar.Found(r)
-		}
 		if r.IsTarget() && out != nil {
 			if err := out.Write(r.Target); err != nil {
 				return err
@@ -268,9 +259,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 		}
 		return view.Result(r)
 	})
-	if bar != nil {
-		bar.Clear()
-	}
+	view.Stop()
 	// --out is put in place only by a run that ended; an interrupted or
 	// failed run leaves it as it was (docs/reconcile.md).
 	kept := ""
@@ -320,19 +309,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 		}
 		return runErr
 	}
-	if opts.Output.IsJSON() || opts.Output == FormatPrometheus {
-		// The table shows it; other formats keep stdout machine-readable.
-		fmt.Fprintln(io.ErrOut, summaryLine(sum))
-	} else if !io.IsStdoutTTY() {
-		// Piped, stdout may be a file nobody reads at once: a refusal (the
-		// run may still exit 3 for the targets of the other checks) is said
-		// on stderr too.
-		for _, c := range sum.Checks {
-			if c.Status == reconcile.StatusRefused {
-				fmt.Fprintf(io.ErrOut, "opctl: reconcile %s/%s refused: %s\n", ui.Safe(c.Pipeline), c.Check, ui.Safe(c.Reason))
-			}
-		}
-	}
+	view.Done(sum)
 	return exitWith(sum.ExitCode())
 }
 

@@ -16,25 +16,48 @@ import (
 	"github.com/opctl-dev/opctl/reconcile"
 )
 
-// reconcileView renders a run: Result is called for every triaged candidate
-// as it comes, Finish once with the summary. One implementation per format.
+// reconcileView renders a run: Result is called for every triaged candidate as it
+// comes, Finish once with the summary, Done when the run completed (not
+// interrupted, no error) with what it says on stderr. One implementation
+// per format, chosen once.
 type reconcileView interface {
+	// Progress is where the scan's progress goes (nil: nowhere); Stop
+	// clears it when the scan ends.
+	Progress() func(reconcile.Progress)
+	Stop()
 	Result(r reconcile.Result) error
 	Finish(sum *reconcile.Summary) error
+	Done(sum *reconcile.Summary)
 }
 
 func newReconcileView(io *iostreams.IOStreams, output Format) reconcileView {
+	machine := reconcileMachine{errw: io.ErrOut}
 	switch output {
 	case FormatJSON:
-		return &reconcileJSONView{w: io.Out, targets: []reconcile.Target{}}
+		return &reconcileJSONView{reconcileMachine: machine, w: io.Out, targets: []reconcile.Target{}}
 	case FormatJSONL:
-		return &reconcileJSONLView{enc: jsonEncoder(io.Out, FormatJSONL)}
+		return &reconcileJSONLView{reconcileMachine: machine, enc: jsonEncoder(io.Out, FormatJSONL)}
 	case FormatPrometheus:
-		return &reconcilePromView{w: io.Out, now: time.Now}
+		return &reconcilePromView{reconcileMachine: machine, w: io.Out, now: time.Now}
 	}
 	t := tableFor(io, output)
-	return &reconcileHumanView{w: io.Out, tty: t.TTY, table: t, st: ui.NewStyles(io.Out, io.ColorEnabled())}
+	v := &reconcileHumanView{w: io.Out, errw: io.ErrOut, tty: t.TTY, table: t, st: ui.NewStyles(io.Out, io.ColorEnabled())}
+	if v.tty {
+		v.bar = newProgressBar(io.ErrOut, io.ColorEnabled())
+	}
+	return v
 }
+
+// reconcileMachine is what the machine-readable views (json, jsonl,
+// prometheus) share: no progress line, and the summary on stderr, which
+// the table shows, so that stdout stays machine-readable.
+type reconcileMachine struct{ errw io.Writer }
+
+func (reconcileMachine) Progress() func(reconcile.Progress) { return nil }
+
+func (reconcileMachine) Stop() {}
+
+func (v reconcileMachine) Done(sum *reconcile.Summary) { fmt.Fprintln(v.errw, summaryLine(sum)) }
 
 // maxTTYRows bounds the targets a terminal table holds; the rest are counted
 // (-o jsonl and --out have them all).
@@ -61,8 +84,10 @@ func targetRow(t reconcile.Target) []string {
 // check. Piped, target lines stream as they are found (tab-separated); on a
 // terminal they are collected into one table (at most maxTTYRows rows).
 type reconcileHumanView struct {
-	w   io.Writer
-	tty bool
+	w, errw io.Writer
+	tty     bool
+	// bar is the progress line on stderr (a terminal only).
+	bar *progressBar
 	// out is --out ("" when not given): the next command reads it; next
 	// are the global flags it carries.
 	out  string
@@ -75,7 +100,37 @@ type reconcileHumanView struct {
 	streamed bool
 }
 
+func (v *reconcileHumanView) Progress() func(reconcile.Progress) {
+	if v.bar == nil {
+		return nil
+	}
+	return v.bar.Update
+}
+
+func (v *reconcileHumanView) Stop() {
+	if v.bar != nil {
+		v.bar.Clear()
+	}
+}
+
+// Done: piped, stdout may be a file nobody reads at once: a refusal (the
+// run may still exit 3 for the targets of the other checks) is said on
+// stderr too. On a terminal the table says it.
+func (v *reconcileHumanView) Done(sum *reconcile.Summary) {
+	if v.tty {
+		return
+	}
+	for _, c := range sum.Checks {
+		if c.Status == reconcile.StatusRefused {
+			fmt.Fprintf(v.errw, "opctl: reconcile %s/%s refused: %s\n", ui.Safe(c.Pipeline), c.Check, ui.Safe(c.Reason))
+		}
+	}
+}
+
 func (v *reconcileHumanView) Result(r reconcile.Result) error {
+	if v.bar != nil {
+		v.bar.Found(r)
+	}
 	if !r.IsTarget() {
 		return nil
 	}
@@ -226,6 +281,7 @@ func verdictCounts(m map[inspect.Code]int64) string {
 
 // reconcileJSONView prints one object at the end: the targets and the summary.
 type reconcileJSONView struct {
+	reconcileMachine
 	w       io.Writer
 	targets []reconcile.Target
 }
@@ -246,7 +302,10 @@ func (v *reconcileJSONView) Finish(sum *reconcile.Summary) error {
 
 // reconcileJSONLView streams the targets, one JSON object per line: the
 // same lines as --out.
-type reconcileJSONLView struct{ enc *json.Encoder }
+type reconcileJSONLView struct {
+	reconcileMachine
+	enc *json.Encoder
+}
 
 func (v *reconcileJSONLView) Result(r reconcile.Result) error {
 	if !r.IsTarget() {
@@ -259,6 +318,7 @@ func (v *reconcileJSONLView) Finish(*reconcile.Summary) error { return nil }
 
 // reconcilePromView prints the Prometheus text exposition format at the end.
 type reconcilePromView struct {
+	reconcileMachine
 	w   io.Writer
 	now func() time.Time
 }
