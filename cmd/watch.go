@@ -162,7 +162,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 			sum, err := run(ctx, reconcile.Options{Pipelines: pipelines, Since: opts.Since, OlderThan: opts.OlderThan, Timeout: opts.Timeout}, emit)
 			if err == nil && sum != nil {
 				for _, cs := range sum.Checks {
-					if cs.Status != reconcile.StatusOK {
+					if cs.Status != reconcile.StatusOK && cs.Status != reconcile.StatusSkipped {
 						fmt.Fprintf(opts.IO.ErrOut, "watch: first sweep: %s %s: %s %s\n", cs.Pipeline, cs.Check, cs.Status, cs.Reason)
 					}
 				}
