@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -172,6 +171,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	m := httpd.NewMetrics(w.Targets, nil)
 	w.Hooks = m.Hooks()
 	fmt.Fprintf(opts.IO.ErrOut, "watch: serving http://%s/metrics; first sweep of %s over %d pipelines\n", l.Addr(), (&durationFlag{d: opts.Since}).String(), len(pipelines))
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serr := make(chan error, 1)
@@ -184,8 +184,11 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	if werr != nil {
 		return werr
 	}
-	if errors.Is(context.Cause(ctx), context.Canceled) {
+	if err := parent.Err(); err != nil {
+		// A stop is an interrupt like every command's (exit 130,
+		// docs/exit-codes.md).
 		fmt.Fprintln(opts.IO.ErrOut, "watch: stopped")
+		return err
 	}
 	return nil
 }

@@ -2,6 +2,10 @@ package cmd
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,5 +42,46 @@ func TestNewCmdWatch(t *testing.T) {
 		if got == nil || got.Interval != tc.interval || got.Listen != tc.listen {
 			t.Errorf("%v: options %+v", tc.args, got)
 		}
+	}
+}
+
+// TestWatchSIGINT runs the built opctl watch on a fixture and sends it
+// SIGINT once it is ready: it exits 130 within a second and says it
+// stopped.
+func TestWatchSIGINT(t *testing.T) {
+	bin := buildOpctl(t, "")
+	f := newFixture(t, "fulfilment", "order-fulfilment")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := startOpctl(t, bin, "--config", f.cfg, "--mysql-dsn", f.db.DSN, "--brokers", strings.Join(f.k.Brokers, ","),
+		"watch", "--listen", addr, "--interval", "100ms")
+	ready := false
+	for i := 0; i < 300 && !ready; i++ {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			ready = resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+		}
+		if !ready {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !ready {
+		_ = p.cmd.Process.Kill()
+		p.wait(t)
+		t.Fatalf("never ready:\n%s", p.stderr)
+	}
+	sent := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t)
+	took := time.Since(sent)
+	t.Logf("stopped %s after SIGINT", took)
+	if code != ExitInterrupted || took > time.Second || !strings.Contains(p.stderr.String(), "watch: stopped") {
+		t.Fatalf("exit %d after %s, want 130 within 1s:\n%s", code, took, p.stderr)
 	}
 }
