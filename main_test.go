@@ -50,12 +50,26 @@ func TestScripts(t *testing.T) {
 //     network client, so every verdict rule is testable without a database;
 //   - the planner and the plan file (repair/plans) likewise link no driver,
 //     no database/sql and no Kafka or HTTP client, so every rule runs on
-//     plain structs; so does doctor's judgement (sop/doctor).
+//     plain structs; so does doctor's judgement (sop/doctor);
+//   - the read side (inspect/triage), the write side (repair), reconcile,
+//     the runbooks (sop) and the console (tui) link no driver either: they
+//     take interfaces, which sources/connect and cmd's Factory fill.
 func TestLinks(t *testing.T) {
+	// drivers: what only sources/{mysql,kafka,probe,binlog} (and the
+	// sources/connect that opens them) may link: the MySQL driver,
+	// database/sql, sarama, go-mysql's replication client and an HTTP
+	// client.
+	drivers := struct{ exact, prefixes []string }{
+		exact: []string{"database/sql", "net/http"},
+		prefixes: []string{"github.com/IBM/sarama", "github.com/go-sql-driver/", "github.com/go-mysql-org/",
+			"github.com/opctl-dev/opctl/sources/mysql", "github.com/opctl-dev/opctl/sources/kafka",
+			"github.com/opctl-dev/opctl/sources/probe", "github.com/opctl-dev/opctl/sources/binlog",
+			"github.com/opctl-dev/opctl/sources/connect"},
+	}
 	pure := struct{ exact, prefixes, allowed []string }{
 		exact:    []string{"database/sql", "net/http"},
 		prefixes: []string{"github.com/IBM/sarama", "github.com/go-sql-driver/", "github.com/opctl-dev/opctl/sources/"},
-		allowed:  []string{"github.com/opctl-dev/opctl/sources/config"},
+		allowed:  []string{"github.com/opctl-dev/opctl/sources/config", "github.com/opctl-dev/opctl/sources/config/yamlfile"},
 	}
 	for _, tc := range []struct {
 		pkg, name string
@@ -79,6 +93,18 @@ func TestLinks(t *testing.T) {
 			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
 		{pkg: "./sop/doctor", name: "sop/doctor", must: []string{"github.com/opctl-dev/opctl/sop/doctor"},
 			exact: pure.exact, prefixes: pure.prefixes, allowed: pure.allowed},
+		// The read side and everything above it up to cmd take interfaces;
+		// sources/connect and cmd's Factory wire the real clients.
+		{pkg: "./inspect/triage", name: "inspect/triage", must: []string{"github.com/opctl-dev/opctl/inspect/triage"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
+		{pkg: "./repair", name: "repair", must: []string{"github.com/opctl-dev/opctl/repair/plans"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
+		{pkg: "./reconcile", name: "reconcile", must: []string{"github.com/opctl-dev/opctl/inspect/triage"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
+		{pkg: "./sop", name: "sop", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/reconcile"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
+		{pkg: "./tui", name: "tui", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/inspect/triage"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", tc.pkg).CombinedOutput()

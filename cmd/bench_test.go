@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
-	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
@@ -66,13 +65,14 @@ func BenchmarkWhere(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		svc := repair.NewService(c)
+		tr := c.Triage()
 		var stats mysqlsrc.ReadStats
 		for b.Loop() {
-			t, err := svc.Where(context.Background(), "F-1", "fulfilment")
+			t, err := tr.Triage(context.Background(), "F-1", "fulfilment")
 			if err != nil || t.Ops[0].Report.Verdict.Code != "DUPLICATE_EFFECT" {
 				b.Fatalf("%v %+v", err, t)
 			}
+			_ = NextFlags{}.Reports(t) // where's NEXT: the planner's
 			stats = c.Reader.Stats()
 		}
 		b.ReportMetric(float64(stats.CriticalPath), "mysql-seq/op")

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
@@ -47,6 +49,7 @@ type Factory struct {
 	cfgErr  error
 	clients *connect.Clients
 	svc     *repair.Service
+	triage  *triage.Service
 }
 
 // NewFactory returns a factory on the given streams.
@@ -104,19 +107,50 @@ func (f *Factory) Clients(o connect.Options) (*connect.Clients, error) {
 	return c, nil
 }
 
-// Service is the repair service on the clients (see Clients).
-func (f *Factory) Service(o connect.Options) (*repair.Service, error) {
+// Triage is the read side on the clients (see Clients): the triage of
+// `opctl where`, the console and the runbooks.
+func (f *Factory) Triage(o connect.Options) (*triage.Service, error) {
 	c, err := f.Clients(o)
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.triage == nil {
+		f.triage = c.Triage()
+	}
+	return f.triage, nil
+}
+
+// Service is the repair service (the write side) on the clients (see
+// Clients).
+func (f *Factory) Service(o connect.Options) (*repair.Service, error) {
+	tr, err := f.Triage(o)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.svc == nil {
-		f.svc = repair.NewService(c)
-		f.svc.NextFlags = f.Globals.Next().Flags
+		f.svc = NewRepairService(f.clients, tr)
 	}
 	return f.svc, nil
+}
+
+// NewRepairService wires the repair service on the clients of one
+// configuration and its read side: the write path opened on first use,
+// the audit readers of every server, Kafka when a broker is configured.
+func NewRepairService(c *connect.Clients, tr *triage.Service) *repair.Service {
+	s := &repair.Service{Config: c.Config, Triage: tr, Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader, Timeout: c.Timeout,
+		Store:    func() (sources.Store, error) { return c.Writer() },
+		StoreFor: func(p *config.Pipeline) (sources.Store, error) { return c.WriterFor(p) }}
+	for _, r := range c.Readers()[1:] {
+		s.MoreAudit = append(s.MoreAudit, r)
+	}
+	if c.Kafka != nil {
+		s.Kafka = c.Kafka
+	}
+	return s
 }
 
 // Close releases every client the factory opened.
@@ -130,6 +164,6 @@ func (f *Factory) Close() error {
 	if f.clients != nil {
 		errs = append(errs, f.clients.Close())
 	}
-	f.svc, f.clients = nil, nil
+	f.svc, f.triage, f.clients = nil, nil, nil
 	return errors.Join(errs...)
 }

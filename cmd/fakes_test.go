@@ -12,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -27,20 +28,20 @@ import (
 
 // fakeTriager answers Triage with a fixed triage or error.
 type fakeTriager struct {
-	t     *repair.Triage
+	t     *triage.Result
 	err   error
 	asked []string
 }
 
-func (f *fakeTriager) Where(_ context.Context, bizID, pipeline string) (*repair.Triage, error) {
+func (f *fakeTriager) Triage(_ context.Context, bizID, pipeline string) (*triage.Result, error) {
 	f.asked = append(f.asked, bizID+"@"+pipeline)
 	return f.t, f.err
 }
 
-func triageOf(rs ...inspect.Report) *repair.Triage {
-	t := &repair.Triage{BizID: rs[0].BizID, Names: []string{"settlement", "orders"}}
+func triageOf(rs ...inspect.Report) *triage.Result {
+	t := &triage.Result{BizID: rs[0].BizID, Names: []string{"settlement", "orders"}}
 	for _, r := range rs {
-		t.Ops = append(t.Ops, repair.Operation{Pipeline: &config.Pipeline{Name: r.Pipeline}, Report: r})
+		t.Ops = append(t.Ops, triage.Operation{Pipeline: &config.Pipeline{Name: r.Pipeline}, Report: r})
 	}
 	return t
 }
@@ -98,10 +99,9 @@ func TestNewCmdWhere(t *testing.T) {
 }
 
 func TestWhereRun(t *testing.T) {
-	pay1 := goldenReport(t)
 	cases := []struct {
 		name     string
-		triage   *repair.Triage
+		triage   *triage.Result
 		pipeline string
 		format   Format
 		tty      bool
@@ -109,14 +109,14 @@ func TestWhereRun(t *testing.T) {
 		golden   string   // stdout must equal this golden file
 		want     []string // stdout must contain each
 	}{
-		{name: "human on a terminal", triage: triageOf(pay1), format: FormatTable, tty: true, code: ExitAttention, golden: "where_tty.golden"},
-		{name: "human piped", triage: triageOf(pay1), format: FormatTable, code: ExitAttention, golden: "where_piped.golden"},
-		{name: "json", triage: triageOf(pay1), format: FormatJSON, code: ExitAttention, want: []string{`"code": "DUPLICATE_EFFECT"`, `"biz_id": "PAY-1"`}},
-		{name: "known to one of two pipelines", triage: triageOf(pay1, notFound(t, "orders")), format: FormatJSON, code: ExitAttention,
+		{name: "human on a terminal", triage: goldenTriage(t), format: FormatTable, tty: true, code: ExitAttention, golden: "where_tty.golden"},
+		{name: "human piped", triage: goldenTriage(t), format: FormatTable, code: ExitAttention, golden: "where_piped.golden"},
+		{name: "json", triage: goldenTriage(t), format: FormatJSON, code: ExitAttention, want: []string{`"code": "DUPLICATE_EFFECT"`, `"biz_id": "PAY-1"`}},
+		{name: "known to one of two pipelines", triage: goldenTriage(t, notFound(t, "orders")), format: FormatJSON, code: ExitAttention,
 			want: []string{`"pipeline": "settlement"`}},
 		{name: "known to none", triage: triageOf(notFound(t, "settlement"), notFound(t, "orders")), format: FormatJSON, code: ExitNotFound,
 			want: []string{`"code": "NOT_FOUND"`, `is not known to any pipeline (settlement, orders)`, `"pipeline": ""`}},
-		{name: "not found in the pipeline asked", triage: func() *repair.Triage {
+		{name: "not found in the pipeline asked", triage: func() *triage.Result {
 			tr := triageOf(notFound(t, "orders"))
 			tr.Pipeline = "orders"
 			return tr
@@ -177,7 +177,7 @@ func TestWhereRunErrors(t *testing.T) {
 // fakeRepairer plans and applies from fixed answers.
 type fakeRepairer struct {
 	plan    *plans.Plan
-	op      *repair.Operation
+	op      *triage.Operation
 	planErr error
 	batch   *repair.Batch
 	results map[string]*repair.Result
@@ -195,7 +195,7 @@ func (f *fakeRepairer) StoredPlan(_ context.Context, id string) (*plans.Plan, er
 	return nil, &plans.InputError{Msg: "no plan " + id}
 }
 
-func (f *fakeRepairer) PlanID(context.Context, string, string, plans.Options) (*plans.Plan, *repair.Operation, error) {
+func (f *fakeRepairer) PlanID(context.Context, string, string, plans.Options) (*plans.Plan, *triage.Operation, error) {
 	return f.plan, f.op, f.planErr
 }
 
@@ -224,7 +224,7 @@ func testPlan(t *testing.T, bizID string) *plans.Plan {
 func TestRepairPlanRun(t *testing.T) {
 	refused := &plans.RefusedError{Code: plans.CodeInFlight, Detail: "IN_FLIGHT: owner c-1 holds the lease"}
 	nothing := &plans.NothingToRepairError{Verdict: inspect.Complete}
-	op := &repair.Operation{Report: inspect.Report{BizID: "PAY-2", Pipeline: "settlement", Verdict: inspect.Verdict{Code: inspect.Complete, Summary: "state DONE"}}}
+	op := &triage.Operation{Report: inspect.Report{BizID: "PAY-2", Pipeline: "settlement", Verdict: inspect.Verdict{Code: inspect.Complete, Summary: "state DONE"}}}
 	cases := []struct {
 		name   string
 		fake   *fakeRepairer
@@ -243,7 +243,7 @@ func TestRepairPlanRun(t *testing.T) {
 		{name: "nothing to repair as json", fake: &fakeRepairer{op: op, planErr: nothing}, format: FormatJSON, code: ExitOK,
 			want: []string{`"nothing_to_repair": true`}},
 		{name: "in flight", fake: &fakeRepairer{planErr: refused}, format: FormatTable, code: ExitRefused},
-		{name: "not found", fake: &fakeRepairer{planErr: &plans.NotFoundError{BizID: "X", Pipelines: []string{"settlement"}}}, format: FormatTable, code: ExitNotFound},
+		{name: "not found", fake: &fakeRepairer{planErr: &inspect.NotFoundError{BizID: "X", Pipelines: []string{"settlement"}}}, format: FormatTable, code: ExitNotFound},
 		{name: "bad options", fake: &fakeRepairer{planErr: &plans.InputError{Msg: "--from-step 9: no such step"}}, format: FormatTable, code: ExitUsage},
 	}
 	for _, tc := range cases {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
+	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -48,4 +50,22 @@ func (n NextFlags) Note(w io.Writer) {
 	if n.HiddenDSN {
 		fmt.Fprintln(w, "note: the commands to run next do not repeat --mysql-dsn, whose password is never printed: add it when you run them")
 	}
+}
+
+// Reports are the reports `opctl where` shows of t (triage.Result.Shown),
+// each with its NEXT as the planner makes it (plans.NextLines), every
+// opctl line carrying the flags.
+func (n NextFlags) Reports(t *triage.Result) []inspect.Report {
+	ops := t.Shown()
+	out := make([]inspect.Report, len(ops))
+	for i, op := range ops {
+		r := op.Report
+		next := plans.NextLines(plans.Input{Config: t.Config, Report: r, Evidence: &op.Evidence, RedrivePartitions: op.RedrivePartitions})
+		r.Verdict.Next = make([]string, len(next))
+		for j, l := range next {
+			r.Verdict.Next[j] = n.Apply(l)
+		}
+		out[i] = r
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -25,7 +26,7 @@ import (
 
 // Repairer is what the repair commands need (*repair.Service).
 type Repairer interface {
-	PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *repair.Operation, error)
+	PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *triage.Operation, error)
 	PlanTargets(ctx context.Context, r io.Reader, name, pipeline string, o plans.Options) (*repair.Batch, error)
 	Apply(ctx context.Context, plan *plans.Plan, o repair.ApplyOptions) (*repair.Result, error)
 	StoredPlan(ctx context.Context, id string) (*plans.Plan, error)

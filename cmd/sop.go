@@ -178,7 +178,7 @@ func sopRunner(f *Factory) (*sop.Runner, error) {
 	if dir == "" {
 		dir = sop.DefaultRunsDir()
 	}
-	return &sop.Runner{Service: svc, Config: c.Config, Records: sop.Records{Dir: dir}, Lock: svc.Lock,
+	return &sop.Runner{Triage: svc.Triage, Service: svc, Config: c.Config, Records: sop.Records{Dir: dir}, Lock: svc.Lock,
 		Reconcile: func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return reconcile.Run(ctx, d, o, emit)
 		}}, nil

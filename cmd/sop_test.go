@@ -12,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sop"
@@ -76,13 +77,13 @@ type fakeSopService struct {
 	planOpts []plans.Options
 }
 
-func (f *fakeSopService) Triage(_ context.Context, bizID, pipeline string) (*repair.Triage, error) {
+func (f *fakeSopService) Triage(_ context.Context, bizID, pipeline string) (*triage.Result, error) {
 	v := f.verdicts[min(f.triaged, len(f.verdicts)-1)]
 	f.triaged++
 	return triageOf(inspect.Report{BizID: bizID, Pipeline: "settlement", Verdict: inspect.Verdict{Code: v, Summary: "the fake says " + string(v)}}), nil
 }
 
-func (f *fakeSopService) Plan(_ context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error) {
+func (f *fakeSopService) Plan(_ context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error) {
 	f.planOpts = append(f.planOpts, o)
 	p := testPlan(f.t, op.Report.BizID)
 	p.Runbook, p.RunID = o.Runbook, o.RunID
@@ -121,7 +122,7 @@ func newSopCase(t *testing.T, verdicts ...inspect.Code) *sopCase {
 	c.opts = &SopOptions{IO: ios, Format: FormatTable, Operator: "tester", Reason: "INC-1",
 		Library: sop.Builtins,
 		Runner: func() (*sop.Runner, error) {
-			return &sop.Runner{Service: c.svc, Config: cfg, Records: sop.Records{Dir: c.runs}}, nil
+			return &sop.Runner{Triage: c.svc, Service: c.svc, Config: cfg, Records: sop.Records{Dir: c.runs}}, nil
 		}}
 	return c
 }
@@ -298,7 +299,7 @@ func TestSopRunFake(t *testing.T) {
 		c.svc.verdicts = []inspect.Code{inspect.Stranded, inspect.Stranded, inspect.WillRedeliver}
 		svc := &cancelling{fakeSopService: c.svc, cancel: cancel}
 		c.opts.Runner = func() (*sop.Runner, error) {
-			return &sop.Runner{Service: svc, Config: &config.Config{}, Records: sop.Records{Dir: c.runs}}, nil
+			return &sop.Runner{Triage: svc, Service: svc, Config: &config.Config{}, Records: sop.Records{Dir: c.runs}}, nil
 		}
 		if code := c.run(t, ctx); code != ExitInterrupted {
 			t.Fatalf("exit %d, want 130\n%s", code, c.out)
@@ -348,7 +349,7 @@ type cancelling struct {
 	cancel func()
 }
 
-func (c *cancelling) Plan(ctx context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error) {
+func (c *cancelling) Plan(ctx context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error) {
 	defer c.cancel()
 	return c.fakeSopService.Plan(ctx, op, o)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -22,6 +23,7 @@ import (
 type TUIOptions struct {
 	IO        *iostreams.IOStreams
 	Config    func() (*config.Config, error)
+	Triage    func() (*triage.Service, error)
 	Service   func() (*repair.Service, error)
 	Reconcile func() (ReconcileFunc, error)
 	// Run runs the console on the terminal (tui.Run; tests replace it).
@@ -36,6 +38,7 @@ type TUIOptions struct {
 // NewCmdTUI builds `opctl tui`. runF replaces the run function in tests.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
 	opts := &TUIOptions{IO: f.IOStreams, Config: f.Config, Run: tui.Run}
+	opts.Triage = func() (*triage.Service, error) { return f.Triage(connect.Options{}) }
 	opts.Service = func() (*repair.Service, error) { return f.Service(connect.Options{}) }
 	opts.Reconcile = reconciler(f)
 	since := durationFlag{d: tui.DefaultSince}
@@ -112,6 +115,13 @@ func runTUI(ctx context.Context, opts *TUIOptions) error {
 		return err
 	}
 	err = opts.Run(ctx, opts.IO.In, opts.IO.Out, tui.Options{
+		Triage: func() (tui.Triager, error) {
+			t, err := opts.Triage()
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		},
 		Service: func() (tui.Service, error) {
 			s, err := opts.Service()
 			if err != nil {

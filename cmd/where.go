@@ -9,14 +9,14 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
 
-// Triager triages one id (*repair.Service).
+// Triager triages one id (*triage.Service, the read side).
 type Triager interface {
-	Where(ctx context.Context, bizID, pipeline string) (*repair.Triage, error)
+	Triage(ctx context.Context, bizID, pipeline string) (*triage.Result, error)
 }
 
 // WhereOptions are the parsed flags of `opctl where` and its dependencies.
@@ -38,7 +38,7 @@ type WhereOptions struct {
 func NewCmdWhere(f *Factory, runF func(context.Context, *WhereOptions) error) *cobra.Command {
 	opts := &WhereOptions{IO: f.IOStreams}
 	opts.Triager = func() (Triager, error) {
-		return f.Service(connect.Options{SearchWindow: opts.SearchWindow, SearchLimit: opts.SearchLimit})
+		return f.Triage(connect.Options{SearchWindow: opts.SearchWindow, SearchLimit: opts.SearchLimit})
 	}
 	c := &cobra.Command{
 		Use:   "where <biz_id>",
@@ -91,13 +91,13 @@ func runWhere(ctx context.Context, opts *WhereOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := svc.Where(ctx, opts.BizID, opts.Pipeline)
+	t, err := svc.Triage(ctx, opts.BizID, opts.Pipeline)
 	if err != nil {
 		return err
 	}
-	// The NEXT commands carry the global flags (Factory.Service); a
-	// --mysql-dsn with a password they cannot carry is noted.
-	shown := t.Reports()
+	// The NEXT commands carry the global flags; a --mysql-dsn with a
+	// password they cannot carry is noted.
+	shown := opts.Next.Reports(t)
 	if err := newWhereView(opts.IO, opts.Format).Render(shown); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -23,6 +24,14 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // the golden output depends on nothing but the renderer, inspect and the
 // planner's NEXT (plans.Next, as repair.Service.Triage sets it).
 func goldenReport(t *testing.T) inspect.Report {
+	t.Helper()
+	_, _, r := goldenOp(t)
+	return r
+}
+
+// goldenOp is goldenReport with the configuration and evidence it was
+// diagnosed from.
+func goldenOp(t *testing.T) (*config.Config, sources.Evidence, inspect.Report) {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "settlement.yaml"))
 	if err != nil {
@@ -57,7 +66,19 @@ func goldenReport(t *testing.T) inspect.Report {
 	}
 	r := inspect.Diagnose(ev)
 	r.Verdict.Next = plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8})
-	return r
+	return cfg, ev, r
+}
+
+// goldenTriage is the read side's triage of goldenReport (its
+// configuration, evidence and redrive partitions: what the planner makes
+// NEXT of), then the operations of more.
+func goldenTriage(t *testing.T, more ...inspect.Report) *triage.Result {
+	t.Helper()
+	cfg, ev, r := goldenOp(t)
+	tr := triageOf(append([]inspect.Report{r}, more...)...)
+	tr.Config = cfg
+	tr.Ops[0].Pipeline, tr.Ops[0].Evidence, tr.Ops[0].RedrivePartitions = ev.Pipeline, ev, 8
+	return tr
 }
 
 func checkGolden(t *testing.T, name, got string) {

@@ -15,11 +15,7 @@ import (
 // binlog), started by the first test that needs it.
 var binlogSrv testenv.SharedBinlog
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	binlogSrv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(binlogSrv.Main(m)) }
 
 // TestSeedScenarioFromBinlog runs settlement-double-debit on seed 000's own
 // tables (the seed000 preset's pipeline) with the real consumer and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources/connect"
@@ -35,13 +36,13 @@ func (e *Env) Service(timeout time.Duration) (*repair.Service, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	svc := repair.NewService(c)
+	svc := cmd.NewRepairService(c, c.Triage())
 	return svc, func() { svc.Close(); c.Close() }, nil
 }
 
 // Triage runs `where` for one id of one pipeline of the lab.
 func (e *Env) Triage(ctx context.Context, svc *repair.Service, pipeline, bizID string) (inspect.Report, error) {
-	t, err := svc.Triage(ctx, bizID, pipeline)
+	t, err := svc.Triage.Triage(ctx, bizID, pipeline)
 	if err != nil {
 		return inspect.Report{}, err
 	}
@@ -51,11 +52,11 @@ func (e *Env) Triage(ctx context.Context, svc *repair.Service, pipeline, bizID s
 // Where is `opctl where ID --pipeline P`: Triage, and the NEXT lines the
 // planner makes of a verdict that calls for a plan, as opctl prints them.
 func (e *Env) Where(ctx context.Context, svc *repair.Service, pipeline, bizID string) (inspect.Report, error) {
-	t, err := svc.Where(ctx, bizID, pipeline)
+	t, err := svc.Triage.Triage(ctx, bizID, pipeline)
 	if err != nil {
 		return inspect.Report{}, err
 	}
-	return t.Ops[0].Report, nil
+	return cmd.NextFlags{}.Reports(t)[0], nil
 }
 
 // Check triages every expectation of the results with the same code as

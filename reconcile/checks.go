@@ -13,7 +13,6 @@ import (
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
 // scan runs every check state. The checks of one pipeline run in order on
@@ -78,7 +77,7 @@ const ParallelPipelines = 2
 // scanPipeline runs the check states of one pipeline in order. It reports
 // whether an interrupt cut it short.
 func (r *run) scanPipeline(states []*checkState) bool {
-	tables := map[string]mysqlsrc.TableInfo{}
+	tables := map[string]sources.TableInfo{}
 	for _, cs := range states {
 		var err error
 		if r.stopped() {
@@ -101,8 +100,7 @@ func (r *run) scanPipeline(states []*checkState) bool {
 			return true
 		case err != nil:
 			cs.status, cs.reason = StatusFailed, err.Error()
-			var ce *mysqlsrc.ConnError
-			if errors.As(err, &ce) {
+			if sources.IsConnError(err) {
 				r.fail(err)
 				return false
 			}
@@ -111,33 +109,11 @@ func (r *run) scanPipeline(states []*checkState) bool {
 	return false
 }
 
-// access is how a check reads one requirement's table: the index it
-// forces ("" on a full scan) and, for a walk, the columns its keyset
-// continues on after the walk's leading columns (mysql.Walk.Order).
-type access struct {
-	index string
-	order []string
-}
-
-// walkOrder is the keyset of walk w over requirement q: q's leading
-// columns that w does not fix or range over (the key of a walk by key),
-// then the columns the index carries after them.
-func (a access) walkOrder(q Requirement, w mysqlsrc.Walk) []string {
-	n := 0
-	if w.EqCol != "" {
-		n++
-	}
-	if w.PosCol != "" {
-		n++
-	}
-	return append(slices.Clone(q.Columns[min(n, len(q.Columns)):]), a.order...)
-}
-
 // plan checks that the indexes a check needs exist. It returns how each
 // requirement is served (by position; index "" when the check runs on a
 // full scan), or ok=false after marking the check skipped, refused or
 // failed.
-func (r *run) plan(cs *checkState, tables map[string]mysqlsrc.TableInfo) ([]Requirement, []access, bool) {
+func (r *run) plan(cs *checkState, tables map[string]sources.TableInfo) ([]Requirement, []access, bool) {
 	reqs, na := Requirements(cs.p, cs.check)
 	if na != "" {
 		cs.status, cs.reason = StatusSkipped, na
@@ -234,7 +210,7 @@ func joinSemi(s []string) string {
 	return out
 }
 
-func (r *run) runCheck(cs *checkState, tables map[string]mysqlsrc.TableInfo) error {
+func (r *run) runCheck(cs *checkState, tables map[string]sources.TableInfo) error {
 	if cs.check == CheckUncommitted {
 		if r.noKafka() {
 			cs.status, cs.reason = StatusSkipped, "needs Kafka: "+r.col.KafkaMissing
@@ -320,7 +296,7 @@ func (r *run) stoppedKeys(p *config.Pipeline) ([]string, error) {
 	return keys, nil
 }
 
-func (r *run) shard(w *mysqlsrc.Walk) {
+func (r *run) shard(w *sources.Walk) {
 	if r.o.Shards > 1 {
 		w.Shard, w.Shards = r.o.Shard, r.o.Shards
 	}
@@ -328,18 +304,18 @@ func (r *run) shard(w *mysqlsrc.Walk) {
 
 // walk pages through w, calling page with each page's rows. frac maps the
 // last row to the fraction of the range walked (nil: unknown).
-func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) float64, page func([]mysqlsrc.WalkRow) error) error {
+func (r *run) walk(cs *checkState, w sources.Walk, frac func(sources.WalkRow) float64, page func([]sources.WalkRow) error) error {
 	type fetched struct {
-		rows []mysqlsrc.WalkRow
+		rows []sources.WalkRow
 		err  error
 	}
-	fetch := func(cur mysqlsrc.Cursor) fetched {
+	fetch := func(cur sources.Cursor) fetched {
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 		defer cancel()
 		rows, err := r.db(cs.p).WalkPage(ctx, w, cur, r.o.Chunk)
 		return fetched{rows, err}
 	}
-	var cur mysqlsrc.Cursor
+	var cur sources.Cursor
 	// next is the page read while page handles the one before (nil when
 	// none is in flight): the walk's read and the page's lookups overlap,
 	// as a single statement's would. Under --rate the pages are read one
@@ -378,7 +354,7 @@ func (r *run) walk(cs *checkState, w mysqlsrc.Walk, frac func(mysqlsrc.WalkRow) 
 		more := len(rows) >= r.o.Chunk
 		if more && r.o.Rate <= 0 && !r.stopped() {
 			ch := make(chan fetched, 1)
-			go func(cur mysqlsrc.Cursor) { ch <- fetch(cur) }(cur)
+			go func(cur sources.Cursor) { ch <- fetch(cur) }(cur)
 			next = ch
 		}
 		if err := page(rows); err != nil {
@@ -462,9 +438,9 @@ func (r *run) flush(cs *checkState) error {
 }
 
 // timeFrac maps a time row to the fraction of [from, to] walked.
-func timeFrac(from, to time.Time) func(mysqlsrc.WalkRow) float64 {
+func timeFrac(from, to time.Time) func(sources.WalkRow) float64 {
 	span := to.Sub(from)
-	return func(row mysqlsrc.WalkRow) float64 {
+	return func(row sources.WalkRow) float64 {
 		t, ok := row.Pos.(time.Time)
 		if !ok || span <= 0 {
 			return -1
@@ -610,15 +586,15 @@ func (r *run) cover(cs *checkState, q Requirement, a access) error {
 func (r *run) walkStatuses(cs *checkState, q Requirement, a access, statuses []string, from, to time.Time) error {
 	st := cs.p.State
 	for _, status := range statuses {
-		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
-		var frac func(mysqlsrc.WalkRow) float64
+		w := sources.Walk{Table: st.Table, Index: a.index, EqCol: st.Status, EqVal: status, KeyCol: st.Key}
+		var frac func(sources.WalkRow) float64
 		if st.UpdatedAt != "" {
 			w.PosCol, w.From, w.To = st.UpdatedAt, from, to
 			frac = timeFrac(from, to)
 		}
 		w.Order = a.walkOrder(q, w)
 		r.shard(&w)
-		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+		err := r.walk(cs, w, frac, func(rows []sources.WalkRow) error {
 			for _, row := range rows {
 				if err := r.candidate(cs, row.Key); err != nil {
 					return err
@@ -669,9 +645,9 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 	if id.BizID == "" {
 		return r.skippedByMessages(cs, reqs, acc)
 	}
-	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
+	w := sources.Walk{Table: id.Table, Index: acc[0].index, EqCol: id.Action, EqVal: inspect.ActionSkipped,
 		KeyCol: id.Key, ExtraCol: id.BizID}
-	var frac func(mysqlsrc.WalkRow) float64
+	var frac func(sources.WalkRow) float64
 	if id.CreatedAt != "" {
 		from := r.now.Add(-r.o.Since)
 		w.PosCol, w.From = id.CreatedAt, from
@@ -691,7 +667,7 @@ func (r *run) skipped(cs *checkState, reqs []Requirement, acc []access) error {
 		}
 	}
 	var cancelled int64
-	err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+	err := r.walk(cs, w, frac, func(rows []sources.WalkRow) error {
 		var keys []string
 		for _, row := range rows {
 			if row.Extra == "" || !r.inShard(row.Extra) || cs.seen[row.Extra] {
@@ -758,7 +734,7 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 	}
 	q := reqs[0]
 	from := r.now.Add(-r.o.Since)
-	w := mysqlsrc.Walk{Table: id.Table, Index: acc[0].index, KeyCol: id.Key, PosCol: id.CreatedAt, From: from}
+	w := sources.Walk{Table: id.Table, Index: acc[0].index, KeyCol: id.Key, PosCol: id.CreatedAt, From: from}
 	if q.Columns[0] == id.Action {
 		w.EqCol, w.EqVal = id.Action, inspect.ActionSkipped
 	} else {
@@ -776,7 +752,7 @@ func (r *run) skippedByMessages(cs *checkState, reqs []Requirement, acc []access
 		window = sources.DefaultSearchWindow
 	}
 	var records, read, unmapped, cancelled int64
-	err := r.walk(cs, w, timeFrac(from, r.now), func(rows []mysqlsrc.WalkRow) error {
+	err := r.walk(cs, w, timeFrac(from, r.now), func(rows []sources.WalkRow) error {
 		want := map[string]bool{}
 		var lo, hi time.Time
 		for _, row := range rows {
@@ -895,7 +871,7 @@ func cancelling(statuses, cancels []string) bool {
 // than one row in that table (one GROUP BY on the key index) and orphans
 // the keys with neither a state row nor an idempotency record (one lookup
 // in each).
-func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]mysqlsrc.TableInfo) error {
+func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, tables map[string]sources.TableInfo) error {
 	p := cs.p
 	covered := slices.ContainsFunc(reqs, func(q Requirement) bool { return q.Cover })
 	for _, s := range p.Steps {
@@ -938,15 +914,15 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			}
 			continue
 		}
-		w := mysqlsrc.Walk{Table: sc.Table, Index: acc[i].index, KeyCol: sc.Key}
-		var frac func(mysqlsrc.WalkRow) float64
+		w := sources.Walk{Table: sc.Table, Index: acc[i].index, KeyCol: sc.Key}
+		var frac func(sources.WalkRow) float64
 		if sc.Time != "" {
 			w.PosCol, w.From = sc.Time, from
 			frac = timeFrac(from, r.now)
 		}
 		w.Order = acc[i].walkOrder(q, w)
 		r.shard(&w)
-		err := r.walk(cs, w, frac, func(rows []mysqlsrc.WalkRow) error {
+		err := r.walk(cs, w, frac, func(rows []sources.WalkRow) error {
 			var keys []string
 			for _, row := range rows {
 				if !cs.seen[row.Key] {
@@ -1193,12 +1169,12 @@ func (r *run) uncommitted(cs *checkState, q Requirement, a access) error {
 		if lo >= pv.LogEnd {
 			continue
 		}
-		w := mysqlsrc.Walk{Table: st.Table, Index: a.index, EqCol: st.Partition, EqVal: int64(part),
+		w := sources.Walk{Table: st.Table, Index: a.index, EqCol: st.Partition, EqVal: int64(part),
 			PosCol: st.Offset, From: lo, To: pv.LogEnd, KeyCol: st.Key, ExtraCol: st.Status}
 		w.Order = a.walkOrder(q, w)
 		r.shard(&w)
 		n := float64(len(parts))
-		err := r.walk(cs, w, func(mysqlsrc.WalkRow) float64 { return float64(i) / n }, func(rows []mysqlsrc.WalkRow) error {
+		err := r.walk(cs, w, func(sources.WalkRow) float64 { return float64(i) / n }, func(rows []sources.WalkRow) error {
 			for _, row := range rows {
 				if slices.Contains(done, row.Extra) {
 					if err := r.candidate(cs, row.Key); err != nil {
@@ -1242,23 +1218,6 @@ func ShardOf(key string, n int) int {
 	return int(crc32.ChecksumIEEE([]byte(key)) % uint32(n))
 }
 
-// Access paths (Options.Access; docs/reconcile.md#access-path).
-const (
-	AccessAuto  = "auto"
-	AccessSweep = "sweep"
-	AccessWalk  = "walk"
-	// AccessRange: duplicates sweep the key range of the window's keys
-	// whatever its size; orphans walk.
-	AccessRange = "range"
-)
-
-// SweepShare is the share of a scan table's rows inside the window from
-// which duplicates and orphans sweep the table's key index instead of
-// walking its time index: a walk pays a lookup per key on top of each
-// row, a sweep reads every index entry once, in order
-// (docs/reconcile.md#access-path).
-const SweepShare = 0.15
-
 // sweepPage is the keys of one sweep statement: ten times --chunk, at
 // most 10,000. A sweep returns one row per key and keeps only what it
 // finds (orphans: the page's keys for its merge), so its pages can be
@@ -1274,186 +1233,10 @@ func (r *run) sweepPage() int { return min(10*r.o.Chunk, 10000) }
 // 0.41-0.64 s in 5 to 10 bounded pages) (docs/reconcile.md#access-path).
 var sweepRows = 1000000 // a variable for the tests
 
-// RangeFactor bounds the key range a narrow window's duplicates sweep
-// (windowRange): at most this many times the window's rows, by the
-// optimizer's estimates. A walk pays an index dive per key (3-6 us
-// measured) and a sweep one read of each entry of the range (0.3-0.6 us;
-// two reads in OFFSET pages, past sweepRows entries), so a range a few
-// times the window still costs less (docs/reconcile.md#access-path).
-const RangeFactor = 4
-
 // windowSlice is the rows of one statement of windowRange's pass over the
 // window (by the optimizer's estimate): the window is read in slices of
 // time of about that many rows each (a variable for the tests).
 var windowSlice int64 = 200000
-
-// sweepPath is how duplicates or orphans read a scan table: a sweep of
-// its key index (index), limited to a key range when lo and hi are set,
-// or (index "") a walk of its time index; empty means the window holds
-// no row, and there is nothing to read.
-type sweepPath struct {
-	index  string
-	lo, hi mysqlsrc.Bound
-	est    int64
-	empty  bool
-}
-
-// accessPath decides how duplicates or orphans read scan table sc. A
-// sweep needs an index whose leading column is the key; without a time
-// column (or without a time index, on --allow-full-scan) the whole table
-// is read either way, so it sweeps; otherwise it sweeps when the
-// optimizer's estimate of the rows in the window is at least SweepShare
-// of the table's (--access sweep|walk decides instead). A narrower window
-// is walked by time, except for duplicates, which sweep the window's key
-// range when it is narrow (windowRange).
-func (r *run) accessPath(cs *checkState, sc *config.Scan, a access, tables map[string]mysqlsrc.TableInfo, from time.Time) (sweepPath, error) {
-	if r.o.Access == AccessWalk {
-		return sweepPath{}, nil
-	}
-	info := tables[sc.Table]
-	use, ok := info.WalkIndex([]string{sc.Key}, sc.Key)
-	if !ok {
-		if r.o.Access == AccessSweep {
-			cs.notes = append(cs.notes, fmt.Sprintf("%s: no index starting with %s to sweep: walked by time", sc.Table, sc.Key))
-		}
-		return sweepPath{}, nil
-	}
-	whole := sweepPath{index: use.Index.Name, est: info.RowsEstimate}
-	if r.o.Access == AccessRange && sc.Time != "" && a.index != "" {
-		if cs.check != CheckDuplicates {
-			return sweepPath{}, nil
-		}
-		n, _, err := r.rangeRows(cs.p, sc.Table, a.index, sc.Time, from)
-		if err != nil {
-			return sweepPath{}, err
-		}
-		return r.windowRange(cs, sc, a, use.Index.Name, n, from)
-	}
-	if r.o.Access == AccessSweep || sc.Time == "" || a.index == "" {
-		cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order", sc.Table, use.Index.Name))
-		return whole, nil
-	}
-	n, known, err := r.rangeRows(cs.p, sc.Table, a.index, sc.Time, from)
-	if err != nil {
-		return sweepPath{}, err
-	}
-	total := info.RowsEstimate
-	if !known || total <= 0 {
-		return sweepPath{}, nil
-	}
-	share := float64(n) / float64(total)
-	if share < SweepShare {
-		if cs.check == CheckDuplicates {
-			return r.windowRange(cs, sc, a, use.Index.Name, n, from)
-		}
-		return sweepPath{}, nil
-	}
-	// InnoDB caps a range's estimate at half the table.
-	held := fmt.Sprintf("about %.0f%%", 100*share)
-	if share >= 0.5 {
-		held = "half or more"
-	}
-	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window holds %s of its ~%d rows (optimizer estimate): swept %s in key order",
-		sc.Table, held, total, use.Index.Name))
-	return whole, nil
-}
-
-// windowRange is the duplicates path of a narrow window (n rows by the
-// optimizer's estimate) of scan table sc: it reads the window through its
-// time index, in slices of about windowSlice rows, for the least and the
-// greatest key it holds under the column's collation (no row leaves the
-// server), and sweeps the key index between them (keys when ids grow with
-// time: a day's keys are a day's range of the key index) when the
-// optimizer puts that range at most RangeFactor times the window;
-// otherwise (keys spread over the table: random ids) it walks the time
-// index. Every key with a row in the window lies in that range, and the
-// sweep keeps only the keys with a row in the window (KeysSince), so both
-// paths find the same keys (docs/reconcile.md#access-path).
-func (r *run) windowRange(cs *checkState, sc *config.Scan, a access, keyIndex string, n int64, from time.Time) (sweepPath, error) {
-	parts := max(1, (n+windowSlice-1)/windowSlice)
-	step := r.now.Sub(from) / time.Duration(parts)
-	var ends []mysqlsrc.KeyCount // each slice's least and greatest key
-	var rows int64
-	for i := int64(0); i < parts; i++ {
-		if r.stopped() {
-			return sweepPath{}, errStop
-		}
-		at, to := from.Add(time.Duration(i)*step), time.Time{}
-		if i < parts-1 && step > 0 {
-			to = at.Add(step)
-		}
-		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-		l, h, m, err := r.db(cs.p).WindowKeys(ctx, sc.Table, a.index, sc.Key, sc.Time, at, to)
-		cancel()
-		if err != nil {
-			return sweepPath{}, err
-		}
-		r.count(cs, m)
-		if m > 0 {
-			ends = append(ends, l, h)
-			rows += m
-		}
-		if err := r.throttle(); err != nil {
-			return sweepPath{}, err
-		}
-		if step <= 0 {
-			break
-		}
-	}
-	if rows == 0 {
-		cs.notes = append(cs.notes, fmt.Sprintf("%s: no row in the window", sc.Table))
-		return sweepPath{empty: true}, nil
-	}
-	lo, hi := ends[0], ends[1]
-	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-	defer cancel()
-	if len(ends) > 2 {
-		// The slices' ends are stored keys: the server orders them.
-		var err error
-		if lo, hi, err = r.db(cs.p).KeysExtent(ctx, sc.Table, keyIndex, sc.Key, ends); err != nil {
-			return sweepPath{}, err
-		}
-	}
-	m, known, err := r.db(cs.p).KeyRangeRows(ctx, sc.Table, keyIndex, sc.Key, lo.Value, hi.Value)
-	if err != nil {
-		return sweepPath{}, err
-	}
-	if r.o.Access != AccessRange && (!known || m > RangeFactor*max(n, rows)) {
-		cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys spread over ~%d entries of %s (optimizer estimate): walked by time",
-			sc.Table, rows, m, keyIndex))
-		return sweepPath{}, nil
-	}
-	cs.notes = append(cs.notes, fmt.Sprintf("%s: the window's %d rows have keys in a range of ~%d entries of %s (optimizer estimate): swept that range in key order",
-		sc.Table, rows, m, keyIndex))
-	return sweepPath{index: keyIndex, lo: mysqlsrc.Bound{Set: true, Value: lo.Value}, hi: mysqlsrc.Bound{Set: true, Value: hi.Value}, est: m}, nil
-}
-
-// rangeRows is the optimizer's estimate of table's rows with col >= from
-// through index (mysql.Reader.RangeRows), asked once per run for each.
-type rangeRows struct {
-	n     int64
-	known bool
-}
-
-func (r *run) rangeRows(p *config.Pipeline, table, index, col string, from time.Time) (int64, bool, error) {
-	r.rangesMu.Lock()
-	defer r.rangesMu.Unlock()
-	k := r.dbKey(p) + "\x00" + table + "\x00" + index + "\x00" + col
-	if e, ok := r.ranges[k]; ok {
-		return e.n, e.known, nil
-	}
-	ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-	n, known, err := r.db(p).RangeRows(ctx, table, index, col, from)
-	cancel()
-	if err != nil {
-		return 0, false, err
-	}
-	if r.ranges == nil {
-		r.ranges = map[string]rangeRows{}
-	}
-	r.ranges[k] = rangeRows{n: n, known: known}
-	return n, known, nil
-}
 
 // sweepLookup is one table an orphans sweep looks keys up in: its key
 // column and, when the table can be swept alongside (an index starting
@@ -1474,8 +1257,8 @@ type sweepLookup struct {
 // table that cannot be swept alongside is asked by the page's keys). The
 // keys found are kept when a row of theirs lies in the window (one lookup
 // per page of keys found), and queued for the triage, which decides.
-func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]mysqlsrc.TableInfo, from time.Time) error {
-	s := mysqlsrc.Sweep{Table: sc.Table, Index: path.index, KeyCol: sc.Key, Lo: path.lo, Hi: path.hi}
+func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]sources.TableInfo, from time.Time) error {
+	s := sources.Sweep{Table: sc.Table, Index: path.index, KeyCol: sc.Key, Lo: path.lo, Hi: path.hi}
 	if r.o.Shards > 1 {
 		s.Shard, s.Shards = r.o.Shard, r.o.Shards
 	}
@@ -1498,7 +1281,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 	// it; otherwise (no such key, or a larger key range) SweepMulti pages
 	// read each twice.
 	ranged := false
-	var bounds []mysqlsrc.KeyCount
+	var bounds []sources.KeyCount
 	if cs.check == CheckDuplicates {
 		per := int64(sweepRows)
 		if r.o.Rate > 0 {
@@ -1518,7 +1301,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		}
 	}
 	page := 0
-	var after mysqlsrc.Bound
+	var after sources.Bound
 	var read int64
 	for {
 		if r.stopped() {
@@ -1528,15 +1311,15 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		// page of index entries; orphans reads the page's keys (at most
 		// sweepPage) for its merge.
 		var hits, keys []string
-		var end mysqlsrc.SweepEnd
+		var end sources.SweepEnd
 		var err error
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 		last := false // the page is the sweep's last
 		switch {
 		case ranged:
-			var upTo mysqlsrc.Bound
+			var upTo sources.Bound
 			if page < len(bounds) {
-				upTo = mysqlsrc.Bound{Set: true, Value: bounds[page].Value}
+				upTo = sources.Bound{Set: true, Value: bounds[page].Value}
 			}
 			hits, end, err = r.db(cs.p).SweepRange(ctx, s, after, upTo)
 			if page < len(bounds) {
@@ -1551,7 +1334,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			last = end.Keys < r.sweepPage()
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
 		default:
-			end, err = r.db(cs.p).SweepPage(ctx, s, after, mysqlsrc.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
+			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
 				if !cs.seen[string(key)] {
 					keys = append(keys, string(key))
 				}
@@ -1586,7 +1369,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		}
 		if !last {
 			cs.lastKey.Store(end.Last.Key)
-			after = mysqlsrc.Bound{Set: true, Value: end.Last.Value}
+			after = sources.Bound{Set: true, Value: end.Last.Value}
 		}
 		f := -1.0
 		if est > 0 {
@@ -1607,13 +1390,13 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 // key the collation makes equal to a stored one under another spelling is
 // returned too, and the triage, which looks it up as the server compares,
 // decides.
-func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, last mysqlsrc.KeyCount, ls []sweepLookup) ([]string, error) {
+func (r *run) unknownKeys(cs *checkState, keys []string, after sources.Bound, last sources.KeyCount, ls []sweepLookup) ([]string, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[k] = true
 	}
 	known := make(map[string]bool, len(keys))
-	upTo := mysqlsrc.Bound{Set: true, Value: last.Value}
+	upTo := sources.Bound{Set: true, Value: last.Value}
 	for _, l := range ls {
 		if len(known) == len(keys) {
 			break
@@ -1638,7 +1421,7 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, l
 			continue
 		}
 		// Every key of the range, whatever the shard: the page's keys decide.
-		ls := mysqlsrc.Sweep{Table: l.table, Index: l.index, KeyCol: l.col}
+		ls := sources.Sweep{Table: l.table, Index: l.index, KeyCol: l.col}
 		cur := after
 		for {
 			if r.stopped() {
@@ -1658,7 +1441,7 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after mysqlsrc.Bound, l
 			if got.Keys < r.sweepPage() {
 				break
 			}
-			cur = mysqlsrc.Bound{Set: true, Value: got.Last.Value}
+			cur = sources.Bound{Set: true, Value: got.Last.Value}
 		}
 	}
 	return slices.DeleteFunc(keys, func(k string) bool { return known[k] }), nil

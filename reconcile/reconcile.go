@@ -2,7 +2,7 @@
 // (docs/reconcile.md). Each check walks an index in keyset-paginated chunks (never
 // OFFSET, never a JOIN over a whole table), keeps only the candidates the
 // table-level facts point at, and triages every candidate with the same
-// sources.Collector and verdict rules as `opctl where` (inspect.Judge): in batches, the
+// sources.Collector and verdict rules as `opctl where` (triage.Judge): in batches, the
 // MySQL rows of a whole batch read with one statement per query
 // (Collector.CollectMany), a few batches at a time. The Kafka group view is
 // read once per pipeline for the whole run; a candidate's message position
@@ -27,44 +27,40 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
 // DB is what a run reads from MySQL: batches of operations for triage
 // (sources.BatchDB) and table-level walks and lookups. *mysql.Reader
-// implements it.
+// implements it (reader_test.go checks; reconcile links no driver).
 type DB interface {
 	sources.BatchDB
 	Now(ctx context.Context) (time.Time, error)
-	WalkPage(ctx context.Context, w mysqlsrc.Walk, after mysqlsrc.Cursor, limit int) ([]mysqlsrc.WalkRow, error)
+	WalkPage(ctx context.Context, w sources.Walk, after sources.Cursor, limit int) ([]sources.WalkRow, error)
 	MultiRowKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]int64, error)
 	ExistingKeys(ctx context.Context, table, keyCol string, keys []string) (map[string]bool, error)
 	KeyStatuses(ctx context.Context, table, keyCol, statusCol string, keys []string) (map[string][]string, error)
 	NextValue(ctx context.Context, table, col string, after *string) (string, bool, error)
-	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
+	TableInfo(ctx context.Context, table string) (sources.TableInfo, error)
 	AuditByOperation(ctx context.Context, auditTable, pipeline string) (map[string][]sources.AuditAction, error)
-	SweepPage(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound, limit int, each func(key []byte, rows int64)) (mysqlsrc.SweepEnd, error)
-	SweepMulti(ctx context.Context, s mysqlsrc.Sweep, after mysqlsrc.Bound, n int) ([]string, mysqlsrc.SweepEnd, error)
-	SweepBounds(ctx context.Context, s mysqlsrc.Sweep, pk string, n int) ([]mysqlsrc.KeyCount, error)
-	SweepRange(ctx context.Context, s mysqlsrc.Sweep, after, upTo mysqlsrc.Bound) ([]string, mysqlsrc.SweepEnd, error)
+	SweepPage(ctx context.Context, s sources.Sweep, after, upTo sources.Bound, limit int, each func(key []byte, rows int64)) (sources.SweepEnd, error)
+	SweepMulti(ctx context.Context, s sources.Sweep, after sources.Bound, n int) ([]string, sources.SweepEnd, error)
+	SweepBounds(ctx context.Context, s sources.Sweep, pk string, n int) ([]sources.KeyCount, error)
+	SweepRange(ctx context.Context, s sources.Sweep, after, upTo sources.Bound) ([]string, sources.SweepEnd, error)
 	KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error)
 	RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error)
 	KeyRangeRows(ctx context.Context, table, index, col string, lo, hi any) (int64, bool, error)
-	WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi mysqlsrc.KeyCount, rows int64, err error)
-	KeysExtent(ctx context.Context, table, index, keyCol string, keys []mysqlsrc.KeyCount) (lo, hi mysqlsrc.KeyCount, err error)
+	WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi sources.KeyCount, rows int64, err error)
+	KeysExtent(ctx context.Context, table, index, keyCol string, keys []sources.KeyCount) (lo, hi sources.KeyCount, err error)
 }
-
-var _ DB = (*mysqlsrc.Reader)(nil)
 
 // batchLimiter is a DB whose server needs smaller batches than
 // Options.Batch (*mysql.Reader: go-mysql-server does).
 type batchLimiter interface {
 	BatchLimit(ctx context.Context) (int, string)
 }
-
-var _ batchLimiter = (*mysqlsrc.Reader)(nil)
 
 // Deps are the sources of a run.
 type Deps struct {
@@ -567,7 +563,7 @@ func (o *Options) normalize() error {
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
 	}
-	o.Batch = min(o.Batch, mysqlsrc.MaxBatch)
+	o.Batch = min(o.Batch, sources.MaxBatch)
 	if o.Timeout <= 0 {
 		o.Timeout = sources.DefaultTimeout
 	}
@@ -644,13 +640,12 @@ func (r *run) triage(out chan<- Result) {
 		if b.search && r.d.Collector.Kafka != nil {
 			col = r.d.Collector
 		}
-		evs, err := col.CollectMany(r.qctx, cs.p, keys)
+		reps, err := triage.Judge(r.qctx, col, cs.p, keys) // no timeline: a Result keeps none
 		if err != nil {
 			r.fail(fmt.Errorf("reconcile: triage of %d operation(s) of pipeline %s (%q...): %w", len(keys), cs.p.Name, keys[0], err))
 			continue
 		}
-		for _, ev := range evs {
-			rep := inspect.Judge(ev) // no timeline, no next commands: a Result keeps neither
+		for _, rep := range reps {
 			if b.cover && rep.Verdict.Code != inspect.DuplicateEffect {
 				// Reached only to count the unscanned steps' effects; its
 				// other verdicts are the other checks' to report.
@@ -686,13 +681,12 @@ func (r *run) triage(out chan<- Result) {
 // CoverOnly.
 func (r *run) prefilter(cs *checkState, keys []string) ([]string, error) {
 	p := coverPipeline(cs.p)
-	evs, err := r.col.CollectMany(r.qctx, p, keys)
+	reps, err := triage.Judge(r.qctx, r.col, p, keys)
 	if err != nil {
 		return nil, err
 	}
 	var keep []string
-	for i, ev := range evs {
-		rep := inspect.Judge(ev)
+	for i, rep := range reps {
 		if slices.ContainsFunc(rep.Steps, func(v inspect.StepView) bool { return v.Status == inspect.StepDuplicated }) {
 			keep = append(keep, keys[i])
 			continue

@@ -188,8 +188,12 @@ type ActionResult struct {
 // another error (exit 1). A plan all of whose actions took effect returns
 // Outcome already_applied and changes nothing.
 func (a *Applier) Apply(ctx context.Context, plan *plans.Plan) (*Result, error) {
+	if a.Store == nil || a.Config == nil {
+		return notRun(plan, false), errApplier
+	}
 	st, pub, post := failpoints(a.Store, a.Publisher, a.Poster)
-	return a.run(ctx, plan, writePath{st: committing{st}, pub: pub, post: post, mirror: a.Mirror})
+	w := writePath{st: committing{st}, pub: pub, post: post, mirror: a.Mirror, attempts: a.Mirror}
+	return execute(ctx, plan, a.settings(), a.reads(), w)
 }
 
 // DryRun runs plan exactly as Apply does, against a decorator of the store
@@ -200,27 +204,64 @@ func (a *Applier) Apply(ctx context.Context, plan *plans.Plan) (*Result, error) 
 // Only a publisher or poster the Applier has is replaced by one that sends
 // nothing: a plan the real apply could not send stops the dry run too,
 // before any action (docs/repair.md "Dry run").
+//
+// The executor is given only what a dry run may use: the store as a
+// dryBase (a transaction it never commits, the audit read, the attempt
+// row, the plan's lock), noSend for the publisher and the poster (the
+// Applier's are not passed on), and the probes and the group read ahead,
+// before its one transaction takes its first lock: no lock is held across
+// a call to a downstream.
 func (a *Applier) DryRun(ctx context.Context, plan *plans.Plan) (*Result, error) {
-	w := writePath{st: &dryStore{inner: a.Store}, dryRun: true}
+	if a.Store == nil || a.Config == nil {
+		return notRun(plan, true), errApplier
+	}
+	w := writePath{st: &dryStore{inner: a.Store}, dryRun: true, attempts: a.Mirror}
 	if a.Publisher != nil {
-		w.pub = noSend{}
+		w.pub = &noSend{}
 	}
 	if a.Poster != nil {
-		w.post = noSend{}
+		w.post = &noSend{}
 	}
-	return a.run(ctx, plan, w)
+	return execute(ctx, plan, a.settings(), a.reads().ahead(), w)
 }
 
-// applyRun is the state of one apply.
+// errApplier is an Applier without the configuration or the store.
+var errApplier = errors.New("repair: Applier needs Config and Store")
+
+// settings are the values an apply runs with (no client among them).
+type settings struct {
+	cfg      *config.Config
+	operator string
+	owner    string
+	timeout  time.Duration
+	lease    time.Duration
+	progress func(ActionResult)
+}
+
+func (a *Applier) settings() settings {
+	return settings{cfg: a.Config, operator: a.Operator, owner: a.Owner, timeout: a.timeout(), lease: a.lease(), progress: a.Progress}
+}
+
+// notRun is the result of a plan none of whose actions ran.
+func notRun(plan *plans.Plan, dry bool) *Result {
+	res := &Result{PlanID: plan.ID, BizID: plan.BizID, Pipeline: plan.Pipeline, Total: len(plan.Actions), DryRun: dry}
+	for _, act := range plan.Actions {
+		res.Actions = append(res.Actions, ActionResult{Index: act.Index, Type: act.Type, Step: act.Step, Summary: act.Summary, Outcome: OutcomeNotRun})
+	}
+	return res
+}
+
+// applyRun is the state of one apply: the executor. It holds what its mode
+// allows (settings, reads, the write path), never the Applier.
 type applyRun struct {
-	a        *Applier
+	settings
+	rd       reads
 	w        writePath
 	plan     *plans.Plan
 	p        *config.Pipeline
 	audit    string
 	attempts string
 	res      *Result
-	operator string
 	// auditErrs are failures to write the audit mirror after an action
 	// took effect: returned with the result, never dropped.
 	auditErrs []error
@@ -231,35 +272,27 @@ type applyRun struct {
 	fresh *sources.Evidence
 	// lock is the plan's lock, held for the whole apply.
 	lock sources.Lock
-	// owner names this apply in its actions in flight.
-	owner string
 }
 
-func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Result, error) {
-	res := &Result{PlanID: plan.ID, BizID: plan.BizID, Pipeline: plan.Pipeline, Total: len(plan.Actions), DryRun: w.dryRun}
-	for _, act := range plan.Actions {
-		res.Actions = append(res.Actions, ActionResult{Index: act.Index, Type: act.Type, Step: act.Step, Summary: act.Summary, Outcome: OutcomeNotRun})
-	}
-	if a.Store == nil || a.Config == nil {
-		return res, errors.New("repair: Applier needs Config and Store")
-	}
+func execute(ctx context.Context, plan *plans.Plan, s settings, rd reads, w writePath) (*Result, error) {
+	res := notRun(plan, w.dryRun)
 	defer w.st.close()
-	x := &applyRun{a: a, w: w, plan: plan, audit: a.Config.Audit.AuditTable(), attempts: a.Config.Audit.AttemptTable(), res: res, operator: operatorOf(a.Operator, plan.Operator)}
-	x.owner = a.Owner
-	if x.owner == "" {
-		x.owner = newOwner(x.operator)
+	s.operator = operatorOf(s.operator, plan.Operator)
+	if s.owner == "" {
+		s.owner = newOwner(s.operator)
 	}
+	x := &applyRun{settings: s, rd: rd, w: w, plan: plan, audit: s.cfg.Audit.AuditTable(), attempts: s.cfg.Audit.AttemptTable(), res: res}
 	if err := plan.Verify(); err != nil {
 		return x.stop(ctx, err, AttemptTampered, nil)
 	}
-	x.p = a.Config.Pipeline(plan.Pipeline)
+	x.p = s.cfg.Pipeline(plan.Pipeline)
 	if x.p == nil {
-		return x.stop(ctx, &plans.RefusedError{Code: plans.CodeConfigChanged, Detail: fmt.Sprintf("the plan is for pipeline %q, which is not in the configuration (%s)", plan.Pipeline, strings.Join(a.Config.PipelineNames(), ", "))}, AttemptStale, nil)
+		return x.stop(ctx, &plans.RefusedError{Code: plans.CodeConfigChanged, Detail: fmt.Sprintf("the plan is for pipeline %q, which is not in the configuration (%s)", plan.Pipeline, strings.Join(s.cfg.PipelineNames(), ", "))}, AttemptStale, nil)
 	}
 	if fp := plans.ConfigFingerprint(x.p, x.audit); fp != plan.ConfigFingerprint {
 		return x.stop(ctx, &plans.RefusedError{Code: plans.CodeConfigChanged, Detail: fmt.Sprintf("pipeline %s's configuration changed since the plan was made (fingerprint %.12s, plan %.12s): make a new plan", plan.Pipeline, fp, plan.ConfigFingerprint)}, AttemptStale, nil)
 	}
-	if err := plans.Rederive(a.Config, plan); err != nil {
+	if err := plans.Rederive(s.cfg, plan); err != nil {
 		return x.stop(ctx, err, AttemptTampered, nil)
 	}
 	// One apply of a plan at a time, across processes and machines: the
@@ -269,7 +302,7 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 	if err := x.writable(ctx); err != nil {
 		return x.fail(err)
 	}
-	lk, err := w.st.Lock(ctx, planLock(plan.ID), a.timeout())
+	lk, err := w.st.Lock(ctx, planLock(plan.ID), s.timeout)
 	if err != nil {
 		var held *sources.LockHeldError
 		if errors.As(err, &held) {
@@ -307,6 +340,11 @@ func (a *Applier) run(ctx context.Context, plan *plans.Plan, w writePath) (*Resu
 		if stop, err := x.stale(ctx); stop || err != nil {
 			return res, err
 		}
+	}
+	// What the actions read outside the database is read before the
+	// transaction that locks what they guard (docs/repair.md "Dry run").
+	if err := x.readAhead(ctx); err != nil {
+		return x.fail(err)
 	}
 	for i, act := range plan.Actions {
 		if res.Actions[i].Outcome == OutcomeAlready {
@@ -365,7 +403,7 @@ func (x *applyRun) writable(ctx context.Context) error {
 	}
 	err = fmt.Errorf("mysql.write_dsn's server is read-only (%s): nothing was applied, and the attempt cannot be recorded there; point mysql.write_dsn at the primary (opctl doctor checks it)", strings.Join(on, ", "))
 	detail, _ := json.Marshal(map[string]any{"error": err.Error(), "result": OutcomeFailed})
-	if merr := x.a.Mirror.Attempt(x.attempts, x.w.st.attempt(sources.Attempt{PlanID: x.plan.ID, BizID: x.plan.BizID, Operator: x.operator, Outcome: AttemptError, Detail: detail})); merr != nil {
+	if merr := x.w.attempts.Attempt(x.attempts, x.w.st.attempt(sources.Attempt{PlanID: x.plan.ID, BizID: x.plan.BizID, Operator: x.operator, Outcome: AttemptError, Detail: detail})); merr != nil {
 		return errors.Join(err, merr)
 	}
 	return err
@@ -419,18 +457,18 @@ func (x *applyRun) markDone(done map[int]sources.AuditDone) int {
 // operation changed is refused with the diff. stop is true when the apply
 // ended.
 func (x *applyRun) stale(ctx context.Context) (stop bool, err error) {
-	if x.a.Collector == nil {
+	if x.rd.collector == nil {
 		_, err := x.fail(errors.New("repair: Applier needs a Collector for the stale check"))
 		return true, err
 	}
-	ev, err := x.a.Collector.Collect(ctx, x.p, x.plan.BizID)
+	ev, err := x.rd.collector.Collect(ctx, x.p, x.plan.BizID)
 	if err != nil {
 		_, err := x.fail(err)
 		return true, err
 	}
 	x.fresh = &ev
-	parts := redrivePartitions(ctx, x.a.Partitions, x.p, ev)
-	x.a.Collector.ReadActionColumn(ctx, &ev)
+	parts := redrivePartitions(ctx, x.rd.partitions, x.p, ev)
+	x.rd.collector.ReadActionColumn(ctx, &ev)
 	now := plans.Observe(inspect.Diagnose(ev), &ev, parts)
 	kafka, was := ev.Sources["kafka"], x.plan.Observed.Sources["kafka"]
 	if kafka != sources.StatusOK && was == sources.StatusOK {
@@ -493,8 +531,8 @@ func (x *applyRun) action(ctx context.Context, act plans.Action, prior sources.A
 		ar.Outcome = x.w.st.took(ar.Outcome)
 		x.res.Applied++
 	}
-	if x.a.Progress != nil {
-		x.a.Progress(*ar)
+	if x.progress != nil {
+		x.progress(*ar)
 	}
 	return err
 }
@@ -575,7 +613,7 @@ func (x *applyRun) record(ctx context.Context, index int, outcome string, detail
 	if err := x.w.st.RecordAttempt(cctx, x.attempts, at); err != nil {
 		return fmt.Errorf("the attempt could not be recorded in %s: %w", x.attempts, err)
 	}
-	return x.a.Mirror.Attempt(x.attempts, at)
+	return x.w.attempts.Attempt(x.attempts, at)
 }
 
 // refusalOf turns a guard that failed into the *plans.RefusedError of its
@@ -745,44 +783,6 @@ func (x *applyRun) mirrorAction(e sources.AuditEntry) {
 	if err := x.w.mirror.Action(x.audit, e); err != nil {
 		x.auditErrs = append(x.auditErrs, err)
 	}
-}
-
-// preRead reads what the action's guards need from outside the database:
-// probe answers and group membership, just before the transaction.
-func (x *applyRun) preRead(ctx context.Context, act plans.Action) (*preRead, error) {
-	pre := &preRead{probeCount: map[string]*int{}, probeOutcome: map[string]string{}, member: map[string]bool{}}
-	for _, g := range act.Guards {
-		switch g.Check {
-		case plans.CheckProbeCount, plans.CheckProbeOutcome:
-			k := x.p.StepIndex(g.Step)
-			if k < 0 || x.p.Steps[k].Probe == "" {
-				return nil, fmt.Errorf("guard %s: step %s has no probe", g, g.Step)
-			}
-			if x.a.Prober == nil {
-				return nil, fmt.Errorf("guard %s: no prober", g)
-			}
-			s := x.p.Steps[k]
-			url := sources.Expand(s.Probe, map[string]string{"biz_id": x.plan.BizID, "request_id": g.Key}, true)
-			r := x.a.Prober.Probe(ctx, url, s.ProbeApplied, s.ProbeAbsent)
-			if g.Check == plans.CheckProbeCount {
-				pre.probeCount[g.Step] = r.Count
-			} else {
-				pre.probeOutcome[g.Step+"\x00"+g.Key] = r.Outcome
-			}
-		case plans.CheckOwnerMember:
-			if x.a.Group == nil {
-				pre.memberErr = errors.New("Kafka is not configured")
-				continue
-			}
-			gv, err := x.a.Group.Group(ctx, x.p.Topic, x.p.Group)
-			if err != nil {
-				pre.memberErr = err
-				continue
-			}
-			pre.member[g.Key] = plans.IsMember(gv, g.Key)
-		}
-	}
-	return pre, nil
 }
 
 // perform does the writes of the SQL action types.

@@ -24,11 +24,7 @@ import (
 // binlog), started by the first test that needs it.
 var binlogSrv testenv.SharedBinlog
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	binlogSrv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(binlogSrv.Main(m)) }
 
 // seed000Env is seed 000 on its own schema (no journal, no state table) on
 // the binlog server, with a notify downstream that saw one call per
@@ -184,14 +180,7 @@ func TestSeed000StateVariant(t *testing.T) {
 func TestSeed000WindowPurged(t *testing.T) {
 	// Its own server: purging the shared one's binlog would take the other
 	// tests' windows with it.
-	srv, err := testenv.StartBinlogServer(testenv.BinlogOptions{ServerID: 12})
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPING: %v", err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.BinlogServerFor(t, testenv.BinlogOptions{ServerID: 12})
 	e := seed000EnvOn(t, srv, "seed000.yaml")
 	e.db.Exec(t, "INSERT INTO account_balance (account_id, balance) VALUES (1001, 500.00)")
 	e.seedMessage("PAY-1", 1001, "30.00")

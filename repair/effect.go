@@ -211,8 +211,8 @@ func (x *applyRun) effect(ctx context.Context, e *effect, prior sources.AuditDon
 // own makes facts this apply's: its owner, lease and timeout.
 func (x *applyRun) own(facts map[string]any) {
 	facts[factOwner] = x.owner
-	facts[factLease] = x.a.lease().Milliseconds()
-	facts[factTimeout] = x.a.timeout().Milliseconds()
+	facts[factLease] = x.lease.Milliseconds()
+	facts[factTimeout] = x.timeout.Milliseconds()
 	delete(facts, factSettle)
 	delete(facts, factNotSent)
 	delete(facts, factUnknown)
@@ -257,7 +257,7 @@ func (x *applyRun) send(ctx context.Context, e *effect, inflight map[string]any,
 	}
 	// It may have taken effect: the row stays in flight, with when it can
 	// no longer do so (what is left of the send's timeout).
-	left := x.a.timeout() - time.Since(start)
+	left := x.timeout - time.Since(start)
 	inflight[factSettle] = (max(left, 0) + settleMargin).Milliseconds()
 	inflight[factUnknown] = err.Error()
 	uerr := x.update(rctx, e, inflight)
@@ -290,9 +290,9 @@ func (x *applyRun) update(ctx context.Context, e *effect, inflight map[string]an
 // one even when every renewal fails. The renewals stop the moment the
 // send returns (an interrupt is not held up by a slow database).
 func (x *applyRun) withLease(ctx context.Context, e *effect, send func(context.Context) (map[string]any, error)) (map[string]any, error) {
-	sctx, cancel := context.WithTimeout(withAction(ctx, e.act.Index), x.a.timeout())
+	sctx, cancel := context.WithTimeout(withAction(ctx, e.act.Index), x.timeout)
 	defer cancel()
-	every := x.a.lease() / 3
+	every := x.lease / 3
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -326,7 +326,7 @@ func (x *applyRun) withLease(ctx context.Context, e *effect, send func(context.C
 // finished it). A wait longer than this apply's own lease and timeout is
 // refused (exit 5) with when to apply again.
 func (x *applyRun) settleInFlight(ctx context.Context, e *effect, prior sources.AuditDone, ar *ActionResult) (map[string]any, bool, error) {
-	maxWait := max(x.a.lease(), x.a.timeout()) + settleMargin
+	maxWait := max(x.lease, x.timeout) + settleMargin
 	for range 3 {
 		img := map[string]any{}
 		if len(prior.After) > 0 {
@@ -334,7 +334,7 @@ func (x *applyRun) settleInFlight(ctx context.Context, e *effect, prior sources.
 				return nil, false, fmt.Errorf("action %d: the in-flight audit row's after_image does not decode: %w", e.act.Index, err)
 			}
 		}
-		at := prior.UpdatedAt.Add(inFlightFor(img, x.a.timeout()))
+		at := prior.UpdatedAt.Add(inFlightFor(img, x.timeout))
 		wait := at.Sub(prior.Now)
 		if wait > maxWait {
 			owner, _ := img[factOwner].(string)
@@ -601,11 +601,10 @@ func (x *applyRun) redrive(act plans.Action) (*effect, error) {
 // redriveProbe reads the step's probe for a redrive; ok is false when
 // there is none to read.
 func (x *applyRun) redriveProbe(ctx context.Context, s config.Step, spec *plans.RedriveSpec) (sources.ProbeResult, bool) {
-	if s.Probe == "" || x.a.Prober == nil {
+	if s.Probe == "" || x.rd.prober == nil {
 		return sources.ProbeResult{}, false
 	}
-	url := sources.Expand(s.Probe, map[string]string{"biz_id": x.plan.BizID, "request_id": spec.RequestID}, true)
-	return x.a.Prober.Probe(ctx, url, s.ProbeApplied, s.ProbeAbsent), true
+	return x.rd.prober.Probe(ctx, x.probeURL(s, spec.RequestID), s.ProbeApplied, s.ProbeAbsent), true
 }
 
 // call POSTs body to url with the idempotency key (the header
@@ -631,11 +630,10 @@ func call(ctx context.Context, post sources.Poster, url string, body []byte, key
 // applied. known is false when the probe cannot tell.
 func (x *applyRun) compensated(ctx context.Context, act plans.Action, s config.Step) (took, known bool) {
 	spec := act.Compensate
-	if s.Probe == "" || x.a.Prober == nil {
+	if s.Probe == "" || x.rd.prober == nil {
 		return false, false
 	}
-	url := sources.Expand(s.Probe, map[string]string{"biz_id": x.plan.BizID, "request_id": spec.RequestID}, true)
-	r := x.a.Prober.Probe(ctx, url, s.ProbeApplied, s.ProbeAbsent)
+	r := x.rd.prober.Probe(ctx, x.probeURL(s, spec.RequestID), s.ProbeApplied, s.ProbeAbsent)
 	switch {
 	case spec.ProbeCount != nil && r.Count != nil && *r.Count == *spec.ProbeCount-1:
 		return true, true

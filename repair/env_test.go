@@ -34,6 +34,8 @@ type tenv struct {
 	cl    *connect.Clients
 	svc   *Service
 	parts int32
+	// topics are the topics the test created (8 partitions each).
+	topics []string
 }
 
 func td(parts ...string) string {
@@ -70,9 +72,9 @@ func newTenvOn(t testing.TB, db *testenv.DB, cfgPath string, sqlFiles []string, 
 	}
 	t.Cleanup(func() { cl.Close() })
 	cl.Collector.Prober = probe.New(2 * time.Second)
-	svc := NewService(cl)
+	svc := newService(cl)
 	svc.Prober, svc.Poster = probe.New(2*time.Second), probe.New(2*time.Second)
-	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8}
+	return &tenv{t: t, db: db, k: k, cfg: cfg, cl: cl, svc: svc, parts: 8, topics: topics}
 }
 
 func settlementEnv(t testing.TB) *tenv {
@@ -92,7 +94,7 @@ func (e *tenv) pipeline(name string) *config.Pipeline {
 // where triages like `opctl where`.
 func (e *tenv) where(pipeline, biz string) inspect.Report {
 	e.t.Helper()
-	tr, err := e.svc.Triage(context.Background(), biz, pipeline)
+	tr, err := e.svc.Triage.Triage(context.Background(), biz, pipeline)
 	if err != nil {
 		e.t.Fatalf("triage %s: %v", biz, err)
 	}
@@ -152,33 +154,17 @@ func (e *tenv) mustApply(p *plans.Plan) *Result {
 }
 
 // produce writes an operation's message (key = biz id, msg_id header) at
-// ts and returns its position.
+// ts, after a noise record, and returns its position.
 func (e *tenv) produce(topic, key, msgID string, ts time.Time) (int32, int64) {
 	e.t.Helper()
-	p, err := sources.PartitionFor("murmur2", []byte(key), e.parts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.k.Produce(e.t, topic, p, "noise-"+key, "{}", nil, ts.Add(-time.Second))
-	off := e.k.Produce(e.t, topic, p, key, fmt.Sprintf(`{"biz_id":%q,"msg_id":%q}`, key, msgID), map[string]string{"msg_id": msgID}, ts)
-	return p, off
+	return e.k.ProduceOp(e.t, topic, key, msgID, ts, e.parts, true)
 }
 
 // anchor produces a settlement operation's message, stores its position in
 // the state row and commits the group's offset past it when committed.
 func (e *tenv) anchor(biz string, committed bool) (int32, int64) {
 	e.t.Helper()
-	var ts time.Time
-	var msgID string
-	if err := e.db.SQL.QueryRow("SELECT created_at, msg_id FROM biz_operation WHERE biz_id = ?", biz).Scan(&ts, &msgID); err != nil {
-		e.t.Fatal(err)
-	}
-	p, off := e.produce("settlement-event", biz, msgID, ts)
-	e.db.Exec(e.t, "UPDATE biz_operation SET src_partition = ?, src_offset = ? WHERE biz_id = ?", p, off, biz)
-	if committed {
-		e.k.Commit(e.t, "settlement-consumer", "settlement-event", p, off+1)
-	}
-	return p, off
+	return testenv.AnchorSettlement(e.t, e.db, e.k, e.parts, biz, committed, true)
 }
 
 // published reads back the record a plan's republish wrote.
@@ -308,3 +294,18 @@ func (w *wms) count(id string) int {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// newService wires a Service on the clients as opctl's Factory does
+// (cmd.NewRepairService, which this package's tests cannot import).
+func newService(c *connect.Clients) *Service {
+	s := &Service{Config: c.Config, Triage: c.Triage(), Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader, Timeout: c.Timeout,
+		Store:    func() (sources.Store, error) { return c.Writer() },
+		StoreFor: func(p *config.Pipeline) (sources.Store, error) { return c.WriterFor(p) }}
+	for _, r := range c.Readers()[1:] {
+		s.MoreAudit = append(s.MoreAudit, r)
+	}
+	if c.Kafka != nil {
+		s.Kafka = c.Kafka
+	}
+	return s
+}

@@ -168,13 +168,9 @@ func (g *guardEnv) evidence(step string) (*lockedRows, error) {
 	switch {
 	case k >= 0 && g.x.p.Steps[k].Binlog != nil:
 		// The binlog's changes as the stale check read them just before
-		// (docs/repair.md#binlog-evidence), or now when a resumed apply had
-		// none; the audit rows are locked below.
-		if g.x.fresh == nil && g.x.a.Collector != nil {
-			if ev, err := g.x.a.Collector.Collect(g.ctx, g.x.p, g.x.plan.BizID); err == nil {
-				g.x.fresh = &ev
-			}
-		}
+		// (docs/repair.md#binlog-evidence), or as readAhead read them for a
+		// resumed apply, before any transaction; the audit rows are locked
+		// below.
 		if g.x.fresh == nil || k >= len(g.x.fresh.DB.Steps) || g.x.fresh.DB.Steps[k].BinlogErr != "" {
 			return nil, fmt.Errorf("step %s: its binlog evidence could not be read again: %s", step, binlogErrOf(g.x.fresh, k))
 		}

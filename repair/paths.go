@@ -19,10 +19,12 @@ import (
 // (dryStore, noSend, no mirror of actions). The executor never asks which
 // one it has.
 type writePath struct {
-	st     store
-	pub    Publisher
-	post   sources.Poster
-	mirror *Mirror
+	st   store
+	pub  Publisher
+	post sources.Poster
+	// mirror receives the audit rows of actions that took effect (nil in a
+	// dry run); attempts the attempt rows (every apply's).
+	mirror, attempts *Mirror
 	// dryRun only labels the Result.
 	dryRun bool
 }
@@ -76,7 +78,7 @@ func (committing) close()                                    {}
 // undone before the final rollback. Attempts are recorded for real, as
 // dry_run.
 type dryStore struct {
-	inner  sources.Store
+	inner  dryBase
 	shared sources.Tx
 	// broken is the error that may have ended the shared transaction on
 	// the server. The executor never runs another statement after such an
@@ -85,6 +87,18 @@ type dryStore struct {
 	// transaction back and the connection is in autocommit, where every
 	// later write of the "dry" run would commit for real.
 	broken error
+}
+
+// dryBase is what a dry run may use of the real store: a transaction that
+// it never commits, the audit as it stands, the attempt row, the plan's
+// lock and the server's read-only flags. Do, TouchAudit and ClaimAudit,
+// which commit, are not in it: a dry run cannot reach them.
+type dryBase interface {
+	Begin(ctx context.Context) (sources.Tx, error)
+	AuditDone(ctx context.Context, table, planID string) ([]sources.AuditDone, error)
+	RecordAttempt(ctx context.Context, table string, a sources.Attempt) error
+	Lock(ctx context.Context, name string, wait time.Duration) (sources.Lock, error)
+	ReadOnly(ctx context.Context) ([]string, error)
 }
 
 // Do runs fn inside the shared transaction; it never commits.
@@ -190,24 +204,36 @@ type sharedTx struct{ sources.Tx }
 func (sharedTx) Commit() error   { return nil }
 func (sharedTx) Rollback() error { return nil }
 
-// noSend is the publisher and poster of a dry run: nothing is sent.
-type noSend struct{}
+// noSend is the publisher and poster of a dry run: nothing is sent; what
+// would have been is recorded (sent).
+type noSend struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (n *noSend) record(what string) {
+	n.mu.Lock()
+	n.sent = append(n.sent, what)
+	n.mu.Unlock()
+}
 
 // Publish sends nothing and reports the planned partition, offset -1.
-func (noSend) Publish(_ context.Context, _ string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
+func (n *noSend) Publish(_ context.Context, topic string, partition int32, _, _ []byte, _ map[string]string) (int32, int64, error) {
+	n.record(fmt.Sprintf("publish %s/%d", topic, partition))
 	return partition, -1, nil
 }
 
 // LogEnd reads nothing: a dry run's record is never looked up (-1).
-func (noSend) LogEnd(context.Context, string, int32) (int64, error) { return -1, nil }
+func (*noSend) LogEnd(context.Context, string, int32) (int64, error) { return -1, nil }
 
 // FindPublished finds nothing: a dry run sent nothing.
-func (noSend) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
+func (*noSend) FindPublished(context.Context, string, int32, int64, map[string]string) (int64, bool, error) {
 	return -1, false, nil
 }
 
 // Post sends nothing and answers as a downstream that accepted it.
-func (noSend) Post(_ context.Context, url string, _ []byte, _ map[string]string) sources.PostResult {
+func (n *noSend) Post(_ context.Context, url string, _ []byte, _ map[string]string) sources.PostResult {
+	n.record("POST " + sources.RedactURL(url))
 	return sources.PostResult{URL: sources.RedactURL(url), Answered: true, Status: 200, Detail: "dry run: not sent"}
 }
 

@@ -472,25 +472,7 @@ func TestSeed001DuplicateClosed(t *testing.T) {
 // before_image, then republishes with opctl-force-effect. Today's code
 // wrote PENDING and failed with "Error 1265 Data truncated".
 func TestSeed003ReopenByDelete(t *testing.T) {
-	pts := newJournal(t, "grants", "grant", "revoke", "order_id")
-	b, err := config.Preset("seed003")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.Replace(string(b), "honours_opctl_headers: false", "honours_opctl_headers: true", 1))
-	b = []byte(strings.Replace(string(b), "      reopen: delete             # the ENUM has no PENDING\n", "", 1))
-	path := t.TempDir() + "/seed003.yaml"
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := &seed003{tenv: newTenv(t, path, []string{td("schema", "seed003.sql")}, []string{"order-event"}, map[string]string{"OPCTL_POINTS_URL": pts.server.URL}), points: pts}
-	if s.cfg.Pipeline("orders").Idempotency.Reopen != "" {
-		t.Fatal("the test config still sets reopen")
-	}
-	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
-	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
-	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+	s, t0 := newSeed003Reopen(t)
 
 	p := s.mustPlan("orders", "8821", plans.Options{})
 	if len(p.Actions) != 2 || p.Actions[0].Type != plans.FlipSkipped || !p.Actions[0].Flip.Delete || p.Actions[1].Type != plans.Republish {
@@ -534,6 +516,46 @@ func TestSeed003ReopenByDelete(t *testing.T) {
 	}
 }
 
+// newSeed003Reopen is seed 003's incident (order 8821's PAID recorded
+// SKIPPED, its points lost) under a consumer that honours opctl's headers
+// and with the reopen left to the column's type: the plan deletes the
+// record and republishes. t0 is when the order was created.
+func newSeed003Reopen(t *testing.T) (*seed003, time.Time) {
+	t.Helper()
+	pts := newJournal(t, "grants", "grant", "revoke", "order_id")
+	b, err := config.Preset("seed003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "honours_opctl_headers: false", "honours_opctl_headers: true", 1))
+	b = []byte(strings.Replace(string(b), "      reopen: delete             # the ENUM has no PENDING\n", "", 1))
+	path := t.TempDir() + "/seed003.yaml"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &seed003{tenv: newTenv(t, path, []string{td("schema", "seed003.sql")}, []string{"order-event"}, map[string]string{"OPCTL_POINTS_URL": pts.server.URL}), points: pts}
+	if s.cfg.Pipeline("orders").Idempotency.Reopen != "" {
+		t.Fatal("the test config still sets reopen")
+	}
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+	return s, t0
+}
+
+// newSeed003Skipped is seed 003 as shipped (its consumer ignores opctl's
+// headers) with order 8821's incident.
+func newSeed003Skipped(t *testing.T) *seed003 {
+	t.Helper()
+	s := newSeed003(t)
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
+	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
+	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+	return s
+}
+
 // Seed 003's incident repaired on its own schema: its consumer ignores
 // opctl's headers (its skip is its own code), so the plan redrives the
 // points grant at the points service (the step's redrive POST, with an
@@ -541,11 +563,7 @@ func TestSeed003ReopenByDelete(t *testing.T) {
 // A dry run sends nothing; after apply, where reads COMPLETE; applying
 // again sends nothing twice.
 func TestSeed003Redrive(t *testing.T) {
-	s := newSeed003(t)
-	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	s.order(8821, "SHIPPED", t0, t0.Add(2*time.Second))
-	s.event(8821, "msg-7391", "PAID", "SKIPPED", t0.Add(time.Second), true)
-	s.event(8821, "msg-7392", "SHIPPED", "DONE", t0.Add(2*time.Second), true)
+	s := newSeed003Skipped(t)
 
 	p := s.mustPlan("orders", "8821", plans.Options{})
 	if len(p.Actions) != 1 || p.Actions[0].Type != plans.Redrive || p.Actions[0].Redrive.ProbeCount == nil || *p.Actions[0].Redrive.ProbeCount != 0 {

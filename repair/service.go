@@ -1,11 +1,12 @@
-// Package repair is opctl's one way to find and triage an operation and to
-// repair it (Service): cmd and the lab call it, and so will the console
-// and the runbooks. It triages exactly as `opctl where` does, builds plans
-// with the pure planner of repair/plans, and applies them with the
-// executor (Applier) over a sources.Store: one transaction per action with
-// its guards re-read under SELECT ... FOR UPDATE and its audit row; a dry
-// run is a decorator of that store plus a publisher and a poster that send
-// nothing, chosen once (docs/repair.md).
+// Package repair is opctl's write side (Service): it builds plans with the
+// pure planner of repair/plans from an operation the read side
+// (inspect/triage) triaged, and applies them with the executor (Applier)
+// over a sources.Store: one transaction per action with its guards re-read
+// under SELECT ... FOR UPDATE and its audit row; a dry run is a decorator
+// of that store plus a publisher and a poster that send nothing, chosen
+// once (docs/repair.md). cmd, the console, the runbooks and the lab call
+// it. It links no driver: its fields are interfaces that cmd's Factory
+// fills with the clients of sources/connect.
 package repair
 
 import (
@@ -19,15 +20,14 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // Kafka is what repairs need from Kafka (sources/kafka.Reader): partition
@@ -49,10 +49,12 @@ type AuditReader interface {
 	PlanBody(ctx context.Context, auditTable, planID string) (body json.RawMessage, id string, found bool, err error)
 }
 
-// Service triages operations and repairs them. Its fields are interfaces so
-// that a test can run it on fakes; NewService wires the real clients.
+// Service plans and applies repairs. Its fields are interfaces so that a
+// test can run it on fakes; cmd's Factory wires the real clients.
 type Service struct {
-	Config    *config.Config
+	Config *config.Config
+	// Triage is the read side: a plan of an id starts with its triage.
+	Triage    *triage.Service
 	Collector *sources.Collector
 	// Kafka is nil when no broker is configured: a republish and
 	// release_lease are then refused, everything else works.
@@ -74,28 +76,9 @@ type Service struct {
 	// Timeout is --timeout: it bounds each send and call of an apply and
 	// the wait for a plan's lock (0: sources.DefaultTimeout).
 	Timeout time.Duration
-	// NextFlags go after the "opctl" of every next command Where returns
-	// (inspect.WithFlags): the global flags of the command line that asked,
-	// so that each line runs as printed (docs/README.md#next-commands).
-	NextFlags string
-
-	mu     sync.Mutex
-	mirror *Mirror
-	mfile  *os.File
-}
-
-// NewService wires a Service on the clients of one configuration.
-func NewService(c *connect.Clients) *Service {
-	s := &Service{Config: c.Config, Collector: c.Collector, Prober: c.Prober, Poster: c.Prober, AuditLog: c.Reader, Timeout: c.Timeout,
-		Store:    func() (sources.Store, error) { return c.Writer() },
-		StoreFor: func(p *config.Pipeline) (sources.Store, error) { return c.WriterFor(p) }}
-	for _, r := range c.Readers()[1:] {
-		s.MoreAudit = append(s.MoreAudit, r)
-	}
-	if c.Kafka != nil {
-		s.Kafka = c.Kafka
-	}
-	return s
+	mu      sync.Mutex
+	mirror  *Mirror
+	mfile   *os.File
 }
 
 // Close closes the audit mirror file, if one was opened.
@@ -108,97 +91,6 @@ func (s *Service) Close() error {
 	err := s.mfile.Close()
 	s.mfile, s.mirror = nil, nil
 	return err
-}
-
-// Operation is one operation in one pipeline, as read and diagnosed.
-type Operation struct {
-	Pipeline *config.Pipeline
-	Evidence sources.Evidence
-	Report   inspect.Report
-}
-
-// Triage is one id triaged in the pipelines asked for.
-type Triage struct {
-	BizID string
-	// Pipeline is the pipeline asked for ("": every configured pipeline).
-	Pipeline string
-	// Ops has one operation per pipeline triaged, in configuration order.
-	Ops []Operation
-	// Names are every configured pipeline's name (a NOT_FOUND summary
-	// lists them).
-	Names []string
-}
-
-// Triage reads and diagnoses bizID in pipeline (every pipeline when
-// empty), the pipelines concurrently, each exactly once. It fails only on
-// a bad id or pipeline and when MySQL cannot be reached at all (a
-// *sources.ConnError); every other failure is in the reports, marked
-// partial.
-func (s *Service) Triage(ctx context.Context, bizID, pipeline string) (*Triage, error) {
-	if err := sources.ValidateBizID(bizID); err != nil {
-		return nil, err
-	}
-	ps, err := s.Config.Select(pipeline)
-	if err != nil {
-		return nil, err
-	}
-	t := &Triage{BizID: bizID, Pipeline: pipeline, Ops: make([]Operation, len(ps)), Names: s.Config.PipelineNames()}
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() {
-			ev, err := s.Collector.Collect(ctx, p, bizID)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			t.Ops[i] = Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the same server for every pipeline: one message
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// Where triages bizID as `opctl where` shows it: Triage, then each
-// verdict that calls for a plan gets the NEXT the planner makes of it
-// (next). Repairs call Triage: they make the plan itself, not its NEXT.
-func (s *Service) Where(ctx context.Context, bizID, pipeline string) (*Triage, error) {
-	t, err := s.Triage(ctx, bizID, pipeline)
-	if err != nil {
-		return nil, err
-	}
-	var wg sync.WaitGroup
-	for i := range t.Ops {
-		wg.Go(func() { s.next(ctx, &t.Ops[i]) })
-	}
-	wg.Wait()
-	for i := range t.Ops {
-		for j, n := range t.Ops[i].Report.Verdict.Next {
-			t.Ops[i].Report.Verdict.Next[j] = inspect.WithFlags(n, s.NextFlags)
-		}
-	}
-	return t, nil
-}
-
-// next replaces the NEXT of a verdict that calls for a plan with what the
-// planner makes of the operation (plans.Next): a line that would need
-// --attest says so, one the planner would refuse becomes `where` again
-// with its reason. It reads the redrive topic's partition count, as a plan
-// would.
-func (s *Service) next(ctx context.Context, op *Operation) {
-	if len(plans.CalledFor(op.Report.Verdict.Code)) == 0 || op.Report.Verdict.Code == inspect.InFlight {
-		return
-	}
-	parts := redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
-	op.Report.Verdict.Next = plans.Next(plans.Input{Config: s.Config, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: parts})
 }
 
 // StoredPlan reads a plan from the audit by its id (or a prefix of at
@@ -228,62 +120,10 @@ func (s *Service) StoredPlan(ctx context.Context, id string) (*plans.Plan, error
 	return p, nil
 }
 
-// Reports are the reports `opctl where` shows: with --pipeline or a single
-// pipeline, that report; otherwise those of the pipelines that know the
-// id, or, when none does, one NOT_FOUND report for all of them.
-func (t *Triage) Reports() []inspect.Report {
-	out := make([]inspect.Report, 0, len(t.Ops))
-	for _, op := range t.Ops {
-		out = append(out, op.Report)
-	}
-	if t.Pipeline != "" || len(out) <= 1 {
-		return out
-	}
-	var known []inspect.Report
-	for _, r := range out {
-		if r.Verdict.Code != inspect.NotFound {
-			known = append(known, r)
-		}
-	}
-	if len(known) > 0 {
-		return known
-	}
-	nf := out[0]
-	nf.Pipeline = ""
-	nf.Steps = []inspect.StepView{}
-	nf.Kafka = inspect.KafkaView{Redelivery: inspect.RedeliveryUnknown, Located: sources.LocatedUnknown}
-	nf.Verdict.Summary = fmt.Sprintf("%s is not known to any pipeline (%s)", t.BizID, strings.Join(t.Names, ", "))
-	return []inspect.Report{nf}
-}
-
-// One is the operation a repair acts on: the one pipeline that knows the
-// id (with --pipeline, that pipeline whatever it knows). None is a
-// *plans.NotFoundError (exit 4); several are an *plans.InputError asking
-// for --pipeline (exit 2).
-func (t *Triage) One() (*Operation, error) {
-	var known []int
-	for i, op := range t.Ops {
-		if t.Pipeline != "" || op.Report.Verdict.Code != inspect.NotFound {
-			known = append(known, i)
-		}
-	}
-	switch len(known) {
-	case 0:
-		return nil, &plans.NotFoundError{BizID: t.BizID, Pipelines: t.Names}
-	case 1:
-		return &t.Ops[known[0]], nil
-	}
-	names := make([]string, len(known))
-	for i, k := range known {
-		names[i] = t.Ops[k].Pipeline.Name
-	}
-	return nil, &plans.InputError{Msg: fmt.Sprintf("%s is known to pipelines %s: pass --pipeline", t.BizID, strings.Join(names, ", "))}
-}
-
-// Plan builds the plan of an operation triaged by Triage (it does not read
-// or diagnose it again), reading the redrive topic's partition count when
-// Kafka answered. Errors: those of plans.Build.
-func (s *Service) Plan(ctx context.Context, op *Operation, o plans.Options) (*plans.Plan, error) {
+// Plan builds the plan of an operation the read side triaged (it does not
+// read or diagnose it again), reading the redrive topic's partition count
+// when Kafka answered. Errors: those of plans.Build.
+func (s *Service) Plan(ctx context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error) {
 	parts := redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
 	s.Collector.ReadActionColumn(ctx, &op.Evidence)
 	if o.Now.IsZero() && s.Now != nil {
@@ -293,29 +133,19 @@ func (s *Service) Plan(ctx context.Context, op *Operation, o plans.Options) (*pl
 }
 
 // PartitionCounter reads a topic's partition count (sources/kafka.Reader).
-type PartitionCounter interface {
-	PartitionCount(ctx context.Context, topic string) (int32, error)
-}
+type PartitionCounter = triage.PartitionCounter
 
-// redrivePartitions is the partition count of the pipeline's redrive topic
-// a plan is built with and the stale check compares: read when Kafka
-// answered the operation's read, else 0 (unknown).
+// redrivePartitions is triage.RedrivePartitions: the partition count of
+// the pipeline's redrive topic, 0 when unknown.
 func redrivePartitions(ctx context.Context, k PartitionCounter, p *config.Pipeline, ev sources.Evidence) int32 {
-	if k == nil || ev.Sources["kafka"] != sources.StatusOK {
-		return 0
-	}
-	n, err := k.PartitionCount(ctx, p.EffectiveRedriveTopic())
-	if err != nil {
-		return 0
-	}
-	return n
+	return triage.RedrivePartitions(ctx, k, p, ev)
 }
 
 // PlanID triages bizID and builds its plan: `opctl repair plan <biz_id>`.
 // The operation is returned with every outcome but a failed triage, so that
 // a caller can say why there is no plan.
-func (s *Service) PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *Operation, error) {
-	t, err := s.Triage(ctx, bizID, pipeline)
+func (s *Service) PlanID(ctx context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *triage.Operation, error) {
+	t, err := s.Triage.Triage(ctx, bizID, pipeline)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -453,7 +283,7 @@ func (s *Service) planTarget(ctx context.Context, b *Batch, line int, tg inspect
 	skip := func(p string, v inspect.Code, err error) {
 		b.Skipped = append(b.Skipped, Skip{Line: line, BizID: tg.BizID, Pipeline: p, Verdict: v, Why: err.Error()})
 	}
-	t, err := s.Triage(ctx, tg.BizID, pipeline)
+	t, err := s.Triage.Triage(ctx, tg.BizID, pipeline)
 	if stop := stopsBatch(ctx, err); stop != nil {
 		return stop
 	}

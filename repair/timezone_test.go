@@ -32,7 +32,7 @@ func (e *tenv) withConfig(change func(c *tenv)) *tenv {
 	}
 	e.t.Cleanup(func() { cl.Close() })
 	cl.Collector.Prober = probe.New(2 * time.Second)
-	c.cl, c.svc = cl, NewService(cl)
+	c.cl, c.svc = cl, newService(cl)
 	c.svc.Prober, c.svc.Poster = probe.New(2*time.Second), probe.New(2*time.Second)
 	return c
 }

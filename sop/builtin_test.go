@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sop"
@@ -24,7 +25,7 @@ func skipEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	ts, _ := time.Parse("2006-01-02 15:04:05", created)
-	part, off := e.produce("order-event", "8821", "m-7391", ts)
+	part, off := e.k.ProduceOp(t, "order-event", "8821", "m-7391", ts, e.parts, false)
 	e.k.Commit(t, "order-consumer", "order-event", part, off+1)
 	return e
 }
@@ -50,7 +51,7 @@ func halfRepaired(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	svc := repair.NewService(cl)
+	svc := cmd.NewRepairService(cl, cl.Triage())
 	p, _, err := svc.PlanID(context.Background(), "8821", "orders", plans.Options{Reason: "INC-1", Operator: "tester"})
 	if err != nil {
 		t.Fatal(err)

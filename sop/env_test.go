@@ -15,9 +15,7 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
-	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sop"
-	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 	"github.com/opctl-dev/opctl/sources/schema"
@@ -75,26 +73,7 @@ func settlementEnv(t *testing.T) *env {
 // committed.
 func (e *env) anchor(biz string, committed bool) {
 	e.t.Helper()
-	var ts time.Time
-	var msgID string
-	if err := e.db.SQL.QueryRow("SELECT created_at, msg_id FROM biz_operation WHERE biz_id = ?", biz).Scan(&ts, &msgID); err != nil {
-		e.t.Fatal(err)
-	}
-	p, off := e.produce("settlement-event", biz, msgID, ts)
-	e.db.Exec(e.t, "UPDATE biz_operation SET src_partition = ?, src_offset = ? WHERE biz_id = ?", p, off, biz)
-	if committed {
-		e.k.Commit(e.t, "settlement-consumer", "settlement-event", p, off+1)
-	}
-}
-
-func (e *env) produce(topic, key, msgID string, ts time.Time) (int32, int64) {
-	e.t.Helper()
-	p, err := sources.PartitionFor("murmur2", []byte(key), e.parts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	off := e.k.Produce(e.t, topic, p, key, fmt.Sprintf(`{"biz_id":%q,"msg_id":%q}`, key, msgID), map[string]string{"msg_id": msgID}, ts)
-	return p, off
+	testenv.AnchorSettlement(e.t, e.db, e.k, e.parts, biz, committed, false)
 }
 
 // opctl runs an opctl command line against the env's config and returns
@@ -140,9 +119,9 @@ func (e *env) runner() *sop.Runner {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { cl.Close() })
-	svc := repair.NewService(cl)
+	svc := cmd.NewRepairService(cl, cl.Triage())
 	d := reconcile.Deps{DB: cl.Reader, Collector: cl.Collector}
-	return &sop.Runner{Service: svc, Config: e.cfg, Records: sop.Records{Dir: e.runs}, Lock: svc.Lock,
+	return &sop.Runner{Triage: svc.Triage, Service: svc, Config: e.cfg, Records: sop.Records{Dir: e.runs}, Lock: svc.Lock,
 		Reconcile: func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return reconcile.Run(ctx, d, o, emit)
 		}}

@@ -27,7 +27,7 @@ func strandedEnv(t *testing.T, n int) *env {
 	high := map[int32]int64{}
 	for i := range n {
 		biz, msg := fmt.Sprintf("M-%03d", i), fmt.Sprintf("m-m%03d", i)
-		p, off := e.produce("settlement-event", biz, msg, created)
+		p, off := e.k.ProduceOp(t, "settlement-event", biz, msg, created, e.parts, false)
 		e.db.Exec(t, "INSERT INTO biz_operation (biz_id, status, version, msg_id, src_partition, src_offset, created_at, updated_at) VALUES (?, 'LEDGER_DONE', 3, ?, ?, ?, NOW(3) - INTERVAL 10 MINUTE, NOW(3) - INTERVAL 9 MINUTE)", biz, msg, p, off)
 		e.db.Exec(t, "INSERT INTO balance_journal (biz_id, account_id, delta, kind, created_at) VALUES (?, ?, -10.00, 'DEBIT', NOW(3) - INTERVAL 10 MINUTE)", biz, 5000+i)
 		e.db.Exec(t, "INSERT INTO ledger_entry (biz_order_id, direction, amount, created_at) VALUES (?, 'OUT', 10.00, NOW(3) - INTERVAL 10 MINUTE)", biz)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -46,7 +47,7 @@ func (m *massService) reconcile(_ context.Context, _ reconcile.Options, emit fun
 	return &reconcile.Summary{Targets: int64(m.n)}, nil
 }
 
-func (m *massService) Triage(_ context.Context, biz, _ string) (*repair.Triage, error) {
+func (m *massService) Triage(_ context.Context, biz, _ string) (*triage.Result, error) {
 	v := inspect.WillRedeliver
 	if m.broken[biz] {
 		v = inspect.Stranded
@@ -57,7 +58,7 @@ func (m *massService) Triage(_ context.Context, biz, _ string) (*repair.Triage, 
 	if _, err := fmt.Sscanf(biz, "M-%d", &i); err == nil && m.partial > 0 && i%m.partial == 0 {
 		r.Partial, r.Sources["kafka"] = true, "unreachable"
 	}
-	return &repair.Triage{BizID: biz, Ops: []repair.Operation{{Pipeline: &config.Pipeline{Name: "settlement"}, Report: r}}}, nil
+	return &triage.Result{BizID: biz, Ops: []triage.Operation{{Pipeline: &config.Pipeline{Name: "settlement"}, Report: r}}}, nil
 }
 
 // TestMassVerifySaysPartial: a verify over several operations says how
@@ -70,7 +71,7 @@ func TestMassVerifySaysPartial(t *testing.T) {
 	}
 	rb, _ := lib.Get("mass-redelivery")
 	svc := &massService{n: 40, applied: map[string]int{}, broken: map[string]bool{}, partial: 4}
-	r := &Runner{Service: svc, Reconcile: svc.reconcile, Config: &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}, Records: Records{Dir: t.TempDir()}}
+	r := &Runner{Triage: svc, Service: svc, Reconcile: svc.reconcile, Config: &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}, Records: Records{Dir: t.TempDir()}}
 	evs := map[string]Event{}
 	sum, err := r.Start(context.Background(), rb, Options{Pipeline: "settlement", Yes: true, Plan: plans.Options{Reason: "INC-9"},
 		Emit: func(ev Event) error { evs[ev.Step] = ev; return nil }})
@@ -86,7 +87,7 @@ func TestMassVerifySaysPartial(t *testing.T) {
 	}
 }
 
-func (m *massService) Plan(context.Context, *repair.Operation, plans.Options) (*plans.Plan, error) {
+func (m *massService) Plan(context.Context, *triage.Operation, plans.Options) (*plans.Plan, error) {
 	return nil, errors.New("a mass run plans its targets")
 }
 
@@ -179,7 +180,7 @@ func massRun(t testing.TB, n int) (runs string, first *Summary, svc *massService
 	rb, _ := lib.Get("mass-redelivery")
 	svc = &massService{n: n, applied: map[string]int{}, broken: map[string]bool{}}
 	runs = t.TempDir()
-	r := &Runner{Service: svc, Reconcile: svc.reconcile, Config: &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}, Records: Records{Dir: runs}}
+	r := &Runner{Triage: svc, Service: svc, Reconcile: svc.reconcile, Config: &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}, Records: Records{Dir: runs}}
 	o := Options{Pipeline: "settlement", Operator: "tester", Yes: true, Plan: plans.Options{Reason: "INC-9", Operator: "tester"},
 		Emit: func(ev Event) error {
 			if ev.Step == "stage-10" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -21,12 +22,16 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
+// Triager is what a run reads with (*triage.Service): the triage of
+// `opctl where`.
+type Triager interface {
+	Triage(ctx context.Context, bizID, pipeline string) (*triage.Result, error)
+}
+
 // Service is what a run needs of the repair service (*repair.Service):
-// the same triage, planning and apply `opctl where` and `opctl repair`
-// use.
+// the same planning and apply `opctl repair` uses.
 type Service interface {
-	Triage(ctx context.Context, bizID, pipeline string) (*repair.Triage, error)
-	Plan(ctx context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error)
+	Plan(ctx context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error)
 	PlanTargets(ctx context.Context, r io.Reader, name, pipeline string, o plans.Options) (*repair.Batch, error)
 	Apply(ctx context.Context, plan *plans.Plan, o repair.ApplyOptions) (*repair.Result, error)
 	StoredPlan(ctx context.Context, id string) (*plans.Plan, error)
@@ -123,6 +128,7 @@ type Options struct {
 
 // Runner runs runbooks.
 type Runner struct {
+	Triage    Triager
 	Service   Service
 	Reconcile ReconcileFunc
 	Config    *config.Config
@@ -292,8 +298,8 @@ func (r *Runner) Resume(ctx context.Context, lib *Library, id string, o Options)
 // RunbookFor triages bizID and returns the runbook for its current
 // verdict (Library.For), or nil with the operation when no runbook is for
 // it (`opctl sop run` without a name).
-func (r *Runner) RunbookFor(ctx context.Context, lib *Library, bizID, pipeline string) (*Runbook, *repair.Operation, error) {
-	t, err := r.Service.Triage(ctx, bizID, pipeline)
+func (r *Runner) RunbookFor(ctx context.Context, lib *Library, bizID, pipeline string) (*Runbook, *triage.Operation, error) {
+	t, err := r.Triage.Triage(ctx, bizID, pipeline)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -480,13 +486,13 @@ func (x *exec) triage(ctx context.Context, ts []Target, expect []inspect.Code) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		tr, err := x.r.Service.Triage(ctx, t.BizID, t.Pipeline)
+		tr, err := x.r.Triage.Triage(ctx, t.BizID, t.Pipeline)
 		if err != nil {
 			return err
 		}
 		op, err := tr.One()
 		if err != nil {
-			var nf *plans.NotFoundError
+			var nf *inspect.NotFoundError
 			if errors.As(err, &nf) {
 				x.ev.Verdict = inspect.NotFound
 				if len(expect) > 0 && !slices.Contains(expect, inspect.NotFound) {
@@ -588,7 +594,7 @@ func (x *exec) plan(ctx context.Context) error {
 	if x.o.BizID == "" {
 		return x.planTargets(ctx)
 	}
-	tr, err := x.r.Service.Triage(ctx, x.o.BizID, x.o.Pipeline)
+	tr, err := x.r.Triage.Triage(ctx, x.o.BizID, x.o.Pipeline)
 	if err != nil {
 		return err
 	}

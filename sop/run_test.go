@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -21,14 +22,14 @@ type scripted struct {
 	n        int
 }
 
-func (s *scripted) Triage(_ context.Context, biz, _ string) (*repair.Triage, error) {
+func (s *scripted) Triage(_ context.Context, biz, _ string) (*triage.Result, error) {
 	v := s.verdicts[min(s.n, len(s.verdicts)-1)]
 	s.n++
 	r := inspect.Report{BizID: biz, Pipeline: "p", Verdict: inspect.Verdict{Code: v, Summary: "scripted"}}
-	return &repair.Triage{BizID: biz, Ops: []repair.Operation{{Pipeline: &config.Pipeline{Name: "p"}, Report: r}}}, nil
+	return &triage.Result{BizID: biz, Ops: []triage.Operation{{Pipeline: &config.Pipeline{Name: "p"}, Report: r}}}, nil
 }
 
-func (s *scripted) Plan(context.Context, *repair.Operation, plans.Options) (*plans.Plan, error) {
+func (s *scripted) Plan(context.Context, *triage.Operation, plans.Options) (*plans.Plan, error) {
 	return nil, errors.New("no plan in this test")
 }
 
@@ -69,7 +70,7 @@ func TestWaitProbeNote(t *testing.T) {
 				t.Fatal(err)
 			}
 			svc := &scripted{verdicts: c.verdicts}
-			r := &Runner{Service: svc, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
+			r := &Runner{Triage: svc, Service: svc, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
 			var evs []Event
 			sum, _ := r.Start(context.Background(), rb, Options{BizID: "o-1", PollEvery: 10 * time.Millisecond, Emit: func(ev Event) error { evs = append(evs, ev); return nil }})
 			if sum == nil || sum.Outcome != c.outcome || len(evs) == 0 || !strings.Contains(evs[len(evs)-1].Detail, c.last) {
@@ -89,7 +90,8 @@ func TestWaitInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{Service: &scripted{verdicts: []inspect.Code{inspect.Complete}}, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
+	sc := &scripted{verdicts: []inspect.Code{inspect.Complete}}
+	r := &Runner{Triage: sc, Service: sc, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
 	sum, err := r.Start(ctx, rb, Options{BizID: "o-1", Emit: func(ev Event) error {
 		if ev.Type == StepNote {
 			time.AfterFunc(20*time.Millisecond, cancel)
@@ -118,7 +120,7 @@ func TestResumeAfterAStop(t *testing.T) {
 	}
 	lib := &Library{Runbooks: []*Runbook{rb}}
 	svc := &scripted{verdicts: []inspect.Code{inspect.Stranded, inspect.Stranded, inspect.Complete}}
-	r := &Runner{Service: svc, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
+	r := &Runner{Triage: svc, Service: svc, Config: &config.Config{}, Records: Records{Dir: t.TempDir()}}
 	sum, err := r.Start(context.Background(), rb, Options{BizID: "o-1"})
 	var stop *StopError
 	if !errors.As(err, &stop) || sum.StoppedAt != "2-verify" || sum.Done != 1 {

@@ -9,21 +9,17 @@ package sop
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
-
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/config/yamlfile"
 )
 
 // StepType is what a step does (docs/runbooks.md "Step types").
@@ -206,25 +202,16 @@ func Parse(name string, data []byte) (rb *Runbook, err error) {
 	case len(bytes.TrimSpace(data)) == 0:
 		return nil, ErrorList{{File: name, Msg: "the file is empty"}}
 	}
-	if line, why := config.Prescan(data); line > 0 {
-		return nil, ErrorList{{File: name, Line: line, Msg: "the file " + why + " here; is this a runbook?"}}
-	}
-	f, perr := parser.ParseBytes(data, 0)
+	body, perr := yamlfile.Parse(data)
 	if perr != nil {
-		return nil, ErrorList{p.yamlError(perr)}
-	}
-	var body ast.Node
-	for _, d := range f.Docs {
-		if d == nil || d.Body == nil {
-			continue
+		e := &Error{File: name, Line: perr.Line, Msg: perr.Msg}
+		switch perr.Kind {
+		case yamlfile.TooDeep, yamlfile.TooWide:
+			e.Msg = "the file " + perr.Msg + " here; is this a runbook?"
+		case yamlfile.SecondDocument:
+			e.Msg = "a second YAML document (---): keep one runbook per file"
 		}
-		if _, ok := d.Body.(*ast.CommentGroupNode); ok {
-			continue
-		}
-		if body != nil {
-			return nil, ErrorList{{File: name, Line: line(d.Body), Msg: "a second YAML document (---): keep one runbook per file"}}
-		}
-		body = d.Body
+		return nil, ErrorList{e}
 	}
 	if body == nil {
 		return nil, ErrorList{{File: name, Msg: "the file holds no runbook (only comments)"}}
@@ -243,79 +230,60 @@ type parse struct {
 	errs ErrorList
 }
 
-func (p *parse) errorf(n ast.Node, format string, args ...any) {
+func (p *parse) errorf(n *yamlfile.Node, format string, args ...any) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line(n), Msg: fmt.Sprintf(format, args...)})
 }
 
-// yamlError is a syntax error of the YAML library with its line.
-func (p *parse) yamlError(err error) *Error {
-	var ye yaml.Error
-	if errors.As(err, &ye) {
-		l := 0
-		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-			l = tk.Position.Line
-		}
-		return &Error{File: p.file, Line: l, Msg: ye.GetMessage()}
-	}
-	return &Error{File: p.file, Msg: err.Error()}
-}
-
-func line(n ast.Node) int {
+func line(n *yamlfile.Node) int {
 	if n == nil {
 		return 0
 	}
-	if tk := n.GetToken(); tk != nil && tk.Position != nil {
-		return tk.Position.Line
-	}
-	return 0
+	return n.Line
 }
 
 // field is one key: value of a mapping, with the key's node for its line.
 type field struct {
 	key string
-	kn  ast.Node
-	val ast.Node
+	kn  *yamlfile.Node
+	val *yamlfile.Node
 }
 
 // mapping reads a mapping's keys, reporting unknown ones (with a
 // suggestion) and repeated ones; allowed are the keys that may appear.
 // what names the mapping in messages.
-func (p *parse) mapping(n ast.Node, what string, known []string, allowed func(string) (bool, string)) map[string]*field {
-	m, ok := n.(*ast.MappingNode)
-	if !ok {
-		if mv, ok1 := n.(*ast.MappingValueNode); ok1 {
-			m = &ast.MappingNode{Values: []*ast.MappingValueNode{mv}}
-			ok = true
-		}
-	}
-	if !ok {
+func (p *parse) mapping(n *yamlfile.Node, what string, known []string, allowed func(string) (bool, string)) map[string]*field {
+	if n == nil || n.Kind != yamlfile.MappingNode || n.Anchor != "" || yamlfile.Tagged(n) {
 		p.errorf(n, "%s must be a mapping of keys (%s), not %s", what, strings.Join(known, ", "), kind(n))
 		return nil
 	}
+	entries, bad := yamlfile.Entries(n)
+	for _, kn := range bad {
+		p.errorf(kn, "%s: a key must be a plain name", what)
+	}
 	out := map[string]*field{}
-	for _, mv := range m.Values {
-		k, ok := scalar(mv.Key)
-		if !ok {
-			p.errorf(mv.Key, "%s: a key must be a plain name", what)
+	for _, e := range entries {
+		if _, ok := scalar(e.KeyNode); !ok || yamlfile.IsMerge(e.KeyNode) {
+			p.errorf(e.KeyNode, "%s: a key must be a plain name", what)
 			continue
 		}
-		if prev, dup := out[k]; dup {
-			p.errorf(mv.Key, "%s: key %q repeated (first at line %d)", what, k, line(prev.kn))
+		k := e.Key
+		if first := e.Repeated(); first != nil {
+			p.errorf(e.KeyNode, "mapping key %q already defined at [%d:%d]", k, first.Line, first.Column)
 			continue
 		}
 		if ok, why := allowed(k); !ok {
 			if why == "" {
-				why = fmt.Sprintf("%s: unknown key %q%s", what, k, config.DidYouMean(k, known))
+				why = fmt.Sprintf("%s: unknown key %q%s", what, k, yamlfile.DidYouMean(k, known))
 			}
-			p.errorf(mv.Key, "%s", why)
+			p.errorf(e.KeyNode, "%s", why)
 			continue
 		}
-		out[k] = &field{key: k, kn: mv.Key, val: mv.Value}
+		out[k] = &field{key: k, kn: e.KeyNode, val: e.Value}
 	}
 	return out
 }
 
-func (p *parse) runbook(n ast.Node) *Runbook {
+func (p *parse) runbook(n *yamlfile.Node) *Runbook {
 	rb := &Runbook{}
 	fs := p.mapping(n, "the runbook", runbookKeys, func(k string) (bool, string) {
 		for _, x := range runbookKeys {
@@ -354,21 +322,21 @@ func (p *parse) runbook(n ast.Node) *Runbook {
 	}
 	if f := req("verdicts"); f != nil {
 		rb.Verdicts = p.verdicts(f)
-		if seq, ok := f.val.(*ast.SequenceNode); f.val == nil || (ok && len(seq.Values) == 0) {
+		if f.val == nil || f.val.Kind == yamlfile.SequenceNode && len(f.val.Content) == 0 {
 			p.errorf(f.val, "verdicts: list at least one verdict the runbook is for")
 		}
 	}
 	if f := req("steps"); f != nil {
-		seq, ok := f.val.(*ast.SequenceNode)
+		seq := f.val
 		switch {
-		case !ok:
+		case seq.Kind != yamlfile.SequenceNode || seq.Anchor != "" || yamlfile.Tagged(seq):
 			p.errorf(valOr(f), "steps must be a list of steps, not %s", kind(f.val))
-		case len(seq.Values) == 0:
+		case len(seq.Content) == 0:
 			p.errorf(f.val, "steps: the list is empty")
-		case len(seq.Values) > maxSteps:
-			p.errorf(f.val, "steps: %d steps; a runbook has at most %d", len(seq.Values), maxSteps)
+		case len(seq.Content) > maxSteps:
+			p.errorf(f.val, "steps: %d steps; a runbook has at most %d", len(seq.Content), maxSteps)
 		default:
-			for i, sn := range seq.Values {
+			for i, sn := range seq.Content {
 				rb.Steps = append(rb.Steps, p.step(i+1, sn))
 			}
 		}
@@ -411,14 +379,14 @@ func (p *parse) order(rb *Runbook) {
 	}
 }
 
-func (p *parse) step(index int, n ast.Node) Step {
+func (p *parse) step(index int, n *yamlfile.Node) Step {
 	s := Step{Line: line(n), Name: strconv.Itoa(index)}
 	// The type decides which keys apply: read it first.
 	var typ StepType
-	if m, ok := n.(*ast.MappingNode); ok {
-		for _, mv := range m.Values {
-			if k, _ := scalar(mv.Key); k == "type" {
-				v, _ := scalar(mv.Value)
+	if n.Kind == yamlfile.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k, _ := scalar(n.Content[i]); k == "type" {
+				v, _ := scalar(n.Content[i+1])
 				typ = StepType(v)
 			}
 		}
@@ -459,7 +427,7 @@ func (p *parse) step(index int, n ast.Node) Step {
 		p.errorf(n, "%s: missing field \"type\" (one of %s)", what, typeNames())
 	case !known:
 		v := p.str(tf)
-		p.errorf(tf.val, "%s: unknown step type %q%s; want one of %s", what, v, config.DidYouMean(v, typeNames0()), typeNames())
+		p.errorf(tf.val, "%s: unknown step type %q%s; want one of %s", what, v, yamlfile.DidYouMean(v, typeNames0()), typeNames())
 	default:
 		s.Type = typ
 	}
@@ -501,7 +469,7 @@ func (p *parse) step(index int, n ast.Node) Step {
 	if f := fs["checks"]; f != nil {
 		for _, c := range p.list(f) {
 			if !reconcile.IsCheck(c.v) {
-				p.errorf(c.n, "%s: unknown reconcile check %q%s; want %s", what, c.v, config.DidYouMean(c.v, reconcile.Checks()), strings.Join(reconcile.Checks(), ", "))
+				p.errorf(c.n, "%s: unknown reconcile check %q%s; want %s", what, c.v, yamlfile.DidYouMean(c.v, reconcile.Checks()), strings.Join(reconcile.Checks(), ", "))
 				continue
 			}
 			s.Checks = append(s.Checks, c.v)
@@ -532,15 +500,15 @@ func (p *parse) step(index int, n ast.Node) Step {
 
 type item struct {
 	v string
-	n ast.Node
+	n *yamlfile.Node
 }
 
 // list reads a list of scalars (a lone scalar is a list of one).
 func (p *parse) list(f *field) []item {
-	switch v := f.val.(type) {
-	case *ast.SequenceNode:
+	switch v := f.val; {
+	case v.Kind == yamlfile.SequenceNode && v.Anchor == "" && !yamlfile.Tagged(v):
 		var out []item
-		for _, e := range v.Values {
+		for _, e := range v.Content {
 			s, ok := scalar(e)
 			if !ok {
 				p.errorf(e, "%s: want a list of plain values, found %s", f.key, kind(e))
@@ -564,7 +532,7 @@ func (p *parse) verdicts(f *field) []inspect.Code {
 	for _, it := range p.list(f) {
 		c := inspect.Code(it.v)
 		if !inspect.IsVerdict(c) {
-			p.errorf(it.n, "%s: unknown verdict %q%s; see opctl explain", f.key, it.v, config.DidYouMean(it.v, verdictNames()))
+			p.errorf(it.n, "%s: unknown verdict %q%s; see opctl explain", f.key, it.v, yamlfile.DidYouMean(it.v, verdictNames()))
 			continue
 		}
 		out = append(out, c)
@@ -590,7 +558,7 @@ func (p *parse) str(f *field) string {
 	return s
 }
 
-func valOr(f *field) ast.Node {
+func valOr(f *field) *yamlfile.Node {
 	if f.val != nil && line(f.val) > 0 {
 		return f.val
 	}
@@ -599,37 +567,30 @@ func valOr(f *field) ast.Node {
 
 // scalar is a plain value's text; false for a mapping, a list, an alias,
 // an anchor or a tag (runbooks use none).
-func scalar(n ast.Node) (string, bool) {
-	switch v := n.(type) {
-	case *ast.StringNode:
-		return v.Value, true
-	case *ast.LiteralNode:
-		if v.Value == nil {
-			return "", true
-		}
-		return v.Value.Value, true
-	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
-		return n.GetToken().Value, true
-	case *ast.NullNode:
+func scalar(n *yamlfile.Node) (string, bool) {
+	switch {
+	case n == nil:
 		return "", true
-	case nil:
+	case n.Kind != yamlfile.ScalarNode || n.Anchor != "" || yamlfile.Tagged(n):
+		return "", false
+	case yamlfile.IsNull(n):
 		return "", true
 	}
-	return "", false
+	return n.Value, true
 }
 
-func kind(n ast.Node) string {
-	switch n.(type) {
-	case *ast.MappingNode, *ast.MappingValueNode:
-		return "a mapping"
-	case *ast.SequenceNode:
-		return "a list"
-	case *ast.AliasNode, *ast.AnchorNode:
-		return "an anchor or alias (not supported in runbooks)"
-	case *ast.TagNode:
-		return "a tagged value (not supported in runbooks)"
-	case nil:
+func kind(n *yamlfile.Node) string {
+	switch {
+	case n == nil:
 		return "nothing"
+	case n.Kind == yamlfile.AliasNode || n.Anchor != "":
+		return "an anchor or alias (not supported in runbooks)"
+	case yamlfile.Tagged(n):
+		return "a tagged value (not supported in runbooks)"
+	case n.Kind == yamlfile.MappingNode:
+		return "a mapping"
+	case n.Kind == yamlfile.SequenceNode:
+		return "a list"
 	}
 	return "a value"
 }

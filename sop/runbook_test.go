@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/config/yamlfile"
 )
 
 // Every built-in parses, is named after the verdicts it is for, and there
@@ -70,7 +70,7 @@ func TestParseErrors(t *testing.T) {
 		{"alias", "name: &n x\ntitle: *n\nverdicts: [STRANDED]\nsteps: [{type: where}]\n", []string{`: title: want a single value, found an anchor or alias`}},
 		{"syntax", "name: [x\n", []string{"runbook f.yaml:"}},
 		{"empty", "", []string{"runbook f.yaml: the file is empty"}},
-		{"deep", strings.Repeat("[", 100), []string{"nests deeper than 64 levels"}},
+		{"deep", strings.Repeat("[", 100) + strings.Repeat("]", 100), []string{"nests deeper than 64 levels"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("f.yaml", []byte(c.text))
@@ -136,8 +136,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\ntitle: t\nverdicts: [STRANDED]\nsteps:\n  - type: wait\n    until: [COMPLETE]\n    timeout: 1m\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rb, err := Parse("f.yaml", data)
-		if line, _ := config.Prescan(data); line > 0 && err == nil {
-			t.Fatalf("parsed a file the pre-scan refuses at line %d", line)
+		if _, perr := yamlfile.Parse(data); perr != nil && err == nil {
+			t.Fatalf("parsed a file the YAML layer refuses: %v", perr)
 		}
 		if err != nil {
 			var list ErrorList

@@ -63,6 +63,11 @@ func (c *Collector) For(p *config.Pipeline) *Collector {
 	return &cc
 }
 
+// MaxBatch bounds the operations of one BatchDB.ReadOperations call: each
+// batched statement binds one or two values per operation, and its rows
+// are held until the statement ends.
+const MaxBatch = 512
+
 // ConnError is a connection-level failure of a source that nothing could be
 // read from (MySQL down): the command fails with exit 1.
 type ConnError struct{ Err error }
@@ -72,6 +77,19 @@ func (e *ConnError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the reader's error.
 func (e *ConnError) Unwrap() error { return e.Err }
+
+// IsConnError reports whether err is a connection-level failure: a
+// *ConnError, or a driver's error that says it is one with a
+// ConnectionLevel method (sources/mysql.ConnError), so that a caller
+// above the drivers tells it apart without linking them.
+func IsConnError(err error) bool {
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var cl interface{ ConnectionLevel() bool }
+	return errors.As(err, &cl) && cl.ConnectionLevel()
+}
 
 // Collect reads the operation bizID of pipeline p. It returns a *ConnError
 // wrapping the reader's error when MySQL cannot be reached at all; every other failure is recorded in

@@ -52,15 +52,15 @@ func (m Model) reconcileCmd(gen int) tea.Cmd {
 	})
 }
 
-// whereCmd triages one id as `opctl where` does.
+// whereCmd triages one id as `opctl where` does, with its NEXT.
 func (m Model) whereCmd(bizID, pipeline string) tea.Cmd {
-	ctx, open := m.ctx, m.opts.Service
+	ctx, open := m.ctx, m.opts.Triage
 	return safe(func() tea.Msg {
-		svc, err := open()
+		tr, err := open()
 		if err != nil {
 			return whereMsg{bizID: bizID, pipeline: pipeline, err: err}
 		}
-		t, err := svc.Where(ctx, bizID, pipeline)
+		t, err := where(ctx, tr, bizID, pipeline)
 		return whereMsg{bizID: bizID, pipeline: pipeline, triage: t, err: err}
 	})
 }
@@ -123,7 +123,7 @@ func (m Model) planCmd(d *detail) tea.Cmd {
 // re-derivation, stale check, guards under FOR UPDATE, audit). Then the
 // operation is triaged again.
 func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
-	ctx, open, bizID, reviewed, pipeline := m.ctx, m.opts.Service, d.bizID, d.plan, d.opPipeline()
+	ctx, open, reads, bizID, reviewed, pipeline := m.ctx, m.opts.Service, m.opts.Triage, d.bizID, d.plan, d.opPipeline()
 	ao := repair.ApplyOptions{DryRun: dry, Operator: m.opts.Operator}
 	return safe(func() tea.Msg {
 		plan := reviewed
@@ -140,7 +140,12 @@ func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
 		res, err := svc.Apply(ctx, plan, ao)
 		msg := applyMsg{bizID: bizID, dry: dry, planID: plan.ID, res: res, err: err}
 		if !dry {
-			msg.triage, msg.terr = svc.Where(ctx, bizID, pipeline)
+			tr, err := reads()
+			if err != nil {
+				msg.terr = err
+				return msg
+			}
+			msg.triage, msg.terr = where(ctx, tr, bizID, pipeline)
 		}
 		return msg
 	})

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -118,7 +119,7 @@ func newFake(t testing.TB) *fake {
 
 func (f *fake) pipeline() *config.Pipeline { return f.cfg.Pipeline("settlement") }
 
-func (f *fake) op(id string) repair.Operation {
+func (f *fake) op(id string) triage.Operation {
 	f.mu.Lock()
 	s, ok := f.ops[id]
 	f.mu.Unlock()
@@ -134,17 +135,17 @@ func (f *fake) op(id string) repair.Operation {
 			ev.DB.Steps[i].Name = st.Name
 		}
 	}
-	return repair.Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev)}
+	return triage.Operation{Pipeline: p, Evidence: ev, Report: inspect.Diagnose(ev), RedrivePartitions: 8}
 }
 
-func (f *fake) Where(_ context.Context, bizID, pipeline string) (*repair.Triage, error) {
+func (f *fake) Triage(_ context.Context, bizID, pipeline string) (*triage.Result, error) {
 	if err := sources.ValidateBizID(bizID); err != nil {
 		return nil, err
 	}
-	return &repair.Triage{BizID: bizID, Pipeline: pipeline, Ops: []repair.Operation{f.op(bizID)}, Names: f.cfg.PipelineNames()}, nil
+	return &triage.Result{Config: f.cfg, BizID: bizID, Pipeline: pipeline, Ops: []triage.Operation{f.op(bizID)}, Names: f.cfg.PipelineNames()}, nil
 }
 
-func (f *fake) Plan(_ context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error) {
+func (f *fake) Plan(_ context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error) {
 	o.Now = t0
 	f.mu.Lock()
 	f.planned++
@@ -242,6 +243,7 @@ func (f *fake) reconcile(_ context.Context, o reconcile.Options, emit func(recon
 // options are the console's options on the fake.
 func (f *fake) options() Options {
 	return Options{
+		Triage:    func() (Triager, error) { return f, nil },
 		Service:   func() (Service, error) { return f, nil },
 		Reconcile: func() (ReconcileFunc, error) { return f.reconcile, nil },
 		Pipelines: []*config.Pipeline{f.pipeline()}, Refresh: time.Hour, Operator: "alice", Incident: "INC-7",

@@ -14,6 +14,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -98,8 +99,8 @@ type Model struct {
 // detail is the operation the detail shows, and the repair made of it.
 type detail struct {
 	bizID, pipeline string
-	triage          *repair.Triage
-	op              *repair.Operation
+	triage          *triage.Result
+	op              *triage.Operation
 	err             string
 	// others are the other pipelines that know the id.
 	others []string
@@ -178,7 +179,7 @@ type (
 	}
 	whereMsg struct {
 		bizID, pipeline string
-		triage          *repair.Triage
+		triage          *triage.Result
 		err             error
 	}
 	planMsg struct {
@@ -194,7 +195,7 @@ type (
 		planID string // the plan run: the reviewed one, under the typed reason for a real apply
 		res    *repair.Result
 		err    error
-		triage *repair.Triage // the re-triage after a real apply
+		triage *triage.Result // the re-triage after a real apply
 		terr   error
 	}
 	auditMsg struct {
@@ -381,7 +382,7 @@ func (m Model) whereDone(msg whereMsg) Model {
 
 // pick is the operation the detail shows: the one pipeline that knows the
 // id, else the first that does (the others are named), else the first.
-func pick(t *repair.Triage) (*repair.Operation, []string) {
+func pick(t *triage.Result) (*triage.Operation, []string) {
 	if t == nil || len(t.Ops) == 0 {
 		return nil, nil
 	}

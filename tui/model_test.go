@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -336,14 +337,14 @@ func TestStatusLine(t *testing.T) {
 // panicky panics on every triage.
 type panicky struct{ *fake }
 
-func (panicky) Where(context.Context, string, string) (*repair.Triage, error) { panic("boom") }
+func (panicky) Triage(context.Context, string, string) (*triage.Result, error) { panic("boom") }
 
 // TestPanicQuitsCleanly: a panic in a command ends the program with the
 // one-line internal error, through a normal quit (the terminal restored).
 func TestPanicQuitsCleanly(t *testing.T) {
 	f := newFake(t)
 	o := f.options()
-	o.Service = func() (Service, error) { return panicky{f}, nil }
+	o.Triage = func() (Triager, error) { return panicky{f}, nil }
 	m := newModel(t, f, o, 80, 24)
 	next, cmd := m.Update(keyEnter)
 	msg := cmd()
@@ -387,16 +388,16 @@ func TestPick(t *testing.T) {
 	other.Pipeline = &p2
 	for _, tc := range []struct {
 		name   string
-		ops    []repair.Operation
+		ops    []triage.Operation
 		want   inspect.Code
 		others string
 	}{
-		{"one knows it", []repair.Operation{unknown, known}, inspect.DuplicateEffect, ""},
-		{"two know it", []repair.Operation{known, other}, inspect.DuplicateEffect, "settlement_b"},
-		{"none knows it", []repair.Operation{unknown, unknown}, inspect.NotFound, ""},
+		{"one knows it", []triage.Operation{unknown, known}, inspect.DuplicateEffect, ""},
+		{"two know it", []triage.Operation{known, other}, inspect.DuplicateEffect, "settlement_b"},
+		{"none knows it", []triage.Operation{unknown, unknown}, inspect.NotFound, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			op, others := pick(&repair.Triage{BizID: "PAY-1", Ops: tc.ops})
+			op, others := pick(&triage.Result{BizID: "PAY-1", Ops: tc.ops})
 			if op.Report.Verdict.Code != tc.want || strings.Join(others, ",") != tc.others {
 				t.Fatalf("picked %s, others %v", op.Report.Verdict.Code, others)
 			}

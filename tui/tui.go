@@ -1,7 +1,8 @@
 // Package tui is opctl's incident console (`opctl tui`, docs/tui.md): a
 // bubbletea program over the same packages as the commands. The list is a
 // reconcile (reconcile.Run through Options.Reconcile), the detail the
-// triage of `opctl where` (repair.Service.Where), and the repair flow the
+// triage of `opctl where` (the read side, inspect/triage, through
+// Options.Triage) with the planner's NEXT, and the repair flow the
 // planner and the guarded apply of `opctl repair` (repair.Service.Plan and
 // Apply): the console adds no verdict or plan logic of its own. Every read
 // and write runs in a tea.Cmd; Update and View are pure.
@@ -15,6 +16,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -22,12 +24,16 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// Service is what the console needs of repair.Service: the triage of
-// `opctl where`, the planner and the guarded apply of `opctl repair`, and
-// the audit of `opctl audit`.
+// Triager is what the console reads an operation with (*triage.Service):
+// the triage of `opctl where`.
+type Triager interface {
+	Triage(ctx context.Context, bizID, pipeline string) (*triage.Result, error)
+}
+
+// Service is what the console needs of repair.Service: the planner and
+// the guarded apply of `opctl repair`, and the audit of `opctl audit`.
 type Service interface {
-	Where(ctx context.Context, bizID, pipeline string) (*repair.Triage, error)
-	Plan(ctx context.Context, op *repair.Operation, o plans.Options) (*plans.Plan, error)
+	Plan(ctx context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error)
 	Apply(ctx context.Context, plan *plans.Plan, o repair.ApplyOptions) (*repair.Result, error)
 	Audit(ctx context.Context, f sources.AuditFilter) (*sources.AuditLog, error)
 }
@@ -37,8 +43,10 @@ type ReconcileFunc func(ctx context.Context, o reconcile.Options, emit func(reco
 
 // Options configure the console (the flags of `opctl tui`).
 type Options struct {
-	// Service and Reconcile open the clients on first use: a source that
-	// cannot be reached is shown in the status line, never a crash.
+	// Triage, Service and Reconcile open the clients on first use: a
+	// source that cannot be reached is shown in the status line, never a
+	// crash.
+	Triage    func() (Triager, error)
 	Service   func() (Service, error)
 	Reconcile func() (ReconcileFunc, error)
 	// Pipelines are the pipelines the list reconciles (every configured

@@ -213,6 +213,31 @@ func (sb *SharedBinlog) Get(t testing.TB) *BinlogServer {
 // Stop stops the server if it was started.
 func (sb *SharedBinlog) Stop() { sb.srv.Stop() }
 
+// Main runs a package's tests (a TestMain's m.Run), then stops the shared
+// server: os.Exit(shared.Main(m)).
+func (sb *SharedBinlog) Main(m *testing.M) int {
+	code := m.Run()
+	sb.Stop()
+	return code
+}
+
+// BinlogServerFor starts a binlog server of the test's own (one that
+// changes or damages the server itself), stopped when the test ends, after
+// its databases are dropped. A server that cannot start fails the test in
+// CI and skips it, loudly, elsewhere.
+func BinlogServerFor(t testing.TB, o BinlogOptions) *BinlogServer {
+	t.Helper()
+	srv, err := StartBinlogServer(o)
+	if err != nil {
+		if InCI() {
+			t.Fatalf("testenv: the binlog test server did not start in CI: %v", err)
+		}
+		t.Skipf("SKIPPING: the binlog test server did not start: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 // PurgeBinlogs rotates the server's binlog (FLUSH BINARY LOGS) and purges
 // every file before the new one, so that no earlier change can be read. A
 // file is kept until the binlog checkpoint passed it: PURGE is retried.

@@ -156,26 +156,6 @@ type NothingToRepairError struct {
 // Error reads "nothing to repair: VERDICT".
 func (e *NothingToRepairError) Error() string { return "nothing to repair: " + string(e.Verdict) }
 
-// NotFoundError says the operation is not known (exit 4).
-type NotFoundError struct {
-	BizID string
-	// Pipeline is the pipeline asked for; "" when every one was tried.
-	Pipeline string
-	// Pipelines are the pipelines tried (named in the message).
-	Pipelines []string
-}
-
-// Error says which pipelines do not know the id.
-func (e *NotFoundError) Error() string {
-	switch {
-	case e.Pipeline != "":
-		return fmt.Sprintf("%s is not known to pipeline %s", e.BizID, e.Pipeline)
-	case len(e.Pipelines) > 0:
-		return fmt.Sprintf("%s is not known to any pipeline (%s)", e.BizID, strings.Join(e.Pipelines, ", "))
-	}
-	return fmt.Sprintf("%s is not known to any pipeline", e.BizID)
-}
-
 // ExitCode is exit 5: refused.
 func (e *RefusedError) ExitCode() int { return sources.ExitRefused }
 
@@ -184,6 +164,3 @@ func (e *InputError) ExitCode() int { return sources.ExitUsage }
 
 // ExitCode is exit 0: nothing to repair is not a failure.
 func (e *NothingToRepairError) ExitCode() int { return sources.ExitOK }
-
-// ExitCode is exit 4: not found.
-func (e *NotFoundError) ExitCode() int { return sources.ExitNotFound }

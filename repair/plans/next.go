@@ -104,3 +104,14 @@ func why(err error) string {
 // shellComment is a text on one line of a shell comment: Printable, so
 // that a control character or a newline from the database is an escape.
 func shellComment(s string) string { return Printable(s) }
+
+// NextLines is the NEXT of an operation as `opctl where` prints it: for a
+// verdict that calls for a plan, what the planner makes of it (Next);
+// otherwise the report's own lines.
+func NextLines(in Input) []string {
+	code := in.Report.Verdict.Code
+	if len(CalledFor(code)) == 0 || code == inspect.InFlight {
+		return in.Report.Verdict.Next
+	}
+	return Next(in)
+}

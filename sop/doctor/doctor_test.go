@@ -354,39 +354,3 @@ func TestJudgeBinlog(t *testing.T) {
 		})
 	}
 }
-
-func TestReplicationLacks(t *testing.T) {
-	for _, c := range []struct {
-		lines []string
-		want  string
-	}{
-		{[]string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `b`@`%`"}, ""},
-		{[]string{"GRANT BINLOG MONITOR, REPLICATION SLAVE ON *.* TO `b`@`%`"}, ""},
-		{[]string{"GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost`"}, ""},
-		{[]string{"GRANT REPLICATION SLAVE ON *.* TO `b`@`%`"}, "REPLICATION CLIENT"},
-		{[]string{"GRANT SELECT ON `pay`.* TO `b`@`%`"}, "REPLICATION SLAVE,REPLICATION CLIENT"},
-	} {
-		if got := strings.Join(replicationLacks(parseGrants(c.lines)), ","); got != c.want {
-			t.Errorf("%v: lacks %q, want %q", c.lines, got, c.want)
-		}
-	}
-}
-
-func TestParseGrants(t *testing.T) {
-	gs := parseGrants([]string{
-		"GRANT USAGE ON *.* TO `u`@`%` IDENTIFIED BY PASSWORD '*AB'",
-		"GRANT SELECT (`a`, `b`), INSERT ON `pay`.`t` TO `u`@`%`",
-		"GRANT `role1` TO `u`@`%`",
-		"GRANT EXECUTE ON PROCEDURE `pay`.`p` TO `u`@`%`",
-		"not a grant",
-	})
-	if len(gs) != 2 || gs[1].on != "pay.t" || len(gs[1].privs) != 2 || gs[1].privs[0] != "SELECT" || gs[1].privs[1] != "INSERT" {
-		t.Fatalf("%+v", gs)
-	}
-	if p := privileges(gs, "pay", "t"); !p["SELECT"] || !p["INSERT"] || p["UPDATE"] {
-		t.Fatalf("%v", p)
-	}
-	if p := privileges(gs, "pay", "other"); p["SELECT"] {
-		t.Fatalf("%v", p)
-	}
-}

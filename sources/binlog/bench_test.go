@@ -25,14 +25,7 @@ import (
 //
 //	go test -run '^$' -bench TriageWindow -benchtime 5x ./sources/binlog/
 func BenchmarkTriageWindow(b *testing.B) {
-	srv, err := testenv.StartBinlogServer(testenv.BinlogOptions{ServerID: 11, Args: []string{"--max-binlog-size=100M"}})
-	if err != nil {
-		if testenv.InCI() {
-			b.Fatal(err)
-		}
-		b.Skipf("SKIPPING: %v", err)
-	}
-	b.Cleanup(srv.Stop)
+	srv := testenv.BinlogServerFor(b, testenv.BinlogOptions{ServerID: 11, Args: []string{"--max-binlog-size=100M"}})
 	db := srv.MySQL(b)
 	db.Exec(b, seed000)
 	db.Exec(b, "INSTALL SONAME 'ha_blackhole'")

@@ -16,11 +16,7 @@ import (
 // binlog, started by the first test that needs it.
 var shared testenv.SharedBinlog
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	shared.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // seed000 is seed 000's schema: the plain guarded UPDATE on account_balance,
 // ledger_entry with its unique (biz_order_id, direction), no journal.
@@ -214,14 +210,7 @@ func TestChangesUnavailable(t *testing.T) {
 		}
 	})
 	t.Run("log_bin off", func(t *testing.T) {
-		srv, err := testenv.StartBinlogServer(testenv.BinlogOptions{ServerID: 9, NoBinlog: true})
-		if err != nil {
-			if testenv.InCI() {
-				t.Fatal(err)
-			}
-			t.Skipf("SKIPPING: %v", err)
-		}
-		t.Cleanup(srv.Stop) // after the database is dropped
+		srv := testenv.BinlogServerFor(t, testenv.BinlogOptions{ServerID: 9, NoBinlog: true})
 		db := srv.MySQL(t)
 		db.Exec(t, seed000)
 		r, err := New(db.DSN, 0, 5*time.Second)

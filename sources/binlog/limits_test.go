@@ -22,14 +22,7 @@ import (
 // the server itself (RESET MASTER, restarts, its files).
 func dedicated(t *testing.T, id int) (*testenv.BinlogServer, *fixture) {
 	t.Helper()
-	srv, err := testenv.StartBinlogServer(testenv.BinlogOptions{ServerID: id})
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPING: %v", err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.BinlogServerFor(t, testenv.BinlogOptions{ServerID: id})
 	db := srv.MySQL(t)
 	db.Exec(t, seed000)
 	r, err := New(db.DSN, 0, 10*time.Second)

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/opctl-dev/opctl/sources/config/yamlfile"
 )
 
 // Error is one configuration problem, located at a line of the file.
@@ -67,55 +68,13 @@ func (l ErrorList) asError() error {
 	return l
 }
 
-// suggest returns the candidate a user most likely meant by word: a
-// case-insensitive match, else the closest candidate within Levenshtein
-// distance 2 (and shorter than the word itself, so that "x" does not suggest
-// "id"). It returns "" when nothing is close.
-func suggest(word string, candidates []string) string {
-	for _, c := range candidates {
-		if strings.EqualFold(c, word) {
-			return c
-		}
-	}
-	best, bestD := "", 3
-	lw := strings.ToLower(word)
-	for _, c := range candidates {
-		d := levenshtein(lw, strings.ToLower(c))
-		if d < bestD && d < utf8.RuneCountInString(word) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
+// suggest returns the candidate a user most likely meant by word, or ""
+// (yamlfile.Suggest).
+func suggest(word string, candidates []string) string { return yamlfile.Suggest(word, candidates) }
 
 // didYouMean formats a suggestion as ` (did you mean "x"?)`, or "".
 func didYouMean(word string, candidates []string) string {
-	if s := suggest(word, candidates); s != "" && s != word {
-		return fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return ""
-}
-
-// levenshtein is the edit distance between a and b, counted in runes.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
+	return yamlfile.DidYouMean(word, candidates)
 }
 
 // quoteList renders values as `"a", "b"` for messages.

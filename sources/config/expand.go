@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/opctl-dev/opctl/sources/config/yamlfile"
 )
 
 // LookupFunc looks up an environment variable, like os.LookupEnv.
@@ -93,7 +95,6 @@ func closingBrace(s string, from int) int {
 type expander struct {
 	file   string
 	lookup LookupFunc
-	raw    map[string]string
 	lines  map[string]int
 	unset  map[string][]string
 	errs   ErrorList
@@ -106,19 +107,15 @@ func (x *expander) walk(v reflect.Value, path string) {
 			x.walk(v.Elem(), path)
 		}
 	case reflect.Struct:
-		for _, f := range yamlFields(v.Type()) {
-			x.walk(v.Field(f.index), joinPath(path, f.name))
+		for _, f := range yamlfile.Fields(v.Type()) {
+			x.walk(v.Field(f.Index), joinPath(path, f.Name))
 		}
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
 			x.walk(v.Index(i), indexPath(path, i))
 		}
 	case reflect.String:
-		s := v.String()
-		if r, ok := x.raw[path]; ok {
-			s = r
-		}
-		out, unset, err := expandString(s, x.lookup)
+		out, unset, err := expandString(v.String(), x.lookup)
 		if err != nil {
 			m := &meta{lines: x.lines}
 			x.errs = append(x.errs, &Error{File: x.file, Line: m.line(path), Msg: path + ": " + err.Error()})

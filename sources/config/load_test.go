@@ -216,3 +216,27 @@ func TestFulfilmentExample(t *testing.T) {
 		t.Errorf("wms_lock = %+v", s)
 	}
 }
+
+// BenchmarkParseConfig: the load of the shipped configurations, the cost
+// every command pays at its start (docs/performance.md).
+func BenchmarkParseConfig(b *testing.B) {
+	files, _ := filepath.Glob("../../testdata/config/*.yaml")
+	if len(files) == 0 {
+		b.Fatal("no configurations")
+	}
+	var data [][]byte
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = append(data, d)
+	}
+	env := func(string) (string, bool) { return "u:p@tcp(127.0.0.1:3306)/db", true }
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, d := range data {
+			_, _ = ParseWithEnv("opctl.yaml", d, env)
+		}
+	}
+}

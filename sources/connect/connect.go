@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/sources"
 	binlogsrc "github.com/opctl-dev/opctl/sources/binlog"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -227,6 +228,16 @@ func (c *Clients) WriterFor(p *config.Pipeline) (*mysqlsrc.Writer, error) {
 	}
 	c.writers[key] = w
 	return w, nil
+}
+
+// Triage is the read side on these clients: the triage of `opctl where`,
+// the console and the runbooks (inspect/triage), which links no driver.
+func (c *Clients) Triage() *triage.Service {
+	t := &triage.Service{Config: c.Config, Collector: c.Collector}
+	if c.Kafka != nil {
+		t.Partitions = c.Kafka
+	}
+	return t
 }
 
 // usesBinlog reports whether a step of cfg reads its evidence from the

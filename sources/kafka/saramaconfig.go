@@ -1,20 +1,10 @@
 package kafka
 
 import (
-	"crypto/hmac"
-	"crypto/pbkdf2"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"hash"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -134,10 +124,10 @@ func saramaConfig(cfg config.Kafka, timeout time.Duration) (*sarama.Config, erro
 			c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
 		case "SCRAM-SHA-256":
 			c.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
-			c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{newHash: sha256.New} }
+			c.Net.SASL.SCRAMClientGeneratorFunc = scramSHA256
 		case "SCRAM-SHA-512":
 			c.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
-			c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{newHash: sha512.New} }
+			c.Net.SASL.SCRAMClientGeneratorFunc = scramSHA512
 		default:
 			return nil, fmt.Errorf("kafka: unsupported SASL mechanism %q (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", s.Mechanism)
 		}
@@ -169,117 +159,4 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
-}
-
-// scramClient is an RFC 5802 SCRAM client (SCRAM-SHA-256/512, as Kafka
-// speaks it: no channel binding) for sarama's SCRAMClientGeneratorFunc.
-type scramClient struct {
-	newHash func() hash.Hash
-
-	user, pass, authzID string
-	nonce               string
-	clientFirstBare     string
-	serverSignature     []byte
-	step                int
-	done                bool
-}
-
-// Begin implements sarama.SCRAMClient.
-func (s *scramClient) Begin(user, pass, authzID string) error {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return err
-	}
-	s.user, s.pass, s.authzID = user, pass, authzID
-	s.nonce = base64.RawStdEncoding.EncodeToString(b)
-	s.step, s.done = 0, false
-	return nil
-}
-
-func (s *scramClient) gs2Header() string {
-	if s.authzID == "" {
-		return "n,,"
-	}
-	return "n,a=" + scramEscape(s.authzID) + ","
-}
-
-func scramEscape(v string) string {
-	return strings.NewReplacer("=", "=3D", ",", "=2C").Replace(v)
-}
-
-func (s *scramClient) hmac(key []byte, msg string) []byte {
-	m := hmac.New(s.newHash, key)
-	m.Write([]byte(msg))
-	return m.Sum(nil)
-}
-
-// Step implements sarama.SCRAMClient.
-func (s *scramClient) Step(challenge string) (string, error) {
-	s.step++
-	switch s.step {
-	case 1:
-		s.clientFirstBare = "n=" + scramEscape(s.user) + ",r=" + s.nonce
-		return s.gs2Header() + s.clientFirstBare, nil
-	case 2:
-		attrs := scramAttrs(challenge)
-		if e, ok := attrs["e"]; ok {
-			return "", fmt.Errorf("scram: server error %q", e)
-		}
-		nonce, salt64, iter := attrs["r"], attrs["s"], attrs["i"]
-		if !strings.HasPrefix(nonce, s.nonce) || len(nonce) == len(s.nonce) {
-			return "", errors.New("scram: server nonce does not extend the client nonce")
-		}
-		salt, err := base64.StdEncoding.DecodeString(salt64)
-		if err != nil {
-			return "", fmt.Errorf("scram: bad salt: %w", err)
-		}
-		n, err := strconv.Atoi(iter)
-		if err != nil || n <= 0 {
-			return "", fmt.Errorf("scram: bad iteration count %q", iter)
-		}
-		size := s.newHash().Size()
-		salted, err := pbkdf2.Key(s.newHash, s.pass, salt, n, size)
-		if err != nil {
-			return "", fmt.Errorf("scram: %w", err)
-		}
-		clientKey := s.hmac(salted, "Client Key")
-		h := s.newHash()
-		h.Write(clientKey)
-		storedKey := h.Sum(nil)
-		withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(s.gs2Header())) + ",r=" + nonce
-		authMessage := s.clientFirstBare + "," + challenge + "," + withoutProof
-		sig := s.hmac(storedKey, authMessage)
-		proof := make([]byte, len(clientKey))
-		for i := range clientKey {
-			proof[i] = clientKey[i] ^ sig[i]
-		}
-		s.serverSignature = s.hmac(s.hmac(salted, "Server Key"), authMessage)
-		return withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof), nil
-	case 3:
-		s.done = true
-		attrs := scramAttrs(challenge)
-		if e, ok := attrs["e"]; ok {
-			return "", fmt.Errorf("scram: server error %q", e)
-		}
-		v, err := base64.StdEncoding.DecodeString(attrs["v"])
-		if err != nil || subtle.ConstantTimeCompare(v, s.serverSignature) != 1 {
-			return "", errors.New("scram: server signature does not verify")
-		}
-		return "", nil
-	default:
-		return "", errors.New("scram: unexpected extra step")
-	}
-}
-
-// Done implements sarama.SCRAMClient.
-func (s *scramClient) Done() bool { return s.done }
-
-func scramAttrs(msg string) map[string]string {
-	out := map[string]string{}
-	for part := range strings.SplitSeq(msg, ",") {
-		if k, v, ok := strings.Cut(part, "="); ok && len(k) == 1 {
-			out[k] = v
-		}
-	}
-	return out
 }

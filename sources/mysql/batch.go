@@ -15,10 +15,9 @@ import (
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
-// MaxBatch bounds the operations of one ReadOperations call: each batched
-// statement binds one or two values per operation, and its rows are held
-// until the statement ends.
-const MaxBatch = 512
+// MaxBatch bounds the operations of one ReadOperations call
+// (sources.MaxBatch).
+const MaxBatch = sources.MaxBatch
 
 // BatchStats describes the statements of a Reader's ReadOperations calls so
 // far (reconcile reports them; tests check the batching).

@@ -86,6 +86,9 @@ func (e *ConnError) Error() string {
 // Unwrap returns the underlying error.
 func (e *ConnError) Unwrap() error { return e.Err }
 
+// ConnectionLevel is true: what sources.IsConnError looks for.
+func (e *ConnError) ConnectionLevel() bool { return true }
+
 // connError turns a connection-level driver error into a *ConnError.
 func (r *Reader) connError(err error) error {
 	reason, hint := describe(err)

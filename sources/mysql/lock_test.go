@@ -179,14 +179,7 @@ func TestAuditLease(t *testing.T) {
 // variables that are ON, and doctor's grants facts carry them.
 func TestReadOnlyServer(t *testing.T) {
 	t.Parallel()
-	srv, err := testenv.StartBinlogServer(testenv.BinlogOptions{NoBinlog: true, Args: []string{"--read-only"}})
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPING: no second MariaDB: %v", err)
-	}
-	t.Cleanup(srv.Stop) // after the database's own cleanup
+	srv := testenv.BinlogServerFor(t, testenv.BinlogOptions{NoBinlog: true, Args: []string{"--read-only"}})
 	db := srv.MySQL(t)
 	w := openWriter(t, db.DSN, 5*time.Second)
 	on, err := w.ReadOnly(context.Background())

@@ -18,76 +18,6 @@ import (
 // introspection. Every identifier goes through config.QuoteIdent after a
 // config.ValidIdent check; every value is bound.
 
-// Walk describes one keyset-paginated walk over an index range, in the
-// index's order: EqCol (when set) is fixed, then the rows come in (PosCol,
-// Order...) order. The index that serves it starts with EqCol and PosCol
-// (the columns that are set) and carries Order after them
-// (TableInfo.WalkIndex: its further columns, then the primary key's, which
-// InnoDB appends to every secondary index). KeyCol, the value the walk
-// yields, is read from the row: it need not be in the index.
-type Walk struct {
-	// Table is the table walked (a validated identifier, optionally schema.table).
-	Table string
-	// Index, when set, is forced (FORCE INDEX) so that a plan change can
-	// never turn the walk into a full table scan.
-	Index string
-	// EqCol, when set, is a leading index column bound to EqVal (status,
-	// action, partition).
-	EqCol string
-	EqVal any
-	// PosCol, when set, is the ordered column (a time or an offset), bounded
-	// by From (inclusive) and To (exclusive); a nil bound is open.
-	PosCol   string
-	From, To any
-	// Order are the columns the keyset continues on after PosCol, in the
-	// index's order; rows equal on (PosCol, Order...) are told apart by
-	// nothing, so Order ends with the primary key (or holds KeyCol). Empty:
-	// KeyCol alone.
-	Order []string
-	// KeyCol is the value the walk yields.
-	KeyCol string
-	// ExtraCol, when set, is one more column returned with each row.
-	ExtraCol string
-	// Shards > 1 keeps only keys with MOD(CRC32(key), Shards) = Shard.
-	Shard, Shards int
-}
-
-// keyset returns the columns a walk orders and resumes on: PosCol, then
-// Order (KeyCol when Order is empty).
-func (w Walk) keyset() []string {
-	var cols []string
-	if w.PosCol != "" {
-		cols = append(cols, w.PosCol)
-	}
-	if len(w.Order) == 0 {
-		return append(cols, w.KeyCol)
-	}
-	return append(cols, w.Order...)
-}
-
-// Cursor is the position after the last row of a page; the zero Cursor
-// starts the walk.
-type Cursor struct {
-	Set bool
-	// Values are the last row's values of the walk's keyset columns
-	// (PosCol, then Order), as read: nil for NULL.
-	Values []any
-}
-
-// WalkRow is one row of a walk.
-type WalkRow struct {
-	// Pos is the PosCol value (time.Time or int64), nil without PosCol.
-	Pos any
-	Key string
-	// Extra is the ExtraCol value as text ("" for NULL).
-	Extra string
-	// keyset holds the row's keyset values, for After.
-	keyset []any
-}
-
-// After returns the cursor positioned after row.
-func (row WalkRow) After() Cursor { return Cursor{Set: true, Values: row.keyset} }
-
 // qident checks and quotes an identifier.
 func qident(id string) (string, error) {
 	if !config.ValidIdent(id) {
@@ -131,7 +61,7 @@ func walkSQL(w Walk, after Cursor, limit int) (string, []any, error) {
 	if limit <= 0 {
 		return "", nil, errors.New("mysql: walk with a non-positive limit")
 	}
-	ks := w.keyset()
+	ks := w.Keyset()
 	if after.Set && len(after.Values) != len(ks) {
 		return "", nil, fmt.Errorf("mysql: walk of %s: cursor has %d values for %d keyset columns", w.Table, len(after.Values), len(ks))
 	}
@@ -219,7 +149,7 @@ func (r *Reader) WalkPage(ctx context.Context, w Walk, after Cursor, limit int) 
 		return nil, r.queryError("walk "+w.Table, err)
 	}
 	n := len(types)
-	nk := len(w.keyset())
+	nk := len(w.Keyset())
 	raw := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range raw {
@@ -230,9 +160,9 @@ func (r *Reader) WalkPage(ctx context.Context, w Walk, after Cursor, limit int) 
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, r.queryError("walk "+w.Table, err)
 		}
-		row := WalkRow{keyset: make([]any, nk)}
+		row := WalkRow{Keyset: make([]any, nk)}
 		for i := range nk {
-			row.keyset[i] = keysetValue(types[i].DatabaseTypeName(), raw[i])
+			row.Keyset[i] = keysetValue(types[i].DatabaseTypeName(), raw[i])
 		}
 		if w.PosCol != "" {
 			row.Pos = convertValue(types[0].DatabaseTypeName(), raw[0])
@@ -465,121 +395,6 @@ func (r *Reader) Now(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-// Index is one index of a table as information_schema describes it.
-type Index struct {
-	Name string
-	// Columns are the indexed columns in index order; a functional part
-	// (MySQL 8: an expression, no column) reads "(expression)".
-	Columns []string
-	Unique  bool
-	Primary bool
-	// Prefix marks the columns indexed on a prefix only (by position);
-	// such a column cannot serve an ORDER BY or a covering read.
-	Prefix []bool
-	// Expr marks the functional parts (by position): no column can be
-	// looked up or ordered by through them.
-	Expr []bool
-	// Desc marks the descending parts (by position): an ascending walk
-	// cannot continue on them.
-	Desc []bool
-	// Disabled says why the server will not use the index, "" when it
-	// will: DisabledIgnored (MariaDB IGNORED) or DisabledInvisible (MySQL
-	// 8 IS_VISIBLE = NO). FORCE INDEX on such an index is an error.
-	Disabled string
-}
-
-// Why an index is not used (Index.Disabled).
-const (
-	DisabledIgnored   = "ignored"
-	DisabledInvisible = "invisible"
-)
-
-// EnableDDL is the statement that makes a disabled index usable again.
-func (ix Index) EnableDDL(table string) string {
-	state := "NOT IGNORED"
-	if ix.Disabled == DisabledInvisible {
-		state = "VISIBLE"
-	}
-	return fmt.Sprintf("ALTER TABLE %s ALTER INDEX %s %s;", config.QuoteIdent(table), config.QuoteIdent(ix.Name), state)
-}
-
-// lookupColumns are the leading columns an equality lookup can use: up to
-// the first part indexed on a prefix or on an expression.
-func (ix Index) lookupColumns() []string {
-	for i := range ix.Columns {
-		if at(ix.Prefix, i) || at(ix.Expr, i) {
-			return ix.Columns[:i]
-		}
-	}
-	return ix.Columns
-}
-
-// orderedColumns are the leading columns an ascending walk can order by:
-// the lookup columns up to the first descending part.
-func (ix Index) orderedColumns() []string {
-	cols := ix.lookupColumns()
-	for i := range cols {
-		if at(ix.Desc, i) {
-			return cols[:i]
-		}
-	}
-	return cols
-}
-
-func at(flags []bool, i int) bool { return i < len(flags) && flags[i] }
-
-// TableInfo is what `schema check` and reconcile need to know about a table.
-type TableInfo struct {
-	// Table is the name as asked.
-	Table  string
-	Exists bool
-	// Columns in ordinal order.
-	Columns []string
-	// Collations are the columns' collations, by position ("" for a
-	// column that is not text).
-	Collations []string
-	// Types are the columns' types as information_schema.COLUMNS writes
-	// them (COLUMN_TYPE: "enum('DONE','SKIPPED')", "varchar(24)"), by
-	// position.
-	Types []string
-	// Indexes in name order; the primary key is named PRIMARY. Disabled
-	// indexes are listed (Index.Disabled says so) but serve nothing.
-	Indexes []Index
-	// RowsEstimate is information_schema.TABLES.TABLE_ROWS (an estimate).
-	RowsEstimate int64
-}
-
-// HasColumn reports whether the table has the column (case-insensitive, as
-// MySQL compares column names).
-func (t TableInfo) HasColumn(col string) bool {
-	for _, c := range t.Columns {
-		if strings.EqualFold(c, col) {
-			return true
-		}
-	}
-	return false
-}
-
-// Collation returns col's collation ("" when it is not text or unknown).
-func (t TableInfo) Collation(col string) string {
-	for i, c := range t.Columns {
-		if strings.EqualFold(c, col) && i < len(t.Collations) {
-			return t.Collations[i]
-		}
-	}
-	return ""
-}
-
-// PrimaryKey returns the primary key's columns, nil when there is none.
-func (t TableInfo) PrimaryKey() []string {
-	for _, ix := range t.Indexes {
-		if ix.Primary {
-			return ix.Columns
-		}
-	}
-	return nil
-}
-
 // splitTable splits "schema.table" into its parts ("" schema: the DSN's
 // database).
 func splitTable(table string) (string, string) {
@@ -760,172 +575,6 @@ func (r *Reader) Exec(ctx context.Context, stmts []string) error {
 		}
 	}
 	return nil
-}
-
-// withPrimary returns cols followed by the primary key's columns it does
-// not hold (what InnoDB stores in a secondary index after its own).
-func withPrimary(cols, pk []string) []string {
-	out := slices.Clone(cols)
-	for _, k := range pk {
-		if !containsFold(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// hasPrefixFold reports whether list starts with prefix (case-insensitive).
-func hasPrefixFold(list, prefix []string) bool {
-	if len(list) < len(prefix) {
-		return false
-	}
-	for i, c := range prefix {
-		if !strings.EqualFold(list[i], c) {
-			return false
-		}
-	}
-	return true
-}
-
-// IndexFor returns the smallest usable index whose leading columns are
-// cols (compared case-insensitively), for a lookup, and whether there is
-// one. A secondary index's columns are followed by the primary key's
-// (InnoDB appends them); a part indexed on a prefix or on an expression
-// ends the usable columns of an index; a disabled index (ignored,
-// invisible) serves nothing.
-func (t TableInfo) IndexFor(cols ...string) (Index, bool) {
-	pk := t.PrimaryKey()
-	var best Index
-	found := false
-	for _, ix := range t.Indexes {
-		if ix.Disabled != "" {
-			continue
-		}
-		eff := ix.lookupColumns()
-		if len(eff) == len(ix.Columns) && !ix.Primary {
-			eff = withPrimary(eff, pk)
-		}
-		if hasPrefixFold(eff, cols) && (!found || len(ix.Columns) < len(best.Columns)) {
-			best, found = ix, true
-		}
-	}
-	return best, found
-}
-
-// IndexUse is how an index serves a keyset walk (TableInfo.WalkIndex).
-type IndexUse struct {
-	Index Index
-	// Tail are the columns the index orders its entries by after the
-	// walk's leading columns: its own further columns, then the primary
-	// key's. The walk's keyset continues on them (Walk.Order).
-	Tail []string
-	// Covering is true when the index holds the key and the columns read:
-	// the walk reads no row besides the index entry.
-	Covering bool
-	// Stored are the columns an entry of the index holds (all of them for
-	// the primary key, which holds the row).
-	Stored []string
-}
-
-// Holds reports whether an entry of the index holds col.
-func (u IndexUse) Holds(col string) bool { return u.Index.Primary || containsFold(u.Stored, col) }
-
-// WalkIndex returns the index a keyset walk over cols uses, reading key
-// (and reads) from each row, and whether there is one. An index serves
-// when it is usable (not disabled) and its leading columns, in ascending
-// order and not on a prefix or an expression, are cols: the keyset then
-// continues on the columns it carries after them (IndexUse.Tail), which
-// must tell every two rows of different keys apart: the tail reaches the
-// primary key (InnoDB appends it to every secondary index), or holds key
-// itself (a table without a primary key). A covering index is preferred,
-// then the one with the fewest columns.
-func (t TableInfo) WalkIndex(cols []string, key string, reads ...string) (IndexUse, bool) {
-	pk := t.PrimaryKey()
-	var best IndexUse
-	found := false
-	for _, ix := range t.Indexes {
-		if ix.Disabled != "" {
-			continue
-		}
-		ord := ix.orderedColumns()
-		if !hasPrefixFold(ord, cols) {
-			continue
-		}
-		all := ord
-		if len(ord) == len(ix.Columns) && !ix.Primary {
-			all = withPrimary(ord, pk)
-		}
-		exact := containsFold(all, key)
-		if len(pk) > 0 {
-			exact = exact || !slices.ContainsFunc(pk, func(k string) bool { return !containsFold(all, k) })
-		}
-		if !exact {
-			continue
-		}
-		stored := withPrimary(ix.lookupColumns(), pk)
-		covering := ix.Primary || !slices.ContainsFunc(append([]string{key}, reads...), func(c string) bool {
-			return c != "" && !containsFold(stored, c)
-		})
-		use := IndexUse{Index: ix, Tail: slices.Clone(all[len(cols):]), Covering: covering, Stored: stored}
-		if !found || (use.Covering && !best.Covering) ||
-			(use.Covering == best.Covering && len(ix.Columns) < len(best.Index.Columns)) {
-			best, found = use, true
-		}
-	}
-	return best, found
-}
-
-// ScanOrder is the keyset a walk over cols continues on without an index
-// (a full scan, --allow-full-scan): the primary key's columns not in cols,
-// or key when the table has no primary key.
-func (t TableInfo) ScanOrder(cols []string, key string) []string {
-	pk := t.PrimaryKey()
-	if len(pk) == 0 {
-		if containsFold(cols, key) {
-			return nil
-		}
-		return []string{key}
-	}
-	return slices.DeleteFunc(slices.Clone(pk), func(k string) bool { return containsFold(cols, k) })
-}
-
-// DisabledFor returns the disabled indexes (ignored, invisible) that would
-// serve a lookup or a walk on cols if they were usable.
-func (t TableInfo) DisabledFor(cols ...string) []Index {
-	var out []Index
-	for _, ix := range t.Indexes {
-		if ix.Disabled != "" && hasPrefixFold(ix.orderedColumns(), cols) {
-			out = append(out, ix)
-		}
-	}
-	return out
-}
-
-// WhyNoIndex explains, when no index serves cols (WalkIndex for a walk
-// yielding key, else IndexFor), what comes close: a disabled index that
-// would serve (and the statement that enables it), or, for a walk on a
-// table without a primary key, an index that starts with cols but does not
-// hold key. "" when nothing does.
-func (t TableInfo) WhyNoIndex(cols []string, walk bool, key string) string {
-	var why []string
-	for _, ix := range t.DisabledFor(cols...) {
-		why = append(why, fmt.Sprintf("index %s would serve but is %s (%s)", ix.Name, ix.Disabled, ix.EnableDDL(t.Table)))
-	}
-	if walk && len(t.PrimaryKey()) == 0 && slices.ContainsFunc(t.Indexes, func(ix Index) bool {
-		return ix.Disabled == "" && hasPrefixFold(ix.orderedColumns(), cols)
-	}) {
-		why = append(why, fmt.Sprintf("%s has no primary key for a walk to continue on: the index must also hold %s", t.Table, key))
-	}
-	return strings.Join(why, "; ")
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // PoolInUse is the number of pooled connections in use (tests check that a

@@ -14,31 +14,9 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 )
 
-// Sweep is a pass over the distinct values of an index's leading column
-// (KeyCol), in the index's order: what the duplicates and orphans checks
-// read when their window covers a large share of the table
-// (docs/reconcile.md#access-path).
-type Sweep struct {
-	// Table is the table swept (a validated identifier).
-	Table string
-	// Index is forced (FORCE INDEX); its leading column is KeyCol.
-	Index  string
-	KeyCol string
-	// Shards > 1 keeps only keys whose CRC32 (IEEE, of the key's bytes as
-	// the group reports it) mod Shards is Shard. It is applied to the
-	// groups the server returns, not in SQL: spellings the collation makes
-	// equal hash apart, a key's rows must all be counted in one shard, and
-	// MariaDB pushes a HAVING condition on the grouped column down to the
-	// rows.
-	Shard, Shards int
-	// Lo and Hi, when set, limit the sweep to the keys in [Lo, Hi] (under
-	// the column's collation): a window's key range (WindowKeys).
-	Lo, Hi Bound
-}
-
-// limits returns the conditions and arguments of s's Lo and Hi on the
+// sweepLimits returns the conditions and arguments of s's Lo and Hi on the
 // quoted key column k.
-func (s Sweep) limits(k string) ([]string, []any) {
+func sweepLimits(s Sweep, k string) ([]string, []any) {
 	var conds []string
 	var args []any
 	if s.Lo.Set {
@@ -52,23 +30,9 @@ func (s Sweep) limits(k string) ([]string, []any) {
 	return conds, args
 }
 
-// keeps reports whether key belongs to the sweep's shard.
-func (s Sweep) keeps(key []byte) bool {
+// sweepKeeps reports whether key belongs to the sweep's shard.
+func sweepKeeps(s Sweep, key []byte) bool {
 	return s.Shards <= 1 || int(crc32.ChecksumIEEE(key)%uint32(s.Shards)) == s.Shard
-}
-
-// KeyCount is a key of a sweep page: as stored (one of the stored
-// spellings when the collation makes several equal), and its value as the
-// next page binds it.
-type KeyCount struct {
-	Key   string
-	Value any
-}
-
-// Bound is an optional value of a sweep range.
-type Bound struct {
-	Set   bool
-	Value any
 }
 
 // sweepSQL builds one page of s: the distinct keys in (after, upTo], at
@@ -97,7 +61,7 @@ func sweepSQL(s Sweep, after, upTo Bound, limit int) (string, []any, error) {
 		}
 		fmt.Fprintf(&sb, " FORCE INDEX (%s)", ix)
 	}
-	conds, args := s.limits(k)
+	conds, args := sweepLimits(s, k)
 	if after.Set {
 		conds = append(conds, k+" > ?")
 		args = append(args, after.Value)
@@ -111,14 +75,6 @@ func sweepSQL(s Sweep, after, upTo Bound, limit int) (string, []any, error) {
 	}
 	fmt.Fprintf(&sb, " GROUP BY %s ORDER BY %s LIMIT %d", k, k, limit)
 	return sb.String(), args, nil
-}
-
-// SweepEnd is what a sweep page read: its number of keys and of rows,
-// and its last key (where the next page starts).
-type SweepEnd struct {
-	Keys int
-	Rows int64
-	Last KeyCount
 }
 
 // SweepPage reads the next page of at most limit distinct keys of s in
@@ -149,7 +105,7 @@ func (r *Reader) SweepPage(ctx context.Context, s Sweep, after, upTo Bound, limi
 		if err := rows.Scan(&raw, &n); err != nil {
 			return end, r.queryError("sweep "+s.Table, err)
 		}
-		if each != nil && s.keeps(raw) {
+		if each != nil && sweepKeeps(s, raw) {
 			each(raw, n)
 		}
 		end.Keys++
@@ -453,7 +409,7 @@ func (r *Reader) SweepBounds(ctx context.Context, s Sweep, pk string, n int) ([]
 // pageFrom returns the quoted key column of s, its FROM (with the forced
 // index) and the WHERE of a duplicates page after after (keys not NULL,
 // within Lo and Hi), with its arguments.
-func (s Sweep) pageFrom(after Bound) (k, from, cond string, args []any, err error) {
+func pageFrom(s Sweep, after Bound) (k, from, cond string, args []any, err error) {
 	q, err := qidents(s.Table, s.KeyCol)
 	if err != nil {
 		return "", "", "", nil, err
@@ -467,7 +423,7 @@ func (s Sweep) pageFrom(after Bound) (k, from, cond string, args []any, err erro
 		from += " FORCE INDEX (" + ix + ")"
 	}
 	cond = k + " IS NOT NULL"
-	lims, args := s.limits(k)
+	lims, args := sweepLimits(s, k)
 	for _, c := range lims {
 		cond += " AND " + c
 	}
@@ -486,7 +442,7 @@ func (s Sweep) pageFrom(after Bound) (k, from, cond string, args []any, err erro
 // of one entry counts 0). One statement, one read of each entry.
 func (r *Reader) SweepRange(ctx context.Context, s Sweep, after, upTo Bound) ([]string, SweepEnd, error) {
 	var end SweepEnd
-	k, from, cond, args, err := s.pageFrom(after)
+	k, from, cond, args, err := pageFrom(s, after)
 	if err != nil {
 		return nil, end, err
 	}
@@ -543,7 +499,7 @@ func (r *Reader) sweepGroups(ctx context.Context, s Sweep, text string, args []a
 			end.Rows = c
 			continue
 		}
-		if s.keeps(key) {
+		if sweepKeeps(s, key) {
 			hits = append(hits, string(key))
 		}
 	}
@@ -565,7 +521,7 @@ func (r *Reader) SweepMulti(ctx context.Context, s Sweep, after Bound, n int) ([
 	if n <= 0 {
 		return nil, end, errors.New("mysql: sweep with a non-positive page")
 	}
-	k, from, cond, args, err := s.pageFrom(after)
+	k, from, cond, args, err := pageFrom(s, after)
 	if err != nil {
 		return nil, end, err
 	}

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
 
 // Dialects of the recommended DDL.
@@ -141,7 +141,7 @@ func Script(stmts []string) string {
 
 // Inspector reads table metadata; *mysql.Reader implements it.
 type Inspector interface {
-	TableInfo(ctx context.Context, table string) (mysqlsrc.TableInfo, error)
+	TableInfo(ctx context.Context, table string) (sources.TableInfo, error)
 }
 
 // Item kinds and statuses of a Report.
@@ -233,8 +233,8 @@ type Need struct {
 // `schema apply --audit`.
 func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, needs []Need, auditTable string) (*Report, error) {
 	rep := &Report{}
-	infos := map[string]mysqlsrc.TableInfo{}
-	info := func(t string) (mysqlsrc.TableInfo, error) {
+	infos := map[string]sources.TableInfo{}
+	info := func(t string) (sources.TableInfo, error) {
 		if ti, ok := infos[t]; ok {
 			return ti, nil
 		}
@@ -337,7 +337,7 @@ func Check(ctx context.Context, db Inspector, pipelines []*config.Pipeline, need
 // one whose leading columns are q.Columns and after which the keyset can
 // continue (the primary key, or q.Key), and whether it holds the key the
 // walk reads; for a lookup, one whose leading columns are q.Columns.
-func serving(ti mysqlsrc.TableInfo, q Need) (string, bool, bool) {
+func serving(ti sources.TableInfo, q Need) (string, bool, bool) {
 	if q.Alt != nil {
 		if name, holds, ok := serving(ti, Need{Walk: q.Walk, Columns: q.Columns, Key: q.Key, Reads: q.Reads}); ok {
 			return name, holds, ok
