@@ -7,11 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/spinner"
 	"charm.land/bubbles/v2/textinput"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/inspect/triage"
@@ -91,6 +93,7 @@ type Model struct {
 	formWhy  string
 	showHelp bool
 
+	help   help.Model
 	spin   spinner.Model
 	status string
 	crash  error
@@ -136,6 +139,7 @@ func New(ctx context.Context, o Options, st Styles) Model {
 	}
 	m := Model{ctx: ctx, opts: o, keys: keys, st: st, ranks: rank(), width: 80, height: 24, widths: widths(nil),
 		spin: spinner.New(spinner.WithSpinner(spinner.Line)), vp: viewport.New(viewport.WithWidth(80), viewport.WithHeight(18)), refreshing: true}
+	m.help = newHelp(st)
 	m.line = newInput(st, "", sources.MaxBizID)
 	for i := range m.form {
 		m.form[i] = newInput(st, "", plans.MaxReason)
@@ -156,6 +160,15 @@ func newInput(st Styles, prompt string, limit int) textinput.Model {
 		in.SetStyles(textinput.Styles{Cursor: textinput.CursorStyle{Shape: tea.CursorBlock, Blink: true}})
 	}
 	return in
+}
+
+// newHelp is the key help (bubbles/help) in the console's styles.
+func newHelp(st Styles) help.Model {
+	h := help.New()
+	h.ShortSeparator = " · "
+	h.Styles = help.Styles{ShortKey: st.Bold, ShortDesc: st.Dim, ShortSeparator: st.Dim, Ellipsis: st.Dim,
+		FullKey: st.Bold, FullDesc: lipgloss.NewStyle(), FullSeparator: st.Dim}
+	return h
 }
 
 // Init starts the first refresh (and the detail asked for on the command
@@ -222,6 +235,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
+		m.help.SetWidth(msg.Width)
 		m = m.layout()
 		return m, nil
 	case spinner.TickMsg:
@@ -624,7 +638,7 @@ func (m Model) detailKey(k tea.KeyPressMsg) (Model, tea.Cmd) {
 		}
 		m.screen, m.detail, m.status = screenList, nil, ""
 		return m, nil
-	case key.Matches(k, m.keys.Refresh):
+	case key.Matches(k, m.keys.Reread):
 		m.loading = true
 		return m, m.whereCmd(d.bizID, d.pipeline)
 	}

@@ -128,12 +128,18 @@ func TestKeys(t *testing.T) {
 		}},
 		{"? shows the help built from the key map", nil, keys("?"), func(t *testing.T, m Model, _ *fake) {
 			v := m.View().Content
-			for _, k := range m.keys.helpGroups() {
-				for _, b := range k.keys {
+			for _, k := range m.keys.FullHelp() {
+				for _, b := range k {
 					if !strings.Contains(v, b.Help().Desc) {
 						t.Errorf("help lacks %q", b.Help().Desc)
 					}
 				}
+			}
+		}},
+		{"--readonly takes apply out of the key hints", func(o *Options) { o.ReadOnly = true }, keys("j", keyEnter), func(t *testing.T, m Model, _ *fake) {
+			v := m.View().Content
+			if !strings.Contains(v, "READONLY") || strings.Contains(v, "a apply") || !strings.Contains(v, "d dry run") {
+				t.Fatalf("foot:\n%s", v)
 			}
 		}},
 		{"any key closes the help", nil, keys("?", "j"), func(t *testing.T, m Model, _ *fake) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
@@ -333,7 +334,7 @@ func (m Model) listView() []string {
 	for len(lines) < 3+rows {
 		lines = append(lines, "")
 	}
-	return append(lines, m.statusLine(), m.bottomLine("enter open · / filter · s sort · r refresh · : go to id · ? help · q quit"))
+	return append(lines, m.statusLine(), m.bottomLine(m.keys.ShortHelp()))
 }
 
 // statusLine is the one line of what went wrong or what was done: a
@@ -368,11 +369,15 @@ func (m Model) statusLine() string {
 }
 
 // bottomLine is the input line when one is open, else the key hints.
-func (m Model) bottomLine(hints string) string {
+func (m Model) bottomLine(hints []key.Binding) string {
 	if p := m.linePrompt(); p != "" {
 		return p + m.line.View()
 	}
-	return m.st.Dim.Render(hints)
+	h := m.help
+	if m.width < 100 {
+		h.ShortSeparator = "  "
+	}
+	return h.ShortHelpView(hints)
 }
 
 // linePrompt is the prompt of the open input line ("" when none is open).
@@ -389,32 +394,20 @@ func (m Model) linePrompt() string {
 // --- help -----------------------------------------------------------------
 
 func (m Model) helpView() []string {
+	h := m.help
+	h.SetWidth(m.width - 2)
+	// Each column of bubbles/help's full view headed by its screen (a
+	// binding no key matches).
+	var groups [][]key.Binding
+	for i, g := range m.keys.FullHelp() {
+		title := key.NewBinding(key.WithKeys(""), key.WithHelp([]string{"LIST", "DETAIL", "ANYWHERE"}[i], ""))
+		groups = append(groups, append([]key.Binding{title}, g...))
+	}
 	lines := []string{m.st.Title.Render("opctl tui — keys (any key closes this)"), ""}
-	for _, g := range m.keys.helpGroups() {
-		lines = append(lines, m.st.Bold.Render(strings.ToUpper(g.title)))
-		for _, k := range g.keys {
-			h := k.Help()
-			lines = append(lines, fmt.Sprintf("  %-8s %s", h.Key, h.Desc))
-		}
+	for _, l := range strings.Split(h.FullHelpView(groups), "\n") {
+		lines = append(lines, "  "+l)
 	}
-	lines = append(lines, "", m.st.Dim.Render("apply is disabled by --readonly, a live lease, or a plan that needs an attestation (docs/tui.md)"))
-	if len(lines) > m.height && m.width >= 60 {
-		return twoColumns(lines, m.width, m.height)
-	}
-	return lines
-}
-
-// twoColumns lays out a list that is taller than the screen side by side.
-func twoColumns(lines []string, width, height int) []string {
-	half := (len(lines) + 1) / 2
-	out := make([]string, half)
-	for i := range half {
-		out[i] = cell(lines[i], width/2)
-		if i+half < len(lines) {
-			out[i] += lines[i+half]
-		}
-	}
-	return out
+	return append(lines, "", m.st.Dim.Render("apply is disabled by --readonly, a live lease, or a plan that needs an attestation (docs/tui.md)"))
 }
 
 // --- detail ---------------------------------------------------------------
@@ -461,14 +454,11 @@ func (m Model) detailView() []string {
 	if status != "" {
 		status = m.st.Status.Render(status)
 	}
-	hints := "p plan · d dry run · a apply · t attest · A audit · r re-read · ↑↓ scroll · esc back · ? help"
-	if m.width < 100 {
-		hints = "p plan  d dry-run  a apply  t attest  A audit  r re-read  esc back  ? help"
+	foot := m.bottomLine(m.keys.detailHelp(m.opts.ReadOnly))
+	if m.opts.ReadOnly && m.in == inputNone {
+		foot = "READONLY  " + foot
 	}
-	if m.opts.ReadOnly {
-		hints = "READONLY  " + strings.Replace(strings.Replace(hints, "a apply · ", "", 1), "a apply  ", "", 1)
-	}
-	return append(append(head, body...), status, m.bottomLine(hints))
+	return append(append(head, body...), status, foot)
 }
 
 // formView is the confirmation or attestation form, and the lines its two
