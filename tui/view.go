@@ -16,6 +16,7 @@ import (
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/tui/render"
 )
 
 // shown is the one rule of human output for every value the console did
@@ -424,11 +425,7 @@ func (m Model) detailView() []string {
 		head = []string{m.st.Bold.Render(shown(d.bizID)), m.st.Error.Render(d.err)}
 	default:
 		r := d.op.Report
-		p := shown(r.Pipeline)
-		if p == "" {
-			p = "(no pipeline)"
-		}
-		h := fmt.Sprintf("%s  %s  %s", m.st.Bold.Render(shown(r.BizID)), p, m.st.Severity(r.Verdict.Severity, string(r.Verdict.Code)+" ("+string(r.Verdict.Severity)+")"))
+		h := render.Head(m.st, r)
 		if m.loading {
 			h += "  " + m.spin.View()
 		}
@@ -525,23 +522,8 @@ func (m Model) section(b *strings.Builder, title string) {
 	b.WriteString("\n" + m.st.Title.Render(title) + "\n")
 }
 
-// stepMark is how the timeline draws a step's status: each distinct.
-func (m Model) stepMark(s inspect.StepStatus) string {
-	switch s {
-	case inspect.StepApplied:
-		return m.st.Applied.Render("● applied   ")
-	case inspect.StepAbsent:
-		return m.st.Absent.Render("○ absent    ")
-	case inspect.StepDuplicated:
-		return m.st.Duplicated.Render("◉ DUPLICATED")
-	case inspect.StepUnknown:
-		return m.st.Unknown.Render("? UNKNOWN   ")
-	case inspect.StepAhead:
-		return m.st.Ahead.Render("» AHEAD     ")
-	}
-	return cell(string(s), 12)
-}
-
+// reportBody is the where report of the operation shown, drawn by opctl's
+// one where renderer as the console's detail (render.Report).
 func (m Model) reportBody(b *strings.Builder, d *detail) {
 	if d.op == nil {
 		if d.err != "" {
@@ -549,69 +531,10 @@ func (m Model) reportBody(b *strings.Builder, d *detail) {
 		}
 		return
 	}
-	r := d.op.Report
 	if len(d.others) > 0 {
 		b.WriteString(m.st.Watch.Render("also known to pipeline(s) "+shownJoin(d.others)+": to see it there, run opctl tui --pipeline NAME and go to the id") + "\n")
 	}
-	if r.Partial {
-		var why []string
-		for _, k := range r.Unread() {
-			why = append(why, k+": "+shown(r.Sources[k]))
-		}
-		b.WriteString(m.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")) + "\n")
-	}
-	if len(r.Steps) > 0 {
-		m.section(b, "STEPS")
-		n := len(r.Steps)
-		for i, s := range r.Steps {
-			link := "├─"
-			if i == n-1 {
-				link = "└─"
-			}
-			fmt.Fprintf(b, " %s %s %d. %-14s %-7s effects %d%s\n", link, m.stepMark(s.Status), s.Index, shown(s.Name), s.Kind, s.EvidenceCount, reachedNote(s))
-		}
-	}
-	m.section(b, "STATE")
-	b.WriteString(stateText(r) + "\n")
-	m.kafkaPanel(b, r.Kafka)
-	m.evidence(b, r)
-	if len(r.Idempotency) > 0 {
-		m.section(b, "IDEMPOTENCY")
-		for _, x := range r.Idempotency {
-			at := ""
-			if x.CreatedAt != nil {
-				at = "  " + fmtTS(*x.CreatedAt)
-			}
-			fmt.Fprintf(b, "  %s  %s%s\n", shown(x.Key), shown(x.Action), at)
-		}
-	}
-	if r.Entity != nil {
-		st := "not found"
-		if r.Entity.Found {
-			st = shown(r.Entity.Status)
-		}
-		b.WriteString("  entity: " + st + "\n")
-	}
-	m.section(b, "VERDICT")
-	b.WriteString(m.st.Severity(r.Verdict.Severity, string(r.Verdict.Code)) + "  " + shown(r.Verdict.Summary) + "\n")
-	if e, ok := inspect.Explain(r.Verdict.Code); ok {
-		b.WriteString(e.Meaning + "\n")
-		if e.Repair != "" {
-			b.WriteString(m.st.Dim.Render("repair: ") + e.Repair + "\n")
-		}
-	}
-	if len(r.Findings) > 0 {
-		m.section(b, "FINDINGS")
-		for _, f := range r.Findings {
-			b.WriteString("  " + shown(f.String()) + "\n")
-		}
-	}
-	if len(r.Verdict.Next) > 0 {
-		m.section(b, "NEXT")
-		for _, n := range r.Verdict.Next {
-			b.WriteString("  " + shown(n) + "\n")
-		}
-	}
+	render.Report(b, d.op.Report, render.WhereOptions{Styles: m.st, Console: true, Width: m.width})
 }
 
 func shownJoin(ss []string) string {
@@ -620,147 +543,6 @@ func shownJoin(ss []string) string {
 		out[i] = shown(s)
 	}
 	return strings.Join(out, ", ")
-}
-
-func reachedNote(s inspect.StepView) string {
-	if s.Error != "" {
-		return "  error: " + shown(s.Error)
-	}
-	if s.Reached != nil && !*s.Reached && s.Status == inspect.StepAhead {
-		return "  (the state row has not reached it)"
-	}
-	return ""
-}
-
-// stateText is the state row as the panel's fields, one per column.
-func stateText(r inspect.Report) string {
-	s := r.State
-	if !s.Found {
-		return "  no state row"
-	}
-	field := func(k, v string) string { return k + " " + v }
-	parts := []string{field("status", shown(s.Status))}
-	if s.Version != nil {
-		parts = append(parts, field("version", fmt.Sprint(*s.Version)))
-	}
-	if s.UpdatedAt != nil {
-		parts = append(parts, field("updated", fmtTS(*s.UpdatedAt)))
-	}
-	parts = append(parts, field("owner", orDash(shown(s.Owner))))
-	if s.LeaseUntil != nil {
-		lease := "expired " + fmtTS(*s.LeaseUntil)
-		if s.LeaseActive {
-			lease = "LIVE until " + fmtTS(*s.LeaseUntil)
-		}
-		parts = append(parts, field("lease", lease))
-	}
-	return "  " + strings.Join(parts, "   ")
-}
-
-// kafkaPanel draws the message's partition as a bar: log start [, the
-// committed offset C, the message M, log end ].
-func (m Model) kafkaPanel(b *strings.Builder, k inspect.KafkaView) {
-	title := "KAFKA  " + shown(k.Topic)
-	if k.Partition != nil {
-		title += fmt.Sprintf(" partition %d", *k.Partition)
-	}
-	m.section(b, title)
-	if k.LogStart != nil && k.LogEnd != nil {
-		b.WriteString("  " + kafkaBar(*k.LogStart, *k.LogEnd, k.Committed, k.Offset, m.width-8) + "\n")
-		b.WriteString("  " + m.st.Dim.Render("[ log start · C committed · M message · * both · ] log end") + "\n")
-	}
-	val := func(p *int64) string {
-		if p == nil {
-			return "?"
-		}
-		return fmt.Sprint(*p)
-	}
-	committed := val(k.Committed)
-	if k.Committed == nil && k.LogStart != nil {
-		committed = "none"
-	}
-	fmt.Fprintf(b, "  log start %s · committed %s · message %s (%s) · log end %s\n", val(k.LogStart), committed, val(k.Offset), shown(k.Located), val(k.LogEnd))
-	line := "  lag " + val(k.Lag) + " · group lag " + val(k.GroupLag) + " · redelivery " + m.st.Bold.Render(string(k.Redelivery))
-	if k.GroupState != "" {
-		line += " · group " + shown(k.GroupState)
-	}
-	if k.PartitionOwner != "" {
-		line += " · owner " + shown(k.PartitionOwner)
-	}
-	b.WriteString(line + "\n")
-	if k.Detail != "" {
-		b.WriteString("  " + m.st.Dim.Render(shown(k.Detail)) + "\n")
-	}
-}
-
-// kafkaBar is a partition of width w: [ at the log start, ] at the log
-// end, C the committed offset, M the message (* when they meet).
-func kafkaBar(start, end int64, committed, msg *int64, w int) string {
-	if w < 12 {
-		w = 12
-	}
-	if w > 64 {
-		w = 64
-	}
-	inner := w - 2
-	bar := []rune(strings.Repeat("─", inner))
-	span := end - start
-	at := func(off int64) int {
-		if span <= 0 {
-			return 0
-		}
-		i := int((off - start) * int64(inner-1) / span)
-		return min(max(i, 0), inner-1)
-	}
-	put := func(off *int64, r rune) {
-		if off == nil || *off < start || *off > end {
-			return
-		}
-		i := at(*off)
-		if bar[i] != '─' && bar[i] != r {
-			r = '*'
-		}
-		bar[i] = r
-	}
-	put(committed, 'C')
-	put(msg, 'M')
-	return "[" + string(bar) + "]"
-}
-
-func (m Model) evidence(b *strings.Builder, r inspect.Report) {
-	var rows []string
-	for _, s := range r.Steps {
-		for _, e := range s.Evidence {
-			var kv []string
-			for i, c := range e.Columns {
-				kv = append(kv, shown(c)+"="+shown(inspect.IdentityString(e.Values[i])))
-			}
-			line := fmt.Sprintf("  %-10s %s", shown(s.Name), strings.Join(kv, " "))
-			if e.Reversed {
-				line += "  (reversed)"
-			}
-			rows = append(rows, line)
-		}
-		for _, in := range s.Intents {
-			line := fmt.Sprintf("  %-10s intent %s %s", shown(s.Name), shown(in.RequestID), in.Outcome)
-			if in.Probe != "" {
-				line += " [probe " + shown(in.Probe) + "]"
-			}
-			rows = append(rows, line)
-		}
-		if s.Probe != nil {
-			line := fmt.Sprintf("  %-10s probe %s", shown(s.Name), shown(s.Probe.Outcome))
-			if s.Probe.Count != nil {
-				line += fmt.Sprintf(" (count %d)", *s.Probe.Count)
-			}
-			rows = append(rows, line)
-		}
-	}
-	if len(rows) == 0 {
-		return
-	}
-	m.section(b, "EVIDENCE")
-	b.WriteString(strings.Join(rows, "\n") + "\n")
 }
 
 func (m Model) planBody(b *strings.Builder, d *detail) {
