@@ -1,7 +1,11 @@
 package tui
 
 import (
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
 	"fmt"
+	"github.com/opctl-dev/opctl/inspect/triage"
+	"github.com/opctl-dev/opctl/sources"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +19,107 @@ import (
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/tui/render"
 )
+
+// pane is what the detail shows below its header.
+type pane int
+
+const (
+	paneReport pane = iota
+	panePlan
+	paneDryRun
+	paneResult
+	paneAudit
+)
+
+// detailModel is the detail screen: one operation's where report and the
+// repair flow made of it (plan, dry run, apply, attest, audit panes, and
+// the confirmation and attestation forms).
+type detailModel struct {
+	*env
+	width, height int
+
+	pane    pane
+	loading bool
+	d       *detail
+	vp      viewport.Model
+	status  string
+
+	// The confirmation or attestation form, when one is open (in).
+	in      input
+	form    [2]textinput.Model
+	formAt  int
+	formWhy string
+}
+
+// detail is the operation the detail shows, and the repair made of it.
+type detail struct {
+	bizID, pipeline string
+	triage          *triage.Result
+	op              *triage.Operation
+	err             string
+	// others are the other pipelines that know the id.
+	others []string
+
+	plan            *plans.Plan
+	planErr         string
+	needAttest      bool // the plan has a manual action: an attestation is due
+	needOutcome     bool // ...and the downstream's answer (UNKNOWN_OUTCOME)
+	attest, outcome string
+	dry             *repair.Result
+	dryErr          string
+	result          *repair.Result
+	resultErr       string
+	audit           *sources.AuditLog
+	auditErr        string
+	busy            string // what is running ("planning", "applying", ...)
+}
+
+// pick is the operation the detail shows: the one pipeline that knows the
+// id, else the first that does (the others are named), else the first.
+func pick(t *triage.Result) (*triage.Operation, []string) {
+	if t == nil || len(t.Ops) == 0 {
+		return nil, nil
+	}
+	if op, err := t.One(); err == nil {
+		return op, nil
+	}
+	var known []int
+	for i, op := range t.Ops {
+		if op.Report.Verdict.Code != inspect.NotFound {
+			known = append(known, i)
+		}
+	}
+	if len(known) == 0 {
+		return &t.Ops[0], nil
+	}
+	var others []string
+	for _, i := range known[1:] {
+		others = append(others, t.Ops[i].Pipeline.Name)
+	}
+	return &t.Ops[known[0]], others
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return plans.Shown(err.Error())
+}
+
+func orLoading(busy string) string {
+	if busy == "" {
+		return "reading the operation"
+	}
+	return busy
+}
+
+// opPipeline is the pipeline of the operation shown ("" before it is read).
+func (d *detail) opPipeline() string {
+	if d.op != nil && d.op.Pipeline != nil {
+		return d.op.Pipeline.Name
+	}
+	return d.pipeline
+}
 
 // resize fits the detail to a window of w×h: its viewport is what the two
 // head lines and the two foot lines leave.

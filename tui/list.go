@@ -1,9 +1,11 @@
 package tui
 
 import (
+	"charm.land/bubbles/v2/textinput"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -13,6 +15,28 @@ import (
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair/plans"
 )
+
+// listModel is the list screen: the reconcile's targets and watch items.
+type listModel struct {
+	*env
+	width, height int
+
+	items      []Item
+	visible    []int // indexes into items, filtered
+	cursor     int   // index into visible
+	offset     int   // first visible row shown
+	sortCol    Column
+	widths     columns // what the items' values need (widths), per column
+	filter     string
+	filtering  bool // the filter line has the keyboard
+	line       textinput.Model
+	refreshing bool
+	refreshed  time.Time
+	summary    *reconcile.Summary
+	listErr    string
+	gen        int // refresh generation: a late answer of an older one is dropped
+	status     string
+}
 
 // resize fits the list to a window of w×h.
 func (m listModel) resize(w, h int) listModel {

@@ -40,17 +40,6 @@ const (
 	inputAttest
 )
 
-// pane is what the detail shows below its header.
-type pane int
-
-const (
-	paneReport pane = iota
-	panePlan
-	paneDryRun
-	paneResult
-	paneAudit
-)
-
 // env is what every screen of the console reads and none changes: the
 // context, the options, the key map, the styles and the key help. New
 // makes it once; the screens and the root model share it.
@@ -83,71 +72,6 @@ type Model struct {
 
 	spin  spinner.Model
 	crash error
-}
-
-// listModel is the list screen: the reconcile's targets and watch items.
-type listModel struct {
-	*env
-	width, height int
-
-	items      []Item
-	visible    []int // indexes into items, filtered
-	cursor     int   // index into visible
-	offset     int   // first visible row shown
-	sortCol    Column
-	widths     columns // what the items' values need (widths), per column
-	filter     string
-	filtering  bool // the filter line has the keyboard
-	line       textinput.Model
-	refreshing bool
-	refreshed  time.Time
-	summary    *reconcile.Summary
-	listErr    string
-	gen        int // refresh generation: a late answer of an older one is dropped
-	status     string
-}
-
-// detailModel is the detail screen: one operation's where report and the
-// repair flow made of it (plan, dry run, apply, attest, audit panes, and
-// the confirmation and attestation forms).
-type detailModel struct {
-	*env
-	width, height int
-
-	pane    pane
-	loading bool
-	d       *detail
-	vp      viewport.Model
-	status  string
-
-	// The confirmation or attestation form, when one is open (in).
-	in      input
-	form    [2]textinput.Model
-	formAt  int
-	formWhy string
-}
-
-// detail is the operation the detail shows, and the repair made of it.
-type detail struct {
-	bizID, pipeline string
-	triage          *triage.Result
-	op              *triage.Operation
-	err             string
-	// others are the other pipelines that know the id.
-	others []string
-
-	plan            *plans.Plan
-	planErr         string
-	needAttest      bool // the plan has a manual action: an attestation is due
-	needOutcome     bool // ...and the downstream's answer (UNKNOWN_OUTCOME)
-	attest, outcome string
-	dry             *repair.Result
-	dryErr          string
-	result          *repair.Result
-	resultErr       string
-	audit           *sources.AuditLog
-	auditErr        string
-	busy            string // what is running ("planning", "applying", ...)
 }
 
 // New returns the console's model; Run runs it.
@@ -369,38 +293,6 @@ func (m Model) tickCmd(gen int) tea.Cmd {
 	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{gen: gen} })
 }
 
-// pick is the operation the detail shows: the one pipeline that knows the
-// id, else the first that does (the others are named), else the first.
-func pick(t *triage.Result) (*triage.Operation, []string) {
-	if t == nil || len(t.Ops) == 0 {
-		return nil, nil
-	}
-	if op, err := t.One(); err == nil {
-		return op, nil
-	}
-	var known []int
-	for i, op := range t.Ops {
-		if op.Report.Verdict.Code != inspect.NotFound {
-			known = append(known, i)
-		}
-	}
-	if len(known) == 0 {
-		return &t.Ops[0], nil
-	}
-	var others []string
-	for _, i := range known[1:] {
-		others = append(others, t.Ops[i].Pipeline.Name)
-	}
-	return &t.Ops[known[0]], others
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return plans.Shown(err.Error())
-}
-
 // key handles a key press: any key closes the help; an open line or form
 // has the keyboard; then the keys of every screen, then the screen's.
 func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
@@ -493,19 +385,4 @@ func (m Model) input() input {
 		return m.detail.in
 	}
 	return inputNone
-}
-
-func orLoading(busy string) string {
-	if busy == "" {
-		return "reading the operation"
-	}
-	return busy
-}
-
-// opPipeline is the pipeline of the operation shown ("" before it is read).
-func (d *detail) opPipeline() string {
-	if d.op != nil && d.op.Pipeline != nil {
-		return d.op.Pipeline.Name
-	}
-	return d.pipeline
 }
