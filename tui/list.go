@@ -286,8 +286,12 @@ func (m listModel) columns() columns {
 	c.owner = min(want.owner, max(minOwner, rest-minID-c.step))
 	c.id = max(min(minID, want.id), rest-c.step-c.owner)
 	if spare := c.id - want.id; spare > 0 {
+		// The id needs less than it got: the step, then the owner, take
+		// the rest.
 		c.id = want.id
-		c.owner = min(want.owner, c.owner+spare)
+		more := min(spare, want.step-c.step)
+		c.step += more
+		c.owner = min(want.owner, c.owner+spare-more)
 	}
 	return c
 }
