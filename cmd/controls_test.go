@@ -134,7 +134,7 @@ func hostileReport(t *testing.T) inspect.Report {
 		Sources: map[string]string{"mysql": "ok", "kafka": "ok"},
 	}
 	r := inspect.Diagnose(ev)
-	r.Verdict.Next = plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8})
+	r.Verdict.Next = NextFlags{}.Lines(plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8}))
 	// What the settlement pipeline does not read, set on the report.
 	r.Idempotency = []inspect.IdempotencyView{{Key: hLS, Action: hRTL}}
 	r.Entity = &inspect.EntityView{Found: true, Status: hCSI}

@@ -385,8 +385,17 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
 // calls, each part of the naive side.
 func report(w io.Writer, r result) {
 	fmt.Fprintf(w, "== seed %s, %d operations on %s (loaded in %s s), %d planted\n", r.Seed, r.Ops, r.Server, secs(r.Load), len(r.Manifest))
-	fmt.Fprintf(w, "opctl reconcile: %s s (its summary: %.2f s), %d rows examined, peak RSS %.1f MiB, exit %d, exact %s\n", secs(r.Opctl.Wall), r.Opctl.Seconds, r.Opctl.Rows, r.Opctl.RSSMiB, r.Opctl.Exit, r.OpctlExact)
-	for _, c := range r.Opctl.Checks {
+	if r.Opctl.Found != nil { // not -no-all
+		reportOpctl(w, r.Opctl, r.OpctlExact)
+	}
+	fmt.Fprintf(w, "naive: %s s, %d rows examined, exact %s\n", secs(r.Naive.Wall), r.Naive.Rows, r.NaiveExact)
+	reportNaive(w, r)
+}
+
+// reportOpctl prints an all-checks run: each check, the probe calls.
+func reportOpctl(w io.Writer, m measure, x exactness) {
+	fmt.Fprintf(w, "opctl reconcile: %s s (its summary: %.2f s), %d rows examined, peak RSS %.1f MiB, exit %d, exact %s\n", secs(m.Wall), m.Seconds, m.Rows, m.RSSMiB, m.Exit, x)
+	for _, c := range m.Checks {
 		fmt.Fprintf(w, "  %s/%s: %s %s; rows %d, candidates %d (cover only %d), targets %d, %.2f s; verdicts %v\n",
 			c.Pipeline, c.Check, c.Status, c.Reason, c.Rows, c.Candidates, c.CoverOnly, c.Targets, c.Seconds, c.Verdicts)
 		for _, n := range c.Notes {
@@ -396,19 +405,22 @@ func report(w io.Writer, r result) {
 			fmt.Fprintf(w, "    uncovered: %s\n", u)
 		}
 	}
-	if len(r.Opctl.Probes) > 0 {
-		keys := make([]string, 0, len(r.Opctl.Probes))
-		for k := range r.Opctl.Probes {
+	if len(m.Probes) > 0 {
+		keys := make([]string, 0, len(m.Probes))
+		for k := range m.Probes {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		var s []string
 		for _, k := range keys {
-			s = append(s, fmt.Sprintf("%s %d", k, r.Opctl.Probes[k]))
+			s = append(s, fmt.Sprintf("%s %d", k, m.Probes[k]))
 		}
 		fmt.Fprintf(w, "  probe calls: %s\n", strings.Join(s, ", "))
 	}
-	fmt.Fprintf(w, "naive: %s s, %d rows examined, exact %s\n", secs(r.Naive.Wall), r.Naive.Rows, r.NaiveExact)
+}
+
+// reportNaive prints the naive side's parts, each question alone, the plans.
+func reportNaive(w io.Writer, r result) {
 	for _, p := range r.Naive.Parts {
 		fmt.Fprintf(w, "  %s: %s s, %d rows examined, %d found\n", p.Label, secs(p.Wall), p.Rows, p.Found)
 	}
