@@ -26,7 +26,8 @@ type listModel struct {
 	cursor     int   // index into visible
 	offset     int   // first visible row shown
 	sortCol    Column
-	widths     columns // what the items' values need (widths), per column
+	widths     columns              // what the items' values need (widths), per column
+	perVerdict map[inspect.Code]int // the header's counts, made once per refresh
 	filter     string
 	filtering  bool // the filter line has the keyboard
 	line       textinput.Model
@@ -64,6 +65,10 @@ func (m listModel) answer(msg refreshMsg) listModel {
 		}
 		m.items = msg.items
 		m.widths = widths(m.items)
+		m.perVerdict = map[inspect.Code]int{}
+		for _, it := range m.items {
+			m.perVerdict[it.Verdict]++
+		}
 		sortItems(m.items, m.sortCol, m.ranks)
 		m = m.refilter()
 		if hadSel {
@@ -217,10 +222,7 @@ func (m listModel) title(spin string) string {
 
 // counts is the header's count per verdict, most urgent first.
 func (m listModel) counts() string {
-	n := map[inspect.Code]int{}
-	for _, it := range m.items {
-		n[it.Verdict]++
-	}
+	n := m.perVerdict
 	var parts []string
 	for _, c := range inspect.Precedence() {
 		if n[c] > 0 {
