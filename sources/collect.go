@@ -356,6 +356,9 @@ func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() group
 	case canLocate:
 		ev.Kafka.Partition, ev.Kafka.Offset, ev.Kafka.Located = loc.Partition, loc.Offset, loc.Located
 		ev.Kafka.Message, ev.Kafka.SearchDetail = loc.Message, loc.Detail
+		if req.Newest && loc.Located != LocatedStored {
+			ev.Kafka.SearchDetail = "no row anchors the search: by key, anchored at now; " + loc.Detail
+		}
 	default:
 		ev.Kafka.SearchDetail = "no row to locate the message from"
 	}
@@ -438,6 +441,12 @@ func (c *Collector) timeout() time.Duration {
 	return DefaultTimeout
 }
 
+// UnanchoredWindow is how far back the message of an operation that no row
+// anchors is searched (a pipeline without state and idempotency tables):
+// the horizon of a binlog step's scan (config.MaxBinlogWindow), within
+// --search-limit records (docs/where.md "Finding the message").
+const UnanchoredWindow = config.MaxBinlogWindow
+
 // locateRequest builds the message search from the rows read: the stored
 // position and msg_id of the state row, else the idempotency record of
 // interest; the earliest known timestamp of the operation.
@@ -484,10 +493,25 @@ func (c *Collector) locateRequest(p *config.Pipeline, bizID string, db DBEvidenc
 		if t == nil && db.Entity != nil {
 			t = db.Entity.At
 		}
-		if t == nil {
+		switch {
+		case t != nil:
+			earliest(t)
+		case p.State == nil && p.Idempotency == nil:
+			// No table of the pipeline can ever anchor it (seed 000's
+			// own schema: the debit is only in the binlog, which is read
+			// from the message; a STRANDED operation has no ledger row):
+			// the message is searched by its key, anchored at now, among
+			// the newest --search-limit records of its partition at most
+			// UnanchoredWindow old (docs/where.md "Finding the message").
+			now := db.Now
+			if now.IsZero() {
+				now = time.Now()
+			}
+			req.Newest, req.Window = true, max(req.Window, UnanchoredWindow)
+			around = &now
+		default:
 			return req, false
 		}
-		earliest(t)
 	}
 	if around != nil {
 		req.Around = *around

@@ -52,9 +52,19 @@ func TestLocateRequest(t *testing.T) {
 	if !ok || req.MsgID != "m-3" || req.Partition != -1 || !req.Around.Equal(later) {
 		t.Fatalf("skipped: %+v", req)
 	}
-	// Nothing to anchor a search: no request.
-	if _, ok := c.locateRequest(p, "7", DBEvidence{}); ok {
+	// Nothing to anchor a search on a pipeline that has a state table: no
+	// request (the operation is not this pipeline's).
+	withState := *p
+	withState.State = &config.State{Table: "s", Key: "id", Status: "status"}
+	if _, ok := c.locateRequest(&withState, "7", DBEvidence{}); ok {
 		t.Fatal("a search without any row")
+	}
+	// A pipeline no row can ever anchor (no state, no idempotency table:
+	// seed 000's own schema): the newest records of the key's partition,
+	// anchored at the database clock, over UnanchoredWindow.
+	req, ok = c.locateRequest(p, "7", DBEvidence{Now: later})
+	if !ok || !req.Newest || !req.Around.Equal(later) || req.Window != UnanchoredWindow || req.Limit != 50000 || string(req.Key) != "order-7" {
+		t.Fatalf("unanchored: %+v", req)
 	}
 	// A record without a timestamp: the request carries no time, so the
 	// reader reports the position unknown instead of scanning from the head.

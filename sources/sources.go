@@ -384,6 +384,12 @@ type LocateRequest struct {
 	// (Location.Messages), not the first: the messages through which the
 	// records of an idempotency table without a biz_id are found.
 	All bool
+	// Newest asks for the newest records: the search starts at the later
+	// of the offset for (Around − Window) and the log end less Limit, so
+	// that a bounded search anchored at now reads the records nearest to
+	// now (an operation no row anchors: docs/where.md "Finding the
+	// message").
+	Newest bool
 }
 
 // Location is where a message was found.

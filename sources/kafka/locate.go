@@ -313,6 +313,13 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		}
 	}
 
+	if req.Newest && end-int64(limit) > start {
+		// Anchored at now: the newest Limit records of the window, not
+		// its oldest.
+		start, notBefore = end-int64(limit), from
+		fromDesc = fmt.Sprintf("the newest %d records before the %s %d, back to at most %s", limit, endName, end, fromTS)
+		fellBack = ""
+	}
 	var (
 		scanned   int   // records read (control records aside)
 		invisible int   // of them, records of aborted transactions (read_committed)

@@ -86,3 +86,41 @@ func TestLocateWindowEndAndLimitWithFutureRecords(t *testing.T) {
 		t.Errorf("limit: %+v", loc)
 	}
 }
+
+// An operation no row anchors (seed 000's own schema) is searched anchored
+// at now among the newest records: the search starts at the later of the
+// window's start and the log end less the limit, so a recent message is
+// found however long the window, and an older one beyond the limit is
+// not found, the detail saying how far the search read.
+func TestLocateNewest(t *testing.T) {
+	k, r := setup(t)
+	now := time.Date(2025, 3, 2, 10, 0, 0, 0, time.UTC)
+	old := k.Produce(t, topic, 0, "PAY-OLD", "v", nil, now.Add(-3*time.Hour))
+	noise(t, k, 0, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	recent := k.Produce(t, topic, 0, "PAY-NEW", "v", nil, now.Add(-30*time.Minute))
+	noise(t, k, 0, now.Add(-5*time.Minute), now.Add(-time.Minute))
+	ctx := context.Background()
+	req := sources.LocateRequest{Topic: topic, Key: []byte("PAY-NEW"), Partition: 0, Offset: -1, Around: now,
+		Window: 24 * time.Hour, Limit: 12, Newest: true}
+	loc, err := r.Locate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc.Located != sources.LocatedSearched || loc.Offset != recent || !strings.Contains(loc.Detail, "the newest 12 records") {
+		t.Fatalf("recent: %+v (message at %d)", loc, recent)
+	}
+	req.Key = []byte("PAY-OLD")
+	loc, err = r.Locate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc.Located != sources.LocatedUnknown || !strings.HasPrefix(loc.Detail, "not found: scanned") || !strings.Contains(loc.Detail, "the newest 12 records") {
+		t.Fatalf("beyond the limit: %+v (message at %d)", loc, old)
+	}
+	// Without Newest the same window is read from its start: the old one
+	// is found first.
+	req.Newest = false
+	if loc, err = r.Locate(ctx, req); err != nil || loc.Offset != old {
+		t.Fatalf("from the window's start: %+v, %v (message at %d)", loc, err, old)
+	}
+}
