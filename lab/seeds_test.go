@@ -313,7 +313,7 @@ func TestSeed000Stranded(t *testing.T) {
 	ios, _, out, errOut := iostreams.Test()
 	code := cmd.Run(ctx, ios, []string{"--config", env.ConfigPath, "where", "PAY-ST-404", "--pipeline", "settlement_seed", "-o", "json"})
 	var nf struct {
-		Verdict struct{ Code string } `json:"verdict"`
+		Verdict struct{ Code string }   `json:"verdict"`
 		Kafka   struct{ Detail string } `json:"kafka"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &nf); err != nil || code != 4 || nf.Verdict.Code != "NOT_FOUND" || !strings.Contains(nf.Kafka.Detail, "not found: scanned") {

@@ -487,7 +487,7 @@ var errSkipped = errors.New("reconcile: check skipped")
 
 // stuckMessages is stuck on a pipeline without a state table or an
 // idempotency table (seed 000's own schema; Requirements says when): the
-// topic is read once over [now - since, now - older-than], partition by
+// topic is read once over [now - since, now], partition by
 // partition; a message below its partition's committed offset (the group
 // passed it: under commit after_steps, the consumer's statement that every
 // step ran) is looked up, a chunk at a time, in each step's scan table by
@@ -529,10 +529,11 @@ func (r *run) stuckMessages(cs *checkState, reqs []Requirement) error {
 		cs.notes = append(cs.notes, fmt.Sprintf("--since %s is longer than the %s `where` searches back for a message no row anchors: only the last %s of %s were read",
 			r.o.Since, sources.UnanchoredWindow, sources.UnanchoredWindow, p.Topic))
 	}
-	from, to := r.now.Add(-since), r.now.Add(-r.o.OlderThan)
-	if !to.After(from) {
-		return nil
-	}
+	// --older-than does not apply: the group committed past the message,
+	// which under after_steps the consumer does only once it is done with
+	// it (seed 000 processes one message at a time), so no consumer is
+	// still working on it, however young.
+	from, to := r.now.Add(-since), r.now
 	cs.searching = true
 	defer func() { cs.searching = false }()
 	var (
