@@ -3,9 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,7 +13,6 @@ import (
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // Auditor reads the audit log (*repair.Service).
@@ -40,10 +36,10 @@ type AuditOptions struct {
 // NewCmdAudit builds `opctl audit`. runF replaces the run function in tests.
 func NewCmdAudit(f *Factory, runF func(context.Context, *AuditOptions) error) *cobra.Command {
 	opts := &AuditOptions{IO: f.IOStreams}
-	opts.Auditor = func() (Auditor, error) { return f.Service(connect.Options{}) }
+	opts.Auditor = func() (Auditor, error) { return f.Service() }
 	c := &cobra.Command{
 		Use:   "audit [--biz-id X] [--plan ID]",
-		Short: "Read opctl's audit log: what repairs did, and attempts that changed nothing",
+		Short: "Read the audit log: what repairs did, attempts that did nothing",
 		Long: `Read both audit tables (audit.table and its _attempt table) on the read
 path (a SELECT-only user is enough): every action a repair applied, with its
 before and after images, and every attempt that changed nothing (dry_run,
@@ -88,47 +84,7 @@ func runAudit(ctx context.Context, opts *AuditOptions) error {
 	if err != nil {
 		return err
 	}
-	out := opts.IO.Out
-	if opts.Format != FormatTable {
-		return jsonEncoder(out, opts.Format).Encode(log)
-	}
-	return renderAudit(out, opts.IO.IsStdoutTTY(), ui.NewStyles(out, opts.IO.ColorEnabled()), log)
-}
-
-// auditLine is one row of the human audit view: an action or an attempt.
-type auditLine struct {
-	at   time.Time
-	cols []string
-}
-
-// renderAudit writes the audit table; every value read from the audit
-// tables is shown through ui.Safe.
-func renderAudit(w io.Writer, tty bool, st ui.Styles, log *sources.AuditLog) error {
-	var lines []auditLine
-	for _, a := range log.Actions {
-		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
-			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), fmt.Sprint(a.ActionIndex), ui.Safe(a.Action),
-			styleOutcome(st, a.Outcome), ui.Safe(a.Pipeline) + "/" + ui.Safe(a.BizID), ui.Safe(a.Operator), imageSummary(a.AfterImage) + reasonSuffix(a.Reason)}})
-	}
-	for _, a := range log.Attempts {
-		idx := fmt.Sprint(a.ActionIndex)
-		if a.ActionIndex == 0 {
-			idx = "-"
-		}
-		lines = append(lines, auditLine{at: a.CreatedAt, cols: []string{
-			a.CreatedAt.Format("2006-01-02 15:04:05.000"), shortID(a.PlanID), idx, "(attempt)",
-			styleOutcome(st, a.Outcome), ui.Safe(a.BizID), ui.Safe(a.Operator), detailSummary(a.Detail)}})
-	}
-	if len(lines) == 0 {
-		_, err := fmt.Fprintln(w, "no audit rows")
-		return err
-	}
-	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
-	rows := make([][]string, len(lines))
-	for i, l := range lines {
-		rows[i] = l.cols
-	}
-	return ui.Table(w, tty, []string{"AT", "PLAN", "#", "ACTION", "OUTCOME", "OPERATION", "OPERATOR", "DETAIL"}, rows)
+	return newAuditView(opts.IO, opts.Format).Log(log)
 }
 
 func shortID(id string) string {
@@ -191,7 +147,8 @@ func detailSummary(raw json.RawMessage) string {
 	}
 	for _, k := range []string{"error", "result"} {
 		if v, ok := m[k].(string); ok && v != "" {
-			return ui.Safe(clip(strings.Join(strings.Fields(v), " "), 160, "…"))
+			// Whole: a terminal's table cuts it to the width (ui.FitTable).
+			return ui.Safe(strings.Join(strings.Fields(v), " "))
 		}
 	}
 	return ""

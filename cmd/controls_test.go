@@ -134,7 +134,7 @@ func hostileReport(t *testing.T) inspect.Report {
 		Sources: map[string]string{"mysql": "ok", "kafka": "ok"},
 	}
 	r := inspect.Diagnose(ev)
-	r.Verdict.Next = plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8})
+	r.Verdict.Next = NextFlags{}.Lines(plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8}))
 	// What the settlement pipeline does not read, set on the report.
 	r.Idempotency = []inspect.IdempotencyView{{Key: hLS, Action: hRTL}}
 	r.Entity = &inspect.EntityView{Found: true, Status: hCSI}
@@ -159,7 +159,9 @@ func TestWhereHumanControlsGolden(t *testing.T) {
 		ios, _, out, _ := iostreams.Test()
 		ios.SetStdoutTTY(tc.tty)
 		ios.SetNoColor(tc.noColour)
-		if err := newWhereView(ios, FormatTable).Render([]inspect.Report{r}); err != nil {
+		// -o wide: on a terminal every value whole, to be seen quoted (the
+		// fitting is where_tty.golden's); piped, the same as table.
+		if err := newWhereView(ios, FormatWide).Render([]inspect.Report{r}); err != nil {
 			t.Fatal(err)
 		}
 		s := out.String()
@@ -400,7 +402,13 @@ func TestAuditHumanControls(t *testing.T) {
 		ios, _, out, _ := iostreams.Test()
 		ios.SetStdoutTTY(tty)
 		ios.SetNoColor(true)
-		if err := runAudit(context.Background(), &AuditOptions{IO: ios, Format: FormatTable, Timeout: 1e9, Limit: 5,
+		// On a terminal -o wide: every value whole, to be found quoted
+		// (the table's fitting is TestFitTable's).
+		format := FormatTable
+		if tty {
+			format = FormatWide
+		}
+		if err := runAudit(context.Background(), &AuditOptions{IO: ios, Format: format, Timeout: 1e9, Limit: 5,
 			Auditor: func() (Auditor, error) { return &fakeAuditor{log: log}, nil }}); err != nil {
 			t.Fatal(err)
 		}
@@ -424,7 +432,11 @@ func TestSchemaCheckHumanControls(t *testing.T) {
 		ios, _, out, _ := iostreams.Test()
 		ios.SetStdoutTTY(tty)
 		ios.SetNoColor(true)
-		if err := renderSchemaCheck(&SchemaOptions{IO: ios, Format: FormatTable}, rep); err != nil {
+		format := FormatTable
+		if tty {
+			format = FormatWide // every value whole, to be found quoted
+		}
+		if err := newSchemaView(ios, format).Check(rep); err != nil {
 			t.Fatal(err)
 		}
 		s := out.String()

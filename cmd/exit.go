@@ -26,12 +26,14 @@ EXIT STATUS
   0    ok
   1    error (config, connection, internal)
   2    usage
-  3    attention: a verdict or reconcile target needs action, repair plan --from-file skipped a
-       target, or a doctor check failed
+  3    attention: a verdict or reconcile target needs action, repair plan
+       --from-file skipped a target, or a doctor check failed
   4    not found
-  5    refused: a guard failed, the plan is stale or was changed, the operation is in flight,
-       or a runbook step saw a verdict it does not expect
-  6    partial: a source was unreachable; the verdict was computed from what was read
+  5    refused: a guard failed, the plan is stale or was changed, the
+       operation is in flight, or a runbook step saw a verdict it does not
+       expect
+  6    partial: a source was unreachable; the verdict was computed from what
+       was read
   130  interrupted
 `
 

@@ -2,25 +2,26 @@ package cmd
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/opctl-dev/opctl/cmd/ui"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/sop"
 )
 
 // ExplainOptions are the parsed arguments of `opctl explain`.
 type ExplainOptions struct {
+	IO     *iostreams.IOStreams
+	Format Format
 	// Code is the verdict code; empty lists every verdict.
 	Code inspect.Code
 }
 
 // NewCmdExplain builds `opctl explain`.
 func NewCmdExplain(f *Factory, runF func(context.Context, *ExplainOptions) error) *cobra.Command {
-	opts := &ExplainOptions{}
+	opts := &ExplainOptions{IO: f.IOStreams}
 	c := &cobra.Command{
 		Use:   "explain [VERDICT]",
 		Short: "What a verdict means, why it happens and what is safe to do",
@@ -40,6 +41,7 @@ list every verdict in precedence order.`,
 			return verdictNames(), cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			opts.Format = f.Globals.Output
 			if len(args) == 1 {
 				opts.Code = inspect.Code(strings.ToUpper(strings.TrimSpace(args[0])))
 				if _, ok := inspect.Explain(opts.Code); !ok {
@@ -49,14 +51,13 @@ list every verdict in precedence order.`,
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runExplain(f, opts)
+			return runExplain(opts)
 		},
 	}
 	return c
 }
 
-func runExplain(f *Factory, opts *ExplainOptions) error {
-	out := f.IOStreams.Out
+func runExplain(opts *ExplainOptions) error {
 	codes := inspect.Precedence()
 	if opts.Code != "" {
 		codes = []inspect.Code{opts.Code}
@@ -67,50 +68,11 @@ func runExplain(f *Factory, opts *ExplainOptions) error {
 		e, _ := inspect.Explain(c)
 		list = append(list, explained{Explanation: e, Runbook: runbookOf(lib, c)})
 	}
-	if f.Globals.Output != FormatTable {
-		enc := jsonEncoder(out, f.Globals.Output)
-		if opts.Code != "" {
-			return enc.Encode(list[0])
-		}
-		if f.Globals.Output == FormatJSONL {
-			for _, e := range list {
-				if err := enc.Encode(e); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		return enc.Encode(list)
+	v := newExplainView(opts.IO, opts.Format)
+	if opts.Code != "" {
+		return v.One(list[0])
 	}
-	st := ui.NewStyles(out, f.IOStreams.ColorEnabled())
-	if opts.Code == "" {
-		rows := [][]string{}
-		for _, e := range list {
-			rows = append(rows, []string{string(e.Code), string(e.Severity), e.Meaning})
-		}
-		return ui.Table(out, f.IOStreams.IsStdoutTTY(), []string{"VERDICT", "SEVERITY", "MEANING"}, rows)
-	}
-	e := list[0]
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s)\n\n%s\n", st.Severity(e.Severity, string(e.Code)), e.Severity, e.Meaning)
-	list2 := func(title string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "\n%s\n", st.Title.Render(title))
-		for _, it := range items {
-			fmt.Fprintf(&b, "  - %s\n", it)
-		}
-	}
-	list2("TYPICAL CAUSES", e.Causes)
-	list2("SAFE", e.Safe)
-	list2("NOT SAFE", e.Unsafe)
-	fmt.Fprintf(&b, "\n%s\n  %s\n", st.Title.Render("REPAIR"), e.Repair)
-	if e.Runbook != "" {
-		fmt.Fprintf(&b, "\n%s\n  opctl sop run %s --biz-id ID --reason TEXT (opctl sop show %s)\n", st.Title.Render("RUNBOOK"), e.Runbook, e.Runbook)
-	}
-	_, err := fmt.Fprint(out, b.String())
-	return err
+	return v.List(list)
 }
 
 // explained is a verdict's explanation and the built-in runbook for it.

@@ -1,24 +1,28 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect/triage"
+	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	"github.com/opctl-dev/opctl/sources/connect"
 )
 
-// Format is an output format (-o): table, json or jsonl.
+// Format is an output format (-o): table, wide, json or jsonl.
 type Format string
 
 // Output formats.
 const (
 	FormatTable Format = "table"
+	// FormatWide is table with every value whole on a terminal too.
+	FormatWide  Format = "wide"
 	FormatJSON  Format = "json"
 	FormatJSONL Format = "jsonl"
 	// FormatPrometheus is reconcile's text exposition format.
@@ -33,6 +37,17 @@ type GlobalOptions struct {
 	Output     Format
 	NoColor    bool
 	Timeout    time.Duration
+	// SearchWindow and SearchLimit bound the message search; the flags of
+	// where and repair plan set them (zero elsewhere: the Collector's
+	// defaults, docs/where.md).
+	SearchWindow time.Duration
+	SearchLimit  int
+}
+
+// connectOptions are the options every client is opened with: all of them
+// come from the flags, parsed before the first constructor runs.
+func (g GlobalOptions) connectOptions() connect.Options {
+	return connect.Options{Timeout: g.Timeout, SearchWindow: g.SearchWindow, SearchLimit: g.SearchLimit}
 }
 
 // Factory builds what commands need, lazily and once: the streams, the
@@ -85,10 +100,12 @@ func (f *Factory) config() (*config.Config, error) {
 	return f.cfg, nil
 }
 
-// Clients opens the sources of the config once, each bounded by --timeout
-// (o.Timeout is set from it; connect.Open defaults what o leaves zero);
-// later calls return the same clients.
-func (f *Factory) Clients(o connect.Options) (*connect.Clients, error) {
+// Clients opens the sources of the config once, with the options of the
+// parsed flags (Globals: --timeout, the message search bounds;
+// connect.Open defaults what they leave zero); later calls return the same
+// clients. It takes no options: the flags decide them before any command
+// runs, never the first caller.
+func (f *Factory) Clients() (*connect.Clients, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.clients != nil {
@@ -98,8 +115,7 @@ func (f *Factory) Clients(o connect.Options) (*connect.Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.Timeout = f.Globals.Timeout
-	c, err := connect.Open(cfg, o)
+	c, err := connect.Open(cfg, f.Globals.connectOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +125,8 @@ func (f *Factory) Clients(o connect.Options) (*connect.Clients, error) {
 
 // Triage is the read side on the clients (see Clients): the triage of
 // `opctl where`, the console and the runbooks.
-func (f *Factory) Triage(o connect.Options) (*triage.Service, error) {
-	c, err := f.Clients(o)
+func (f *Factory) Triage() (*triage.Service, error) {
+	c, err := f.Clients()
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +140,8 @@ func (f *Factory) Triage(o connect.Options) (*triage.Service, error) {
 
 // Service is the repair service (the write side) on the clients (see
 // Clients).
-func (f *Factory) Service(o connect.Options) (*repair.Service, error) {
-	tr, err := f.Triage(o)
+func (f *Factory) Service() (*repair.Service, error) {
+	tr, err := f.Triage()
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +151,21 @@ func (f *Factory) Service(o connect.Options) (*repair.Service, error) {
 		f.svc = NewRepairService(f.clients, tr)
 	}
 	return f.svc, nil
+}
+
+// Reconcile is reconcile.Run on the clients (see Clients), each pipeline
+// read on its own server (pipelines[].mysql): opctl reconcile, the runbook
+// runner and the console.
+func (f *Factory) Reconcile() (reconcile.Func, error) {
+	c, err := f.Clients()
+	if err != nil {
+		return nil, err
+	}
+	d := reconcile.Deps{DB: c.Reader, Collector: c.Collector,
+		DBFor: func(p *config.Pipeline) reconcile.DB { return c.ReaderFor(p) }}
+	return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
+		return reconcile.Run(ctx, d, o, emit)
+	}, nil
 }
 
 // NewRepairService wires the repair service on the clients of one

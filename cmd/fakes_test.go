@@ -484,7 +484,7 @@ func TestReconcileRunFake(t *testing.T) {
 				return &sum, nil
 			}
 			err := runReconcile(context.Background(), &ReconcileOptions{IO: ios, Timeout: 1e9, Output: FormatJSONL, Out: out, Pipeline: tc.pipeline, Chunk: 10,
-				Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (ReconcileFunc, error) { return run, nil }})
+				Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (reconcile.Func, error) { return run, nil }})
 			if code := exitCode(err, false); code != tc.code {
 				t.Fatalf("exit %d (%v), want %d\n%s", code, err, tc.code, stdout)
 			}

@@ -246,7 +246,7 @@ func TestReconcileOutIsAtomic(t *testing.T) {
 			}
 			ios, _, _, stderr := iostreams.Test()
 			err := runReconcile(context.Background(), &ReconcileOptions{IO: ios, Timeout: 1e9, Output: FormatJSONL, Out: out, Chunk: 10,
-				Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (ReconcileFunc, error) { return run, nil }})
+				Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (reconcile.Func, error) { return run, nil }})
 			if code := exitCode(err, false); code != tc.code {
 				t.Fatalf("exit %d (%v), want %d", code, err, tc.code)
 			}

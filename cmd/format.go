@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/cmd/ui"
 )
 
 // parseFormat checks an -o value against the formats a command takes
@@ -23,6 +26,39 @@ func parseFormat(s string, allowed ...Format) (Format, error) {
 		want = strings.Join(names[:n-1], ", ") + " or " + names[n-1]
 	}
 	return "", usageErrorf("--output %q: want %s", s, want)
+}
+
+// IsJSON reports whether f is a JSON format (json, jsonl): the views of
+// every command are chosen on it once.
+func (f Format) IsJSON() bool { return f == FormatJSON || f == FormatJSONL }
+
+// tableFor is how a human view's tables and notes fit where stdout goes:
+// the terminal's width on a terminal (-o wide: every value whole),
+// tab-separated when piped (docs/README.md).
+func tableFor(ios *iostreams.IOStreams, f Format) ui.TableOptions {
+	o := ui.TableOptions{TTY: ios.IsStdoutTTY(), Wide: f == FormatWide}
+	if o.TTY {
+		o.Width = ios.TerminalWidth()
+	}
+	return o
+}
+
+// encodeList writes a list as -o json (one array) or -o jsonl (one object
+// a line).
+func encodeList[T any](w io.Writer, f Format, list []T) error {
+	enc := jsonEncoder(w, f)
+	if f != FormatJSONL {
+		if list == nil {
+			list = []T{}
+		}
+		return enc.Encode(list)
+	}
+	for _, v := range list {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // jsonEncoder writes the JSON of -o json (indented) and -o jsonl (one

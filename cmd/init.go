@@ -9,11 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // InitOptions are the parsed flags of `opctl init`.
 type InitOptions struct {
+	IO     *iostreams.IOStreams
 	Preset string
 	Out    string
 	Force  bool
@@ -21,7 +24,7 @@ type InitOptions struct {
 
 // NewCmdInit builds `opctl init`.
 func NewCmdInit(f *Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
-	opts := &InitOptions{}
+	opts := &InitOptions{IO: f.IOStreams}
 	c := &cobra.Command{
 		Use:   "init --preset NAME",
 		Short: "Write an opctl.yaml for one of the seed pipelines",
@@ -34,7 +37,7 @@ func NewCmdInit(f *Factory, runF func(context.Context, *InitOptions) error) *cob
 Edit the topic, group, URLs and your own tables (lines marked # yours), then
 compare the database with 'opctl schema check'.`,
 		Example: `  opctl init --preset settlement
-  opctl init --preset seed003        # an idempotent(msg_id, action ENUM) table, no biz_id
+  opctl init --preset seed003      # idempotent(msg_id, action ENUM), no biz_id
   opctl init --preset skip --out /etc/opctl/config.yaml
   opctl init --preset fulfilment --force      # overwrite ./opctl.yaml`,
 		Args: noArgs,
@@ -45,7 +48,7 @@ compare the database with 'opctl schema check'.`,
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runInit(f, opts)
+			return runInit(opts)
 		},
 	}
 	c.Flags().StringVar(&opts.Preset, "preset", "", strings.Join(config.PresetNames(), " | "))
@@ -57,7 +60,7 @@ compare the database with 'opctl schema check'.`,
 	return c
 }
 
-func runInit(f *Factory, opts *InitOptions) error {
+func runInit(opts *InitOptions) error {
 	b, err := config.Preset(opts.Preset)
 	if err != nil {
 		return &UsageError{Err: err}
@@ -82,7 +85,7 @@ func runInit(f *Factory, opts *InitOptions) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %v", opts.Out, err)
 	}
-	_, err = fmt.Fprintf(f.IOStreams.Out, "wrote %s (preset %s). Next:\n  export OPCTL_MYSQL_DSN='user:pass@tcp(host:3306)/db'\n  opctl --config %s schema check\n  opctl --config %s where <biz_id>\n",
+	_, err = fmt.Fprintf(opts.IO.Out, "wrote %s (preset %s). Next:\n  export OPCTL_MYSQL_DSN='user:pass@tcp(host:3306)/db'\n  opctl --config %s schema check\n  opctl --config %s where <biz_id>\n",
 		opts.Out, opts.Preset, opts.Out, opts.Out)
 	return err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/config"
 )
 
 // hostileIDs are ids a database may hold that a shell or a flag parser
@@ -54,20 +53,21 @@ func nextLines(t *testing.T, id string) []string {
 	g := GlobalOptions{ConfigPath: "-c it's.yaml", Brokers: []string{"k1:9092"}}
 	n := g.Next()
 	var lines []string
-	p := &config.Pipeline{Name: "settlement", Steps: []config.Step{{Name: "notify", Kind: "remote"}}}
 	for _, code := range []inspect.Code{inspect.NotFound, inspect.InFlight, inspect.Stranded, inspect.DuplicateEffect, inspect.UnknownOutcome,
 		inspect.WillRedeliver, inspect.ReadError, inspect.RepairIncomplete} {
 		r := inspect.Report{BizID: id, Pipeline: "settlement", Verdict: inspect.Verdict{Code: code},
 			Findings: []inspect.Finding{{Code: code, Step: "notify"}}, Repair: &inspect.RepairView{PlanID: id}}
-		r.Verdict.Next = inspect.NextCommands(&r, p)
-		lines = append(lines, r.Verdict.Next...)
 		// The planner's NEXT (no configuration: it cannot plan, and says
 		// so with `where` again).
-		lines = append(lines, plans.Next(plans.Input{Report: r})...)
+		lines = append(lines, n.Lines(plans.Next(plans.Input{Report: r}))...)
 	}
-	for i, l := range lines {
-		lines[i] = n.Apply(l)
-	}
+	// A plan step of every form the planner makes with a configuration.
+	plan := plans.Step{Kind: plans.StepPlan, BizID: id, Pipeline: "settlement"}
+	undo, applied, absent := plan, plan, plan
+	undo.Attest, undo.Undo = true, "undo 1 extra effect(s) of step notify by hand"
+	applied.Action, applied.FromStep, applied.Attest, applied.Outcome = plans.Manual, "notify", true, inspect.AttestApplied
+	absent.Action, absent.FromStep, absent.Attest, absent.Outcome = plans.Manual, "notify", true, inspect.AttestAbsent
+	lines = append(lines, n.Lines([]plans.Step{plan, undo, applied, absent, {Kind: plans.StepDryRun}})...)
 
 	ios, _, out, _ := iostreams.Test()
 	ios.SetNoColor(true)

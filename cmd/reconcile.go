@@ -18,12 +18,7 @@ import (
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/sources/config"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
-
-// ReconcileFunc runs a reconcile over the clients of the config
-// (reconcile.Run).
-type ReconcileFunc func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error)
 
 // ReconcileOptions are the parsed flags of `opctl reconcile` and its
 // dependencies.
@@ -33,7 +28,7 @@ type ReconcileOptions struct {
 	// Config returns the configuration (the pipelines and the audit table).
 	Config func() (*config.Config, error)
 	// Reconcile runs the scan (opened on first use).
-	Reconcile func() (ReconcileFunc, error)
+	Reconcile func() (reconcile.Func, error)
 
 	Pipeline      string
 	Checks        []string
@@ -55,7 +50,7 @@ type ReconcileOptions struct {
 
 // NewCmdReconcile builds `opctl reconcile`. runF replaces the run function in tests.
 func NewCmdReconcile(f *Factory, runF func(context.Context, *ReconcileOptions) error) *cobra.Command {
-	opts := &ReconcileOptions{IO: f.IOStreams, Config: f.Config, Reconcile: reconciler(f)}
+	opts := &ReconcileOptions{IO: f.IOStreams, Config: f.Config, Reconcile: f.Reconcile}
 	since := durationFlag{d: reconcile.DefaultSince}
 	older := durationFlag{d: reconcile.DefaultOlderThan}
 	var checks, shard, output string
@@ -69,8 +64,10 @@ every candidate with the same rules as 'opctl where'. Checks:
   skipped      SKIPPED records whose entity does not cancel the effect and whose
                effect is missing
   duplicates   keys with more than one row in a step's scan table
-  orphans      keys in a step's scan table with no state row and no idempotency record
-  uncommitted  terminal operations the group has not committed past (needs Kafka)
+  orphans      keys in a step's scan table with no state row and no
+               idempotency record
+  uncommitted  terminal operations the group has not committed past (needs
+               Kafka)
 
 Candidates are triaged in batches of up to 256: each query 'opctl where' runs
 for one operation runs once per batch. A candidate is a target when its
@@ -102,15 +99,17 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
   opctl reconcile --pipeline settlement --check stuck,duplicates --rate 20000
   opctl reconcile --shard 0/4 -o jsonl > part0.jsonl
   opctl reconcile -o prometheus > /var/lib/node_exporter/opctl.prom
-  opctl reconcile --since 1h -o prometheus   # every few minutes: reads one hour of rows
-  opctl reconcile --since 400d --check duplicates,orphans   # a sweep of the whole history`,
+  # every few minutes: reads one hour of rows
+  opctl reconcile --since 1h -o prometheus
+  # a sweep of the whole history
+  opctl reconcile --since 400d --check duplicates,orphans`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Since, opts.OlderThan, opts.Next = since.d, older.d, f.Globals.Next()
 			if opts.Since <= 0 || opts.OlderThan < 0 {
 				return usageErrorf("--since must be positive and --older-than not negative")
 			}
-			o, err := parseFormat(output, FormatTable, FormatJSON, FormatJSONL, FormatPrometheus)
+			o, err := parseFormat(output, FormatTable, FormatWide, FormatJSON, FormatJSONL, FormatPrometheus)
 			if err != nil {
 				return err
 			}
@@ -161,34 +160,12 @@ was refused and no target found, 0 when none, 130 when interrupted.`,
 	fl.IntVar(&opts.Concurrency, "concurrency", reconcile.DefaultConcurrency, "batches of candidates triaged at once (each batch: one statement per query)")
 	fl.StringVar(&opts.Out, "out", "", "write the targets as JSONL to this file (for 'opctl repair plan --from-file')")
 	// A local -o shadows the global one: reconcile adds "prometheus".
-	fl.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|json|jsonl|prometheus")
+	fl.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|wide|json|jsonl|prometheus")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	_ = c.RegisterFlagCompletionFunc("check", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return reconcile.Checks(), cobra.ShellCompDirectiveNoFileComp
 	})
 	return c
-}
-
-// reconciler opens the clients of the config on first use and returns
-// reconcile.Run on them (opctl reconcile, opctl tui).
-func reconciler(f *Factory) func() (ReconcileFunc, error) {
-	return func() (ReconcileFunc, error) {
-		c, err := f.Clients(connect.Options{})
-		if err != nil {
-			return nil, err
-		}
-		d := reconcileDeps(c)
-		return func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
-			return reconcile.Run(ctx, d, o, emit)
-		}, nil
-	}
-}
-
-// reconcileDeps are the sources of a reconcile run on the clients c: each
-// pipeline read on its own server (pipelines[].mysql).
-func reconcileDeps(c *connect.Clients) reconcile.Deps {
-	return reconcile.Deps{DB: c.Reader, Collector: c.Collector,
-		DBFor: func(p *config.Pipeline) reconcile.DB { return c.ReaderFor(p) }}
 }
 
 // durationFlag is a duration that also accepts days ("7d", "1d12h").
@@ -268,22 +245,13 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	if hv, ok := view.(*reconcileHumanView); ok {
 		hv.out, hv.next = opts.Out, opts.Next
 	}
-	var bar *progressBar
-	if opts.Output == FormatTable && io.IsStdoutTTY() {
-		bar = newProgressBar(io.ErrOut, io.ColorEnabled())
-	}
 	ro := reconcile.Options{
 		Pipelines: pipelines, Checks: opts.Checks, Since: opts.Since, OlderThan: opts.OlderThan,
 		Rate: opts.Rate, Chunk: opts.Chunk, Shard: opts.Shard, Shards: opts.Shards,
 		AllowFullScan: opts.AllowFullScan, Access: opts.Access, Concurrency: opts.Concurrency, Timeout: opts.Timeout,
 	}
-	if bar != nil {
-		ro.Progress = bar.Update
-	}
+	ro.Progress = view.Progress()
 	sum, runErr := run(ctx, ro, func(r reconcile.Result) error {
-		if bar != nil {
-			bar.Found(r)
-		}
 		if r.IsTarget() && out != nil {
 			if err := out.Write(r.Target); err != nil {
 				return err
@@ -291,9 +259,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 		}
 		return view.Result(r)
 	})
-	if bar != nil {
-		bar.Clear()
-	}
+	view.Stop()
 	// --out is put in place only by a run that ended; an interrupted or
 	// failed run leaves it as it was (docs/reconcile.md).
 	kept := ""
@@ -343,19 +309,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 		}
 		return runErr
 	}
-	if opts.Output != FormatTable {
-		// The table shows it; other formats keep stdout machine-readable.
-		fmt.Fprintln(io.ErrOut, summaryLine(sum))
-	} else if !io.IsStdoutTTY() {
-		// Piped, stdout may be a file nobody reads at once: a refusal (the
-		// run may still exit 3 for the targets of the other checks) is said
-		// on stderr too.
-		for _, c := range sum.Checks {
-			if c.Status == reconcile.StatusRefused {
-				fmt.Fprintf(io.ErrOut, "opctl: reconcile %s/%s refused: %s\n", ui.Safe(c.Pipeline), c.Check, ui.Safe(c.Reason))
-			}
-		}
-	}
+	view.Done(sum)
 	return exitWith(sum.ExitCode())
 }
 

@@ -10,36 +10,54 @@ import (
 	"sync"
 	"time"
 
-	"charm.land/lipgloss/v2"
-
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
 )
 
-// reconcileView renders a run: Result is called for every triaged candidate
-// as it comes, Finish once with the summary. One implementation per format.
+// reconcileView renders a run: Result is called for every triaged candidate as it
+// comes, Finish once with the summary, Done when the run completed (not
+// interrupted, no error) with what it says on stderr. One implementation
+// per format, chosen once.
 type reconcileView interface {
+	// Progress is where the scan's progress goes (nil: nowhere); Stop
+	// clears it when the scan ends.
+	Progress() func(reconcile.Progress)
+	Stop()
 	Result(r reconcile.Result) error
 	Finish(sum *reconcile.Summary) error
+	Done(sum *reconcile.Summary)
 }
 
 func newReconcileView(io *iostreams.IOStreams, output Format) reconcileView {
+	machine := reconcileMachine{errw: io.ErrOut}
 	switch output {
 	case FormatJSON:
-		return &reconcileJSONView{w: io.Out, targets: []reconcile.Target{}}
+		return &reconcileJSONView{reconcileMachine: machine, w: io.Out, targets: []reconcile.Target{}}
 	case FormatJSONL:
-		return &reconcileJSONLView{enc: jsonEncoder(io.Out, FormatJSONL)}
+		return &reconcileJSONLView{reconcileMachine: machine, enc: jsonEncoder(io.Out, FormatJSONL)}
 	case FormatPrometheus:
-		return &reconcilePromView{w: io.Out, now: time.Now}
+		return &reconcilePromView{reconcileMachine: machine, w: io.Out, now: time.Now}
 	}
-	v := &reconcileHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
+	t := tableFor(io, output)
+	v := &reconcileHumanView{w: io.Out, errw: io.ErrOut, tty: t.TTY, table: t, st: ui.NewStyles(io.Out, io.ColorEnabled())}
 	if v.tty {
-		v.width = io.TerminalWidth()
+		v.bar = newProgressBar(io.ErrOut, io.ColorEnabled())
 	}
 	return v
 }
+
+// reconcileMachine is what the machine-readable views (json, jsonl,
+// prometheus) share: no progress line, and the summary on stderr, which
+// the table shows, so that stdout stays machine-readable.
+type reconcileMachine struct{ errw io.Writer }
+
+func (reconcileMachine) Progress() func(reconcile.Progress) { return nil }
+
+func (reconcileMachine) Stop() {}
+
+func (v reconcileMachine) Done(sum *reconcile.Summary) { fmt.Fprintln(v.errw, summaryLine(sum)) }
 
 // maxTTYRows bounds the targets a terminal table holds; the rest are counted
 // (-o jsonl and --out have them all).
@@ -66,21 +84,53 @@ func targetRow(t reconcile.Target) []string {
 // check. Piped, target lines stream as they are found (tab-separated); on a
 // terminal they are collected into one table (at most maxTTYRows rows).
 type reconcileHumanView struct {
-	w   io.Writer
-	tty bool
+	w, errw io.Writer
+	tty     bool
+	// bar is the progress line on stderr (a terminal only).
+	bar *progressBar
 	// out is --out ("" when not given): the next command reads it; next
 	// are the global flags it carries.
 	out  string
 	next NextFlags
-	// width is the terminal's (tty only): the tables fit it.
-	width    int
+	// table is how the tables and notes fit the terminal (tty only).
+	table    ui.TableOptions
 	st       ui.Styles
 	rows     [][]string
 	dropped  int
 	streamed bool
 }
 
+func (v *reconcileHumanView) Progress() func(reconcile.Progress) {
+	if v.bar == nil {
+		return nil
+	}
+	return v.bar.Update
+}
+
+func (v *reconcileHumanView) Stop() {
+	if v.bar != nil {
+		v.bar.Clear()
+	}
+}
+
+// Done: piped, stdout may be a file nobody reads at once: a refusal (the
+// run may still exit 3 for the targets of the other checks) is said on
+// stderr too. On a terminal the table says it.
+func (v *reconcileHumanView) Done(sum *reconcile.Summary) {
+	if v.tty {
+		return
+	}
+	for _, c := range sum.Checks {
+		if c.Status == reconcile.StatusRefused {
+			fmt.Fprintf(v.errw, "opctl: reconcile %s/%s refused: %s\n", ui.Safe(c.Pipeline), c.Check, ui.Safe(c.Reason))
+		}
+	}
+}
+
 func (v *reconcileHumanView) Result(r reconcile.Result) error {
+	if v.bar != nil {
+		v.bar.Found(r)
+	}
 	if !r.IsTarget() {
 		return nil
 	}
@@ -106,7 +156,7 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 	if v.tty {
 		if len(v.rows) > 0 {
 			b.WriteString(v.st.Title.Render("TARGETS") + "\n")
-			_ = ui.Table(&b, true, targetHeader, fitTable(v.width, targetHeader, v.rows, targetGives...))
+			_ = ui.FitTable(&b, v.table.WithGives(targetGives...), targetHeader, v.rows)
 			if v.dropped > 0 {
 				fmt.Fprintf(&b, "... and %d more (use --out FILE or -o jsonl for all of them)\n", v.dropped)
 			}
@@ -140,13 +190,12 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 		// On a terminal the notes (long: reasons, DDL hints) go below the
 		// table, which fits the width.
 		header = header[:len(header)-1]
-		rows = fitTable(v.width, header, rows, checkGives...)
 	}
-	_ = ui.Table(&b, v.tty, header, rows)
+	_ = ui.FitTable(&b, v.table.WithGives(checkGives...), header, rows)
 	if len(notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range notes {
-			b.WriteString(wrapIndent(n, v.width, "    ") + "\n")
+			b.WriteString(v.table.Wrap(n, "    "))
 		}
 	}
 	for _, c := range sum.Checks {
@@ -158,7 +207,7 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 			// It ran (or began) on a full scan, as --allow-full-scan let it.
 			heading = fmt.Sprintf("%s/%s ran on a full scan (--allow-full-scan); the index that avoids it:", ui.Safe(c.Pipeline), ui.Safe(c.Check))
 		}
-		b.WriteString("\n" + wrapIndent(heading, v.width, "    ") + "\n")
+		b.WriteString("\n" + v.table.Wrap(heading, "    "))
 		for _, d := range c.DDL {
 			b.WriteString("  " + ui.Safe(d) + "\n")
 		}
@@ -174,7 +223,7 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 	if len(uncovered) > 0 {
 		b.WriteString("\n" + v.st.Watch.Render("NOT COVERED") + "\n")
 		for _, u := range uncovered {
-			b.WriteString(wrapIndent("  "+u, v.width, "    ") + "\n")
+			b.WriteString(v.table.Wrap("  "+u, "    "))
 		}
 	}
 	fmt.Fprintf(&b, "\n%d target(s) among %d candidate(s); %d rows read in %.1fs\n", sum.Targets, sum.Candidates, sum.Rows, sum.Seconds)
@@ -205,117 +254,13 @@ func (v *reconcileHumanView) Finish(sum *reconcile.Summary) error {
 	return err
 }
 
-// give is one step of fitting a table to a terminal: column col gives way
-// down to floor columns (never below its header's width).
-type give struct{ col, floor int }
-
-// fitTable returns rows with the cells that would make a terminal table
-// wider than width truncated with an ellipsis. The columns give way in the
-// order of gives (long free text first, the ids the operator acts on
-// last), each only as much as the table still needs; then, if the table
-// is still too wide, every column down to its header's width. width <= 0:
-// rows as they are.
-func fitTable(width int, header []string, rows [][]string, gives ...give) [][]string {
-	n := len(header)
-	if width <= 0 || n == 0 {
-		return rows
-	}
-	// ui.Table's box art: "│ " before each cell, " " after it, "│" at the end.
-	avail := width - 3*n - 1
-	floor := make([]int, n)
-	w := make([]int, n)
-	for i, h := range header {
-		floor[i] = lipgloss.Width(h)
-		w[i] = floor[i]
-	}
-	for _, r := range rows {
-		for i := 0; i < n && i < len(r); i++ {
-			w[i] = max(w[i], lipgloss.Width(r[i]))
-		}
-	}
-	excess := -avail
-	for _, x := range w {
-		excess += x
-	}
-	if excess <= 0 {
-		return rows
-	}
-	for i := range n {
-		gives = append(gives, give{col: i})
-	}
-	for _, g := range gives {
-		if excess <= 0 {
-			break
-		}
-		if g.col < 0 || g.col >= n {
-			continue
-		}
-		cut := min(excess, max(0, w[g.col]-max(g.floor, floor[g.col])))
-		w[g.col] -= cut
-		excess -= cut
-	}
-	out := make([][]string, len(rows))
-	for j, r := range rows {
-		out[j] = slices.Clone(r)
-		for i := 0; i < n && i < len(r); i++ {
-			out[j][i] = truncateWidth(r[i], w[i])
-		}
-	}
-	return out
-}
-
-// How the reconcile tables give way on a narrow terminal (fitTable).
+// How the reconcile tables give way on a narrow terminal (ui.FitTable).
 var (
 	// targets: PIPELINE, CHECK, BIZ_ID, VERDICT, STEP, DETAIL.
-	targetGives = []give{{5, 20}, {0, 10}, {4, 8}, {5, 8}, {2, 16}, {3, 12}}
+	targetGives = []ui.Give{{Col: 5, Floor: 20}, {Col: 0, Floor: 10}, {Col: 4, Floor: 8}, {Col: 5, Floor: 8}, {Col: 2, Floor: 16}, {Col: 3, Floor: 12}}
 	// checks: PIPELINE, CHECK, STATUS, ROWS, CANDIDATES, TARGETS, VERDICTS, TIME.
-	checkGives = []give{{6, 16}, {0, 12}, {6, 8}, {1, 8}, {2, 7}}
+	checkGives = []ui.Give{{Col: 6, Floor: 16}, {Col: 0, Floor: 12}, {Col: 6, Floor: 8}, {Col: 1, Floor: 8}, {Col: 2, Floor: 7}}
 )
-
-// truncateWidth cuts s to at most w terminal columns, the last one an
-// ellipsis when anything was cut.
-func truncateWidth(s string, w int) string {
-	if lipgloss.Width(s) <= w {
-		return s
-	}
-	var b strings.Builder
-	used := 0
-	for _, r := range s {
-		rw := lipgloss.Width(string(r))
-		if used+rw > w-1 {
-			break
-		}
-		b.WriteRune(r)
-		used += rw
-	}
-	return b.String() + "…"
-}
-
-// wrapIndent wraps s at spaces to lines of at most width columns, the
-// lines after the first indented (width <= 0: s as it is). A word longer
-// than a line stays whole.
-func wrapIndent(s string, width int, indent string) string {
-	if width <= 0 || lipgloss.Width(s) <= width {
-		return s
-	}
-	var b strings.Builder
-	line := 0
-	for i, word := range strings.Split(s, " ") {
-		ww := lipgloss.Width(word)
-		switch {
-		case i == 0:
-		case line+1+ww > width:
-			b.WriteString("\n" + indent)
-			line = lipgloss.Width(indent)
-		default:
-			b.WriteString(" ")
-			line++
-		}
-		b.WriteString(word)
-		line += ww
-	}
-	return b.String()
-}
 
 // verdictCounts renders {"COMPLETE": 3, "IN_FLIGHT": 1} as "COMPLETE 3, IN_FLIGHT 1".
 func verdictCounts(m map[inspect.Code]int64) string {
@@ -336,6 +281,7 @@ func verdictCounts(m map[inspect.Code]int64) string {
 
 // reconcileJSONView prints one object at the end: the targets and the summary.
 type reconcileJSONView struct {
+	reconcileMachine
 	w       io.Writer
 	targets []reconcile.Target
 }
@@ -356,7 +302,10 @@ func (v *reconcileJSONView) Finish(sum *reconcile.Summary) error {
 
 // reconcileJSONLView streams the targets, one JSON object per line: the
 // same lines as --out.
-type reconcileJSONLView struct{ enc *json.Encoder }
+type reconcileJSONLView struct {
+	reconcileMachine
+	enc *json.Encoder
+}
 
 func (v *reconcileJSONLView) Result(r reconcile.Result) error {
 	if !r.IsTarget() {
@@ -369,6 +318,7 @@ func (v *reconcileJSONLView) Finish(*reconcile.Summary) error { return nil }
 
 // reconcilePromView prints the Prometheus text exposition format at the end.
 type reconcilePromView struct {
+	reconcileMachine
 	w   io.Writer
 	now func() time.Time
 }

@@ -121,7 +121,7 @@ func TestReconcileInterruptNamesEachPipeline(t *testing.T) {
 	}
 	ios, _, _, stderr := iostreams.Test()
 	err := runReconcile(context.Background(), &ReconcileOptions{IO: ios, Timeout: 1e9, Output: FormatTable, Chunk: 10,
-		Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (ReconcileFunc, error) { return run, nil }})
+		Config: func() (*config.Config, error) { return cfg, nil }, Reconcile: func() (reconcile.Func, error) { return run, nil }})
 	if code := exitCode(err, false); code != ExitInterrupted {
 		t.Fatalf("exit %d (%v), want 130", code, err)
 	}

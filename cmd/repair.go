@@ -21,7 +21,6 @@ import (
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // Repairer is what the repair commands need (*repair.Service).
@@ -51,7 +50,8 @@ type RepairPlanOptions struct {
 	Operator string
 	Out      string
 	FromFile string
-	// SearchWindow and SearchLimit bound the message search, as for where.
+	// SearchWindow and SearchLimit bound the message search, as for where
+	// (the Factory opens the clients with them).
 	SearchWindow time.Duration
 	SearchLimit  int
 	// Next are the global flags the printed apply commands carry.
@@ -112,7 +112,7 @@ and sends nothing.`,
 func newCmdRepairPlan(f *Factory, runF func(context.Context, *RepairPlanOptions) error) *cobra.Command {
 	opts := &RepairPlanOptions{IO: f.IOStreams}
 	opts.Repairer = func() (Repairer, error) {
-		return f.Service(connect.Options{SearchWindow: opts.SearchWindow, SearchLimit: opts.SearchLimit})
+		return f.Service()
 	}
 	c := &cobra.Command{
 		Use:   "plan <biz_id> --reason TEXT [--out plan.json]",
@@ -123,8 +123,9 @@ verdict calls for (docs/repair.md), or the one --action forces:
   DUPLICATE_EFFECT   reverse the newest extra evidence rows (local step with
                      reverse), compensate_remote (remote step with compensate),
                      else manual (--attest what was undone by hand)
-  UNKNOWN_OUTCOME    the probe decides; without one: --action manual --attest TEXT
-                     --outcome applied|absent, then advance or rewind + republish
+  UNKNOWN_OUTCOME    the probe decides; without one: --action manual
+                     --attest TEXT --outcome applied|absent, then advance or
+                     rewind + republish
   STATE_BEHIND       advance_state, then republish if not terminal
   STRANDED           rewind_state if needed, then republish (opctl-from-step)
   WRONGLY_SKIPPED    flip_skipped (SKIPPED → PENDING), then republish
@@ -145,10 +146,14 @@ action without --attest) is skipped, reported on stderr with its line and
 why, and makes the exit 3; the others are still planned. No plan made, or a
 batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 		Example: `  opctl repair plan PAY-1 --reason "INC-4711 double debit" --out plan.json
-  opctl repair plan 8821 --pipeline orders --reason "points lost" --out plan.json
-  opctl repair plan F-9 --action manual --attest "WMS: lock L-77 exists" --outcome applied --reason INC-9 --out plan.json
-  opctl repair plan PAY-3 --action republish --from-step ledger --force --reason "replay" -o json > plan.json
-  opctl repair plan --from-file targets.jsonl --reason "nightly reconcile" --out plans.jsonl`,
+  opctl repair plan 8821 --pipeline orders --reason "points lost" \
+    --out plan.json
+  opctl repair plan F-9 --action manual --attest "WMS: lock L-77 exists" \
+    --outcome applied --reason INC-9 --out plan.json
+  opctl repair plan PAY-3 --action republish --from-step ledger --force \
+    --reason "replay" -o json > plan.json
+  opctl repair plan --from-file targets.jsonl --reason "nightly reconcile" \
+    --out plans.jsonl`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if opts.FromFile != "" {
 				if len(args) > 0 {
@@ -160,6 +165,7 @@ batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Format, opts.Next = f.Globals.Output, f.Globals.Next()
+			opts.SearchWindow, opts.SearchLimit = f.Globals.SearchWindow, f.Globals.SearchLimit
 			if len(args) == 1 {
 				opts.BizID = args[0]
 				if err := sources.ValidateBizID(opts.BizID); err != nil {
@@ -193,7 +199,7 @@ batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "the pipeline (default: the one pipeline that knows the id)")
-	fl.StringVar(&opts.Action, "action", "", "force a plan of this action type: "+strings.Join(plans.ActionTypeNames(), "|"))
+	fl.StringVar(&opts.Action, "action", "", "force a plan of this action type: "+strings.Join(plans.ActionTypeNames(), " | "))
 	fl.StringVar(&opts.FromStep, "from-step", "", "step name or 1-based index: where a republish resumes, or the step an action acts on")
 	fl.BoolVar(&opts.Force, "force", false, "let --action act on a verdict that does not call for it (never past a live lease)")
 	fl.StringVar(&opts.Reason, "reason", "", "why this repair is made (required; recorded in the plan and the audit)")
@@ -202,8 +208,8 @@ batch stopped (MySQL unreachable, an interrupt): nothing is written.`,
 	fl.StringVar(&opts.Operator, "operator", "", "who makes the plan (default: $USER)")
 	fl.StringVar(&opts.Out, "out", "", "write the plan file here (JSON; JSON lines with --from-file)")
 	fl.StringVar(&opts.FromFile, "from-file", "", "plan every target of a JSONL file (opctl reconcile --out)")
-	fl.DurationVar(&opts.SearchWindow, "search-window", sources.DefaultSearchWindow, "message search: ± this around the operation's earliest timestamp")
-	fl.IntVar(&opts.SearchLimit, "search-limit", sources.DefaultSearchLimit, "message search: at most this many records read")
+	fl.DurationVar(&f.Globals.SearchWindow, "search-window", sources.DefaultSearchWindow, "message search: ± this around the operation's earliest timestamp")
+	fl.IntVar(&f.Globals.SearchLimit, "search-limit", sources.DefaultSearchLimit, "message search: at most this many records read")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	_ = c.RegisterFlagCompletionFunc("action", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return plans.ActionTypeNames(), cobra.ShellCompDirectiveNoFileComp
@@ -234,7 +240,7 @@ file of plans (repair plan --from-file --out) shows each.`,
 
 func newCmdRepairApply(f *Factory, runF func(context.Context, *RepairApplyOptions) error) *cobra.Command {
 	opts := &RepairApplyOptions{IO: f.IOStreams}
-	opts.Repairer = func() (Repairer, error) { return f.Service(connect.Options{}) }
+	opts.Repairer = func() (Repairer, error) { return f.Service() }
 	c := &cobra.Command{
 		Use:   "apply <plan.json|PLAN_ID> [--dry-run] [--yes]",
 		Short: "Apply a reviewed plan: re-check every guard, then act",
@@ -267,7 +273,8 @@ what would happen with the row counts each statement affected.`,
 		Example: `  opctl repair apply plan.json --dry-run
   opctl repair apply plan.json
   opctl repair apply plan.json --yes --operator alice -o json
-  opctl repair apply 3f1c9a0b7e21 --dry-run   # a plan that stopped part-way, read from the audit`,
+  # a plan that stopped part-way, read from the audit
+  opctl repair apply 3f1c9a0b7e21 --dry-run`,
 		Args: exactArgs(1, "one <plan.json> or a plan id"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.File, opts.Format, opts.Next = args[0], f.Globals.Output, f.Globals.Next()
@@ -440,27 +447,21 @@ func runRepairApply(ctx context.Context, opts *RepairApplyOptions) error {
 		return err
 	}
 	// The plans of a JSONL file are independent operations: a refused one
-	// does not stop the others. An error wins over a refusal in the exit
-	// status.
-	worst := ExitOK
-	for _, p := range ps {
-		res, err := svc.Apply(ctx, p, ao)
+	// does not stop the others; each that did not apply is said on stderr.
+	err = repair.ApplyEach(ctx, svc, ps, ao, func(p *plans.Plan, res *repair.Result, err error) error {
 		if verr := v.Result(res, err); verr != nil {
 			return verr
 		}
-		if err == nil {
-			continue
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(opts.IO.ErrOut, "opctl: plan %s (%s): %s\n", p.Short(), ui.Safe(p.BizID), ui.SafeLines(err.Error()))
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		fmt.Fprintf(opts.IO.ErrOut, "opctl: plan %s (%s): %s\n", p.Short(), ui.Safe(p.BizID), ui.SafeLines(err.Error()))
-		code := exitCode(err, false)
-		if worst == ExitOK || (worst == ExitRefused && code != ExitRefused) {
-			worst = code
-		}
+		return nil
+	})
+	var each *repair.EachError
+	if errors.As(err, &each) {
+		return exitWith(each.ExitCode()) // each said on stderr
 	}
-	return exitWith(worst)
+	return err
 }
 
 // storedPlan reads the plan whose id (or prefix) is opts.File from the

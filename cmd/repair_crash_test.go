@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -85,46 +84,16 @@ type crashCase struct {
 	name  string
 	biz   string
 	kill  []string
-	setup func(t *testing.T, f *fixture, wms *crashWMS)
+	setup func(t *testing.T, f *fixture, wms *testenv.WMS)
 	// snapshot is compared between an uninterrupted apply and every
 	// killed-then-reapplied one.
-	snapshot func(t *testing.T, f *fixture, wms *crashWMS) string
+	snapshot func(t *testing.T, f *fixture, wms *testenv.WMS) string
 	config   string
 	topic    string
 }
 
-// crashWMS is a fake WMS lock journal with a compensation endpoint.
-type crashWMS struct {
-	mu    sync.Mutex
-	locks int
-	posts int
-	srv   *httptest.Server
-}
-
-func newCrashWMS(t *testing.T) *crashWMS {
-	w := &crashWMS{locks: 2}
-	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		switch r.URL.Path {
-		case "/wms/locks":
-			n := w.locks
-			if r.URL.Query().Get("biz_id") != "F-1" {
-				n = 1
-			}
-			fmt.Fprintf(rw, `{"count":%d}`, n)
-		case "/wms/compensate":
-			w.posts++
-			w.locks--
-			fmt.Fprint(rw, `{"status":"COMPENSATED"}`)
-		}
-	}))
-	t.Cleanup(w.srv.Close)
-	return w
-}
-
-func settlementSnapshot(biz string) func(*testing.T, *fixture, *crashWMS) string {
-	return func(t *testing.T, f *fixture, _ *crashWMS) string {
+func settlementSnapshot(biz string) func(*testing.T, *fixture, *testenv.WMS) string {
+	return func(t *testing.T, f *fixture, _ *testenv.WMS) string {
 		q := func(query string) string {
 			rows, err := f.db.SQL.Query(query, biz)
 			if err != nil {
@@ -172,7 +141,7 @@ func TestRepairApplyCrashSafety(t *testing.T) {
 		{
 			name: "advance and republish", biz: "PAY-4", config: "settlement", topic: "settlement-event",
 			kill: []string{"before-commit:1", "after-commit:1", "before-commit:2", "after-commit:2", "before-publish:2", "after-publish:2"},
-			setup: func(t *testing.T, f *fixture, _ *crashWMS) {
+			setup: func(t *testing.T, f *fixture, _ *testenv.WMS) {
 				ts := f.createdAt("SELECT created_at FROM biz_operation WHERE biz_id = 'PAY-4'")
 				p, off := f.produce("PAY-4", "m-4", ts)
 				f.db.Exec(t, "UPDATE biz_operation SET src_partition = ?, src_offset = ? WHERE biz_id = 'PAY-4'", p, off)
@@ -183,12 +152,11 @@ func TestRepairApplyCrashSafety(t *testing.T) {
 		{
 			name: "compensate", biz: "F-1", config: "fulfilment", topic: "order-fulfilment",
 			kill: []string{"before-commit:1", "after-commit:1", "before-call:1", "after-call:1"},
-			snapshot: func(t *testing.T, f *fixture, w *crashWMS) string {
-				w.mu.Lock()
-				defer w.mu.Unlock()
+			snapshot: func(t *testing.T, f *fixture, w *testenv.WMS) string {
 				var audit string
 				_ = f.db.SQL.QueryRow("SELECT IFNULL(GROUP_CONCAT(CONCAT(action_index, action, outcome)), '') FROM opctl_audit").Scan(&audit)
-				return fmt.Sprintf("locks %d posts %d audit %s", w.locks, w.posts, audit)
+				locks, posts, _ := w.Counts()
+				return fmt.Sprintf("locks %d posts %d audit %s", locks, posts, audit)
 			},
 		},
 	}
@@ -219,13 +187,13 @@ func TestRepairApplyCrashSafety(t *testing.T) {
 // the log end of the redrive partition. An empty kill applies once.
 func runCrashCase(t *testing.T, bin string, c crashCase, kill string) (string, int64) {
 	t.Helper()
-	var w *crashWMS
+	var w *testenv.WMS
 	var f *fixture
 	switch c.config {
 	case "fulfilment":
-		w = newCrashWMS(t)
-		f = newFixture(t, "fulfilment", c.topic, "${OPCTL_WMS_URL:-http://127.0.0.1:8082}", w.srv.URL,
-			"/wms/locks?biz_id={biz_id}\"", "/wms/locks?biz_id={biz_id}\"\n        compensate: \""+w.srv.URL+"/wms/compensate?biz_id={biz_id}\"")
+		w = testenv.NewWMS(t, 0)
+		f = newFixture(t, "fulfilment", c.topic, "${OPCTL_WMS_URL:-http://127.0.0.1:8082}", w.URL,
+			"/wms/locks?biz_id={biz_id}\"", "/wms/locks?biz_id={biz_id}\"\n        compensate: \""+w.URL+"/wms/compensate?biz_id={biz_id}\"")
 		for _, s := range schema.AuditDDL("") {
 			f.db.Exec(t, s)
 		}

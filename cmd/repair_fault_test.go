@@ -2,15 +2,10 @@ package cmd
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,79 +28,11 @@ import (
 // partition: a double effect or a lost action fails it. The figures they
 // log are in the issue's note.
 
-// faultWMS is F-1's WMS: a lock journal probed by {biz_id} and a
-// compensation that takes delay to take effect. A request whose caller
-// leaves goes on (the effect happens anyway) unless abandon is set.
-type faultWMS struct {
-	mu      sync.Mutex
-	locks   int
-	posts   int
-	effects int
-	delay   time.Duration
-	abandon bool
-	entered chan struct{}
-	srv     *httptest.Server
-}
-
-func newFaultWMS(t *testing.T, delay time.Duration) *faultWMS {
-	w := &faultWMS{locks: 2, delay: delay, entered: make(chan struct{}, 64)}
-	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/wms/locks":
-			w.mu.Lock()
-			n := w.locks
-			w.mu.Unlock()
-			if r.URL.Query().Get("biz_id") != "F-1" {
-				n = 1
-			}
-			fmt.Fprintf(rw, `{"count":%d}`, n)
-		case "/wms/compensate":
-			_, _ = io.ReadAll(r.Body)
-			w.mu.Lock()
-			w.posts++
-			d, abandon := w.delay, w.abandon
-			w.mu.Unlock()
-			w.entered <- struct{}{}
-			until := time.Now().Add(d)
-			select {
-			case <-time.After(d):
-			case <-r.Context().Done():
-				if abandon {
-					return
-				}
-				time.Sleep(time.Until(until))
-			}
-			w.mu.Lock()
-			w.locks--
-			w.effects++
-			w.mu.Unlock()
-			fmt.Fprint(rw, `{"status":"COMPENSATED"}`)
-		}
-	}))
-	t.Cleanup(w.srv.Close)
-	return w
-}
-
-func (w *faultWMS) reset(abandon bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.locks, w.posts, w.effects, w.abandon = 2, 0, 0, abandon
-	for len(w.entered) > 0 {
-		<-w.entered
-	}
-}
-
-func (w *faultWMS) counts() (posts, effects int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.posts, w.effects
-}
-
 // faultFixture is F-1 (fulfilment, a duplicated WMS lock) compensated at
 // w, with the audit tables, and the global flags of its command lines.
-func faultFixture(t *testing.T, w *faultWMS, timeout string) (*fixture, []string) {
-	f := newFixture(t, "fulfilment", "order-fulfilment", "${OPCTL_WMS_URL:-http://127.0.0.1:8082}", w.srv.URL,
-		"/wms/locks?biz_id={biz_id}\"", "/wms/locks?biz_id={biz_id}\"\n        compensate: \""+w.srv.URL+"/wms/compensate?biz_id={biz_id}\"")
+func faultFixture(t *testing.T, w *testenv.WMS, timeout string) (*fixture, []string) {
+	f := newFixture(t, "fulfilment", "order-fulfilment", "${OPCTL_WMS_URL:-http://127.0.0.1:8082}", w.URL,
+		"/wms/locks?biz_id={biz_id}\"", "/wms/locks?biz_id={biz_id}\"\n        compensate: \""+w.URL+"/wms/compensate?biz_id={biz_id}\"")
 	for _, s := range schema.AuditDDL("") {
 		f.db.Exec(t, s)
 	}
@@ -142,23 +69,24 @@ func TestApplyRaceProcesses(t *testing.T) {
 	bin := buildOpctl(t, "")
 	for _, delay := range []time.Duration{300 * time.Millisecond, 2 * time.Second} {
 		t.Run(delay.String(), func(t *testing.T) {
-			w := newFaultWMS(t, delay)
+			w := testenv.NewWMS(t, delay)
 			f, args := faultFixture(t, w, "5s")
 			const rounds = 12
 			var doubles, lost int
 			start := time.Now()
 			for round := range rounds {
-				w.reset(false)
+				w.Reset()
+				w.SetAbandon(false)
 				plan := planF1(t, f, bin, args)
 				p := startOpctl(t, bin, append(args, "repair", "apply", plan, "--yes")...)
 				select {
-				case <-w.entered:
+				case <-w.Entered:
 				case <-time.After(30 * time.Second):
 					t.Fatalf("round %d: no POST:\n%s", round, p.stderr)
 				}
 				code2, out2, err2 := execOpctl(t, bin, nil, append(args, "repair", "apply", plan, "--yes")...)
 				code1 := p.wait(t)
-				posts, effects := w.counts()
+				_, posts, effects := w.Counts()
 				switch {
 				case effects > 1:
 					doubles++
@@ -190,18 +118,19 @@ func TestApplyKilledDuringPOST(t *testing.T) {
 	const timeout = 2 * time.Second
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			w := newFaultWMS(t, delay)
+			w := testenv.NewWMS(t, delay)
 			f, args := faultFixture(t, w, timeout.String())
 			const rounds = 20
 			var doubles, lost, refusals, reapplies int
 			var stopAfter time.Duration
 			start := time.Now()
 			for round := range rounds {
-				w.reset(round%2 == 1)
+				w.Reset()
+				w.SetAbandon(round%2 == 1)
 				plan := planF1(t, f, bin, args)
 				p := startOpctl(t, bin, append(args, "repair", "apply", plan, "--yes")...)
 				select {
-				case <-w.entered:
+				case <-w.Entered:
 				case <-time.After(30 * time.Second):
 					t.Fatalf("round %d: no POST:\n%s", round, p.stderr)
 				}
@@ -228,7 +157,7 @@ func TestApplyKilledDuringPOST(t *testing.T) {
 					}
 				}
 				time.Sleep(delay) // an abandoned request still running ends
-				_, effects := w.counts()
+				_, _, effects := w.Counts()
 				switch {
 				case effects > 1:
 					doubles++

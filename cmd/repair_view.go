@@ -31,17 +31,17 @@ type repairApplyView interface {
 }
 
 func newRepairPlanView(ios *iostreams.IOStreams, format Format) repairPlanView {
-	if format != FormatTable {
+	if format.IsJSON() {
 		return &repairPlanJSON{w: ios.Out, format: format}
 	}
 	return &repairPlanHuman{w: ios.Out, errw: ios.ErrOut, st: ui.NewStyles(ios.Out, ios.ColorEnabled())}
 }
 
 func newRepairApplyView(ios *iostreams.IOStreams, format Format, dry bool) repairApplyView {
-	if format != FormatTable {
+	if format.IsJSON() {
 		return &repairApplyJSON{w: ios.Out, format: format}
 	}
-	return &repairApplyHuman{w: ios.Out, st: ui.NewStyles(ios.Out, ios.ColorEnabled()), dry: dry}
+	return &repairApplyHuman{w: ios.Out, table: tableFor(ios, format), st: ui.NewStyles(ios.Out, ios.ColorEnabled()), dry: dry}
 }
 
 // renderOptions colours a plan's diff with the command's styles (plain when
@@ -162,9 +162,12 @@ func orDash(s string) string {
 }
 
 type repairApplyHuman struct {
-	w   io.Writer
-	st  ui.Styles
-	dry bool
+	w io.Writer
+	// table says whether a statement is cut to the terminal's width (on a
+	// terminal, not -o wide) or shown whole (piped).
+	table ui.TableOptions
+	st    ui.Styles
+	dry   bool
 	// next are the global flags the printed command carries.
 	next NextFlags
 }
@@ -195,7 +198,7 @@ func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
 	line := fmt.Sprintf("  %d. [%s] %s", ar.Index, ui.Safe(string(ar.Type)), out)
 	var parts []string
 	for _, s := range ar.Statements {
-		parts = append(parts, fmt.Sprintf("%d row(s): %s", s.Rows, ui.Safe(clipSQL(s.SQL))))
+		parts = append(parts, fmt.Sprintf("%d row(s): %s", s.Rows, ui.Safe(oneLine(s.SQL))))
 	}
 	if p := ar.Published; p != nil {
 		if p.Offset >= 0 {
@@ -206,19 +209,17 @@ func (v *repairApplyHuman) Progress(ar repair.ActionResult) {
 	}
 	line += fmt.Sprintf("  (%s)", ar.Elapsed.Round(100*time.Microsecond))
 	fmt.Fprintln(v.w, line)
+	const indent = "       "
 	for _, p := range parts {
-		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(p))
+		fmt.Fprintln(v.w, indent+v.st.Dim.Render(v.table.Truncate(p, v.table.Width-len(indent))))
 	}
 	if ar.Detail != "" && ar.Outcome != repair.OutcomeRefused && ar.Outcome != repair.OutcomeFailed && ar.Outcome != repair.OutcomeUnknown {
 		fmt.Fprintln(v.w, "       "+v.st.Dim.Render(ui.Safe(ar.Detail)))
 	}
 }
 
-// clipSQL is a statement on one line, at most 110 bytes (cut at a rune
-// boundary).
-func clipSQL(s string) string {
-	return clip(strings.Join(strings.Fields(s), " "), 110, "…")
-}
+// oneLine is a statement on one line, its runs of white space one space.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (v *repairApplyHuman) Result(res *repair.Result, err error) error {
 	if res == nil {

@@ -10,10 +10,12 @@ import (
 	stdio "io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
@@ -89,10 +91,24 @@ func run(ctx context.Context, io *iostreams.IOStreams, args []string) int {
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
-	err := root.ExecuteContext(ctx)
+	err := execute(ctx, root)
 	code := exitCode(err, ctx.Err() != nil)
 	printError(io.ErrOut, err, code)
 	return code
+}
+
+// execute runs the command tree root: cobra's Execute, and an unknown
+// command given to a group with --help (`opctl bogus --help`, for which
+// cobra found the group and its help func showed nothing) is a usage
+// error.
+func execute(ctx context.Context, root *cobra.Command) error {
+	ran, err := root.ExecuteContextC(ctx)
+	if err == nil && ran != nil {
+		if name := unknownWithHelp(ran); name != "" {
+			err = unknownCommand(ran, name)
+		}
+	}
+	return err
 }
 
 // printError prints the error a command ended with, unless its output
@@ -132,7 +148,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		SilenceErrors: true,
 		Version:       f.Version,
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			o, err := parseFormat(output, FormatTable, FormatJSON, FormatJSONL)
+			o, err := parseFormat(output, FormatTable, FormatWide, FormatJSON, FormatJSONL)
 			if err != nil {
 				return err
 			}
@@ -154,14 +170,14 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 	pf.StringVar(&g.ConfigPath, "config", "", "config file (default: $OPCTL_CONFIG, ./opctl.yaml, $XDG_CONFIG_HOME/opctl/config.yaml)")
 	pf.StringVar(&g.MySQLDSN, "mysql-dsn", "", "MySQL DSN for the read path, overrides mysql.dsn")
 	pf.StringSliceVar(&g.Brokers, "brokers", nil, "Kafka brokers host:port,..., overrides kafka.brokers")
-	pf.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|json|jsonl")
+	pf.StringVarP(&output, "output", "o", string(FormatTable), "output format: table|wide|json|jsonl")
 	pf.BoolVar(&g.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
 	pf.DurationVar(&g.Timeout, "timeout", sources.DefaultTimeout, "timeout per source (MySQL, Kafka, each probe)")
 
 	root.AddCommand(
 		NewCmdWhere(f, nil),
 		NewCmdExplain(f, nil),
-		NewCmdVersion(f),
+		NewCmdVersion(f, nil),
 		NewCmdReconcile(f, nil),
 		NewCmdSchema(f, nil),
 		NewCmdInit(f, nil),
@@ -174,13 +190,44 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 	)
 	// Added here rather than by Execute, so that it is a group like the others.
 	root.InitDefaultCompletionCmd()
+	root.SetHelpCommand(newCmdHelp())
+	// cobra's own texts (the completion commands') are wrapped to the
+	// help's width like ours.
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			wrapLong(c)
+		}
+	}
 	setGroupRun(root)
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if unknownWithHelp(c) != "" {
+			return // run says it is unknown (exit 2), never the group's help
+		}
+		help(c, args)
+	})
 	// A group runs only to say what it groups: its usage is "opctl repair
 	// [command]", not also the use line of a command that takes flags.
-	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
-		"Usage:{{if .Runnable}}", "Usage:{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+	// The flags are wrapped to the help's width (helpWidth).
+	root.SetUsageTemplate(strings.NewReplacer(
+		"Usage:{{if .Runnable}}", "Usage:{{if and .Runnable (not .HasAvailableSubCommands)}}",
+		".LocalFlags.FlagUsages", "(.LocalFlags.FlagUsagesWrapped "+strconv.Itoa(helpWidth)+")",
+		".InheritedFlags.FlagUsages", "(.InheritedFlags.FlagUsagesWrapped "+strconv.Itoa(helpWidth)+")",
+	).Replace(root.UsageTemplate()))
 	addExitStatus(root)
 	return root
+}
+
+// helpWidth is the width of every command's help, in terminal cells: it
+// reads in an 80-column terminal (a test walks every command's help).
+const helpWidth = 80
+
+// wrapLong wraps the long help of c and its subcommands to helpWidth.
+func wrapLong(c *cobra.Command) {
+	c.Long = ansi.Wordwrap(c.Long, helpWidth, "")
+	for _, sub := range c.Commands() {
+		wrapLong(sub)
+	}
 }
 
 // setGroupRun makes every command that only groups subcommands (opctl,
@@ -192,11 +239,18 @@ func setGroupRun(c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = runGroup
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[groupAnnotation] = "true"
 	}
 	for _, sub := range c.Commands() {
 		setGroupRun(sub)
 	}
 }
+
+// groupAnnotation marks the commands setGroupRun made groups.
+const groupAnnotation = "opctl/group"
 
 // runGroup is the RunE of a group command: its help without arguments,
 // else an unknown command with cobra's suggestions.
@@ -204,14 +258,67 @@ func runGroup(c *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return c.Help()
 	}
-	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	return unknownCommand(c, args[0])
+}
+
+// unknownCommand is the usage error (exit 2) of a command name that group
+// c does not have, with cobra's "did you mean" when it has one.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
 	if c.SuggestionsMinimumDistance <= 0 {
 		c.SuggestionsMinimumDistance = 2
 	}
-	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+	if s := c.SuggestionsFor(name); len(s) > 0 {
 		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 	}
 	return usageErrorf("%s", msg)
+}
+
+// unknownWithHelp is the first argument given to group c with --help
+// (`opctl bogus --help`, `opctl repair bogus -h`): cobra shows the
+// group's help for it and exits 0; opctl calls it an unknown command.
+// "" when there is none.
+func unknownWithHelp(c *cobra.Command) string {
+	if c.Annotations[groupAnnotation] == "" || !c.Flags().Changed("help") {
+		return ""
+	}
+	if args := c.Flags().Args(); len(args) > 0 {
+		return args[0]
+	}
+	return ""
+}
+
+// newCmdHelp is `opctl help [command]`: a command it does not know is an
+// unknown command (exit 2), as without help.
+func newCmdHelp() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help provides help for any command in the application.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() || sub == c {
+					names = append(names, sub.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			if len(rest) > 0 {
+				return unknownCommand(cmd, rest[0])
+			}
+			return cmd.Help()
+		},
+	}
 }
 
 // demoHint says where the demo is: not an opctl command (docs/lab.md).

@@ -3,9 +3,7 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -50,18 +48,19 @@ func NewCmdSchema(f *Factory, runF func(context.Context, *SchemaOptions) error) 
 	root := &cobra.Command{
 		Use:   "schema",
 		Short: "Recommended DDL; compare a database with the config",
-		Long: `print   the recommended tables of the anchored design (state, step intents,
-        idempotency with the SKIPPED lifecycle, balance journal) and opctl's audit
-        tables; needs no config
-check   compare the configured database with the config: tables and columns exist,
-        and the indexes 'opctl reconcile' walks; prints the DDL that adds the
-        missing ones (exit 3 when something is missing)
+		Long: `print   the recommended tables of the anchored design (state, step
+        intents, idempotency with the SKIPPED lifecycle, balance journal) and
+        opctl's audit tables; needs no config
+check   compare the configured database with the config: tables and columns
+        exist, and the indexes 'opctl reconcile' walks; prints the DDL that
+        adds the missing ones (exit 3 when something is missing)
 apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
-        --indexes adds the indexes 'check' found missing; without either, creates
-        the recommended tables. --dry-run prints the statements; --indexes and the
-        tables need --yes or an interactive confirmation. --timeout bounds
-        connecting to mysql.write_dsn, not the statements (an index build on a
-        large table can take minutes); Ctrl-C stops waiting`,
+        --indexes adds the indexes 'check' found missing; without either,
+        creates the recommended tables. --dry-run prints the statements;
+        --indexes and the tables need --yes or an interactive confirmation.
+        --timeout bounds connecting to mysql.write_dsn, not the statements
+        (an index build on a large table can take minutes); Ctrl-C stops
+        waiting`,
 		Args: noArgs,
 	}
 	run := func(opts *SchemaOptions) func(*cobra.Command, []string) error {
@@ -76,14 +75,19 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 			}
 			opts.IO, opts.Format, opts.Timeout, opts.Config = f.IOStreams, f.Globals.Output, f.Globals.Timeout, f.Config
 			opts.Inspector = func(p *config.Pipeline) (schema.Inspector, error) {
-				c, err := f.Clients(connect.Options{})
+				c, err := f.Clients()
 				if err != nil {
 					return nil, err
 				}
 				return c.ReaderFor(p), nil
 			}
 			opts.Exec = func(ctx context.Context, cfg *config.Config, stmts []string) (string, error) {
-				return execDDL(ctx, cfg, opts.Timeout, stmts)
+				w, err := connect.OpenWriter(cfg, 0)
+				if err != nil {
+					return "", err
+				}
+				defer w.Close()
+				return w.Addr(), schema.Apply(ctx, w, opts.Timeout, stmts)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -107,7 +111,7 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 	checkOpts := &SchemaOptions{Action: "check", Dialect: schema.MySQL8}
 	ck := &cobra.Command{
 		Use:     "check",
-		Short:   "Compare the database with the config; print the DDL for missing indexes",
+		Short:   "Compare the database with the config; the DDL of missing indexes",
 		Example: `  opctl schema check --pipeline settlement`,
 		Args:    noArgs,
 		RunE:    run(checkOpts),
@@ -117,7 +121,7 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 	applyOpts := &SchemaOptions{Action: "apply", Dialect: schema.MySQL8}
 	ap := &cobra.Command{
 		Use:   "apply",
-		Short: "Create the audit tables, the missing indexes or the recommended tables",
+		Short: "Create the audit tables, missing indexes or the recommended tables",
 		Example: `  opctl schema apply --audit
   opctl schema apply --indexes --dry-run
   opctl schema apply --indexes --yes`,
@@ -135,32 +139,27 @@ apply   --audit creates the audit tables (idempotent) on mysql.write_dsn;
 }
 
 func runSchema(ctx context.Context, opts *SchemaOptions) error {
-	out := opts.IO.Out
+	v := newSchemaView(opts.IO, opts.Format)
 	switch opts.Action {
 	case "print":
 		table := ""
 		if cfg, err := opts.Config(); err == nil {
 			table = cfg.Audit.AuditTable()
 		}
-		stmts := schema.AuditDDL(table)
+		var rec []string
 		if !opts.Audit {
-			rec, err := schema.Recommended(opts.Dialect)
-			if err != nil {
+			var err error
+			if rec, err = schema.Recommended(opts.Dialect); err != nil {
 				return usageErrorf("%v", err)
 			}
-			fmt.Fprintf(out, "-- opctl recommended schema (%s): the anchored consumer of docs/design.md\n\n", dialectName(opts.Dialect))
-			_, _ = io.WriteString(out, schema.Script(rec))
-			fmt.Fprintln(out, "-- opctl's audit tables (docs/repair.md)")
-			fmt.Fprintln(out)
 		}
-		_, err := io.WriteString(out, schema.Script(stmts))
-		return err
+		return v.Print(dialectName(opts.Dialect), rec, schema.AuditDDL(table))
 	case "check":
 		rep, _, err := schemaCheck(ctx, opts)
 		if err != nil {
 			return err
 		}
-		if err := renderSchemaCheck(opts, rep); err != nil {
+		if err := v.Check(rep); err != nil {
 			return err
 		}
 		if len(rep.Missing()) > 0 {
@@ -168,7 +167,7 @@ func runSchema(ctx context.Context, opts *SchemaOptions) error {
 		}
 		return nil
 	case "apply":
-		return runSchemaApply(ctx, opts)
+		return runSchemaApply(ctx, opts, v)
 	}
 	return usageErrorf("unknown schema action %q", opts.Action)
 }
@@ -194,7 +193,7 @@ func schemaCheck(ctx context.Context, opts *SchemaOptions) (*schema.Report, *con
 	defer cancel()
 	// Each server its pipelines (pipelines[].mysql), in file order.
 	rep := &schema.Report{}
-	for _, g := range byServer(cfg, pipelines) {
+	for _, g := range cfg.ByServer(pipelines) {
 		db, err := opts.Inspector(g[0])
 		if err != nil {
 			return nil, nil, err
@@ -212,72 +211,7 @@ func schemaCheck(ctx context.Context, opts *SchemaOptions) (*schema.Report, *con
 	return rep, cfg, nil
 }
 
-func renderSchemaCheck(opts *SchemaOptions, rep *schema.Report) error {
-	out := opts.IO.Out
-	if opts.Format != FormatTable {
-		return jsonEncoder(out, opts.Format).Encode(struct {
-			Items []schema.Item `json:"items"`
-			DDL   []string      `json:"ddl"`
-		}{rep.Items, append([]string{}, rep.DDL()...)})
-	}
-	tty := opts.IO.IsStdoutTTY()
-	st := ui.NewStyles(out, opts.IO.ColorEnabled())
-	rows := [][]string{}
-	for _, it := range rep.Items {
-		// An index name is read from the database: every value is shown
-		// through ui.Safe.
-		status := ui.Safe(it.Status)
-		switch it.Status {
-		case schema.StatusOK:
-			status = st.OK.Render(status)
-		case schema.StatusMissing:
-			status = st.Action.Render(status)
-		default:
-			status = st.Watch.Render(status)
-		}
-		what := ui.Safe(it.What)
-		if what == "" {
-			what = "-"
-		}
-		note := ui.Safe(it.Why)
-		if it.Index != "" {
-			note = "index " + ui.Safe(it.Index) + ": " + note
-		}
-		if len(it.Checks) > 0 {
-			note = "reconcile " + ui.Safe(strings.Join(it.Checks, ",")) + ": " + note
-		}
-		pl := ui.Safe(it.Pipeline)
-		if pl == "" {
-			pl = "-"
-		}
-		rows = append(rows, []string{pl, ui.Safe(it.Kind), ui.Safe(it.Table), what, status, note})
-	}
-	var b strings.Builder
-	_ = ui.Table(&b, tty, []string{"PIPELINE", "KIND", "TABLE", "WHAT", "STATUS", "NOTE"}, rows)
-	missing := rep.Missing()
-	if len(missing) == 0 {
-		b.WriteString("\nnothing missing\n")
-	} else {
-		fmt.Fprintf(&b, "\n%d missing.", len(missing))
-		if ddl := rep.DDL(); len(ddl) > 0 {
-			b.WriteString(" Add the indexes with (or: opctl schema apply --indexes):\n\n")
-			for _, d := range ddl {
-				b.WriteString(ui.Safe(d) + "\n")
-			}
-		} else {
-			b.WriteString("\n")
-		}
-		for _, it := range missing {
-			if it.Kind != schema.KindIndex {
-				fmt.Fprintf(&b, "%s %s %s: create it or fix the config (%s)\n", ui.Safe(it.Kind), ui.Safe(it.Table), ui.Safe(it.What), ui.Safe(it.Why))
-			}
-		}
-	}
-	_, err := io.WriteString(out, b.String())
-	return err
-}
-
-func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
+func runSchemaApply(ctx context.Context, opts *SchemaOptions, v schemaView) error {
 	var (
 		stmts []string
 		what  string
@@ -298,24 +232,23 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 		if err != nil {
 			return err
 		}
-		groups := byServer(cfg, ps)
+		groups := cfg.ByServer(ps)
 		if len(groups) > 1 {
 			for _, g := range groups {
-				gcfg := *cfg
-				gcfg.MySQL = cfg.MySQLFor(g[0])
+				gcfg := cfg.ForServer(g)
 				gopts := *opts
-				gopts.Config = func() (*config.Config, error) { return &gcfg, nil }
+				gopts.Config = func() (*config.Config, error) { return gcfg, nil }
 				gopts.Pipeline = g[0].Name
 				if len(g) > 1 {
 					gopts.Pipeline = "" // every pipeline of the file shares this server
-					sub := gcfg
+					sub := *gcfg
 					sub.Pipelines = nil
 					for _, p := range g {
 						sub.Pipelines = append(sub.Pipelines, *p)
 					}
 					gopts.Config = func() (*config.Config, error) { return &sub, nil }
 				}
-				if err := runSchemaApply(ctx, &gopts); err != nil {
+				if err := runSchemaApply(ctx, &gopts, v); err != nil {
 					return err
 				}
 			}
@@ -330,15 +263,12 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 			}
 			stmts, what, ask = rep.DDL(), "add the indexes reconcile needs", true
 			if len(stmts) == 0 {
-				fmt.Fprintln(opts.IO.Out, "nothing to add: every index reconcile needs is there")
-				return nil
+				return v.Nothing("nothing to add: every index reconcile needs is there")
 			}
 		}
 		// The pipelines' own server when they share one other than the
 		// top-level one.
-		own := *cfg
-		own.MySQL = cfg.MySQLFor(ps[0])
-		cfg = &own
+		cfg = cfg.ForServer(ps)
 	default:
 		cfg, err = opts.Config()
 		if err != nil {
@@ -350,11 +280,8 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 		}
 		what, ask = "create the recommended tables of the anchored design", true
 	}
-	out := opts.IO.Out
 	if opts.DryRun {
-		fmt.Fprintf(out, "-- dry run: would %s on %s\n\n", what, writeAddr(cfg))
-		_, err := io.WriteString(out, schema.Script(stmts))
-		return err
+		return v.DryRun(what, writeAddr(cfg), stmts)
 	}
 	if ask && !opts.Yes {
 		if !opts.IO.IsStdinTTY() {
@@ -370,37 +297,7 @@ func runSchemaApply(ctx context.Context, opts *SchemaOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "applied %d statement(s) on %s: %s\n", len(stmts), ui.Safe(addr), what)
-	return nil
-}
-
-// execDDL runs DDL on the write path (docs/config.md "Timeouts"). timeout
-// (--timeout) bounds reaching the server: connecting (dial, handshake,
-// login) and a first round trip (SELECT 1: every server opctl talks to
-// knows it, the lab's embedded one too); a server that does not answer
-// within it fails the apply before any statement is sent.
-// The statements themselves are bounded only by Ctrl-C (and the DSN's own
-// readTimeout, if it sets one): an index build on a large table can take
-// minutes, during which the server sends nothing.
-func execDDL(ctx context.Context, cfg *config.Config, timeout time.Duration, stmts []string) (string, error) {
-	w, err := connect.OpenWriter(cfg, 0)
-	if err != nil {
-		return "", err
-	}
-	defer w.Close()
-	addr := w.Addr()
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	err = w.Exec(pctx, []string{"SELECT 1"})
-	cancel()
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return addr, ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded):
-		return addr, fmt.Errorf("mysql.write_dsn (%s) did not answer within --timeout %s; nothing was run (is the server up and reachable? on a slow link, raise --timeout)", addr, timeout)
-	case err != nil:
-		return addr, fmt.Errorf("schema apply: %w; nothing was run", err)
-	}
-	return addr, w.Exec(ctx, stmts)
+	return v.Applied(len(stmts), ui.Safe(addr), what)
 }
 
 // writeAddr names the write database for messages, never with the

@@ -96,7 +96,7 @@ func TestSeedWhereGolden(t *testing.T) {
 			if r.Verdict.Code != tc.want {
 				t.Fatalf("verdict %s (%s), want %s", r.Verdict.Code, r.Verdict.Summary, tc.want)
 			}
-			r.Verdict.Next = plans.Next(plans.Input{Config: tc.cfg, Report: r, Evidence: &tc.ev, RedrivePartitions: 8})
+			r.Verdict.Next = NextFlags{}.Lines(plans.Next(plans.Input{Config: tc.cfg, Report: r, Evidence: &tc.ev, RedrivePartitions: 8}))
 			ios, _, out, _ := iostreams.Test()
 			ios.SetStdoutTTY(false)
 			if err := newWhereView(ios, "table").Render([]inspect.Report{r}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -13,11 +12,9 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/reconcile"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sop"
 	"github.com/opctl-dev/opctl/sources/config"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // SopOptions are the parsed flags of `opctl sop` and its dependencies.
@@ -77,9 +74,9 @@ func NewCmdSop(f *Factory, runF func(context.Context, string, *SopOptions) error
 		Short: "Runbooks: incident procedures that verify themselves",
 		Long: `Runbooks are incident procedures as data (docs/runbooks.md): one built in for
 each verdict that calls for action, and mass-redelivery for a broker blip or a
-rebalance storm; the team's own in sop.dir add to them and override them by name.
-Each step can triage again and stops the run (exit 5) when the verdict is not
-the one the runbook expects.`,
+rebalance storm; the team's own in sop.dir add to them and override them by
+name. Each step can triage again and stops the run (exit 5) when the verdict is
+not the one the runbook expects.`,
 		Args: noArgs,
 	}
 	list := &cobra.Command{Use: "list", Short: "List the runbooks: name, title, verdicts, source file", Args: noArgs, RunE: run("list", runSopList)}
@@ -99,7 +96,7 @@ the one the runbook expects.`,
 			return nil
 		}, RunE: run("check", runSopCheck)}
 	runCmd := &cobra.Command{
-		Use:   "run [NAME] (--biz-id X | --resume RUN_ID) [--dry-run] [--yes] [--step]",
+		Use:   "run [NAME] (--biz-id X | --resume RUN_ID) [--dry-run]",
 		Short: "Run a runbook on an operation (or on reconcile's targets)",
 		Long: `Run a runbook. Without NAME, the runbook for the operation's current verdict.
 On a terminal a review step shows the plans and asks; --yes runs scripted;
@@ -165,23 +162,23 @@ func configRelative(cfg *config.Config, path string) string {
 }
 
 func sopRunner(f *Factory) (*sop.Runner, error) {
-	svc, err := f.Service(connect.Options{})
+	svc, err := f.Service()
 	if err != nil {
 		return nil, err
 	}
-	c, err := f.Clients(connect.Options{})
+	c, err := f.Clients()
 	if err != nil {
 		return nil, err
 	}
-	d := reconcileDeps(c)
+	run, err := f.Reconcile()
+	if err != nil {
+		return nil, err
+	}
 	dir := configRelative(c.Config, c.Config.Sop.RunsDir)
 	if dir == "" {
 		dir = sop.DefaultRunsDir()
 	}
-	return &sop.Runner{Triage: svc.Triage, Service: svc, Config: c.Config, Records: sop.Records{Dir: dir}, Lock: svc.Lock,
-		Reconcile: func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
-			return reconcile.Run(ctx, d, o, emit)
-		}}, nil
+	return &sop.Runner{Triage: svc.Triage, Service: svc, Config: c.Config, Records: sop.Records{Dir: dir}, Lock: svc.Lock, Reconcile: run}, nil
 }
 
 func runSopList(_ context.Context, opts *SopOptions) error {
@@ -189,27 +186,7 @@ func runSopList(_ context.Context, opts *SopOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.Format != FormatTable {
-		enc := jsonEncoder(opts.IO.Out, opts.Format)
-		var vs []runbookView
-		for _, rb := range lib.Runbooks {
-			vs = append(vs, viewOf(rb, false))
-		}
-		if opts.Format == FormatJSONL {
-			for _, v := range vs {
-				if err := enc.Encode(v); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		return enc.Encode(vs)
-	}
-	var rows [][]string
-	for _, rb := range lib.Runbooks {
-		rows = append(rows, []string{ui.Safe(rb.Name), ui.Safe(rb.Title), codeList(rb.Verdicts), ui.Safe(rb.Source)})
-	}
-	return ui.Table(opts.IO.Out, opts.IO.IsStdoutTTY(), []string{"NAME", "TITLE", "VERDICTS", "SOURCE"}, rows)
+	return newSopLibraryView(opts.IO, opts.Format).List(lib.Runbooks)
 }
 
 func codeList(cs []inspect.Code) string {
@@ -225,45 +202,15 @@ func runSopShow(_ context.Context, opts *SopOptions) error {
 	if err != nil {
 		return err
 	}
-	rb, ok := lib.Get(opts.Name)
-	if isRunbookFile(opts.Name) {
-		if rb, err = sop.ReadFile(opts.Name); err != nil {
-			return err
-		}
-	} else if !ok {
-		return usageErrorf("no runbook %q; known: %s (opctl sop list)", opts.Name, strings.Join(lib.Names(), ", "))
+	rb, err := lib.Select(opts.Name)
+	if err != nil {
+		return err
 	}
-	if opts.Format != FormatTable {
-		return jsonEncoder(opts.IO.Out, opts.Format).Encode(viewOf(rb, true))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s\n", ui.Safe(rb.Name), ui.Safe(rb.Title))
-	fmt.Fprintf(&b, "  for      %s\n  source   %s\n", codeList(rb.Verdicts), ui.Safe(rb.Source))
-	if rb.Mass() {
-		b.WriteString("  runs on  reconcile's targets (no --biz-id)\n")
-	} else {
-		b.WriteString("  runs on  one operation (--biz-id)\n")
-	}
-	if d := strings.TrimSpace(rb.Description); d != "" {
-		b.WriteString("\n")
-		for _, l := range strings.Split(d, "\n") {
-			fmt.Fprintf(&b, "  %s\n", ui.Safe(l))
-		}
-	}
-	b.WriteString("\nSTEPS\n")
-	for i, s := range rb.Steps {
-		fmt.Fprintf(&b, "  %d. %s (%s)%s\n", i+1, ui.Safe(s.Name), s.Type, stepWhat(s))
-		if t := strings.TrimSpace(s.Text); t != "" {
-			for _, l := range strings.Split(t, "\n") {
-				fmt.Fprintf(&b, "       %s\n", ui.Safe(l))
-			}
-		}
-	}
-	_, err = io.WriteString(opts.IO.Out, b.String())
-	return err
+	return newSopLibraryView(opts.IO, opts.Format).Show(rb)
 }
 
 func runSopCheck(_ context.Context, opts *SopOptions) error {
+	v := newSopLibraryView(opts.IO, opts.Format)
 	var all sop.ErrorList
 	var other error
 	for _, file := range opts.Files {
@@ -275,27 +222,13 @@ func runSopCheck(_ context.Context, opts *SopOptions) error {
 		case err != nil:
 			other = errors.Join(other, fmt.Errorf("runbook %s: %w", file, err))
 		default:
-			if opts.Format == FormatTable {
-				fmt.Fprintf(opts.IO.Out, "%s: ok (runbook %s, %d steps)\n", ui.Safe(file), ui.Safe(rb.Name), len(rb.Steps))
+			if err := v.Checked(file, rb); err != nil {
+				return err
 			}
 		}
 	}
-	if opts.Format != FormatTable {
-		type problem struct {
-			File string `json:"file"`
-			Line int    `json:"line"`
-			Msg  string `json:"message"`
-		}
-		out := struct {
-			OK       bool      `json:"ok"`
-			Problems []problem `json:"problems"`
-		}{OK: len(all) == 0 && other == nil, Problems: []problem{}}
-		for _, e := range all {
-			out.Problems = append(out.Problems, problem{e.File, e.Line, e.Msg})
-		}
-		if err := jsonEncoder(opts.IO.Out, opts.Format).Encode(out); err != nil {
-			return err
-		}
+	if err := v.Problems(all, other == nil); err != nil {
+		return err
 	}
 	if other != nil {
 		return errors.Join(all.OrNil(), other)
@@ -322,15 +255,9 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 		return err
 	}
 	var rb *sop.Runbook
-	if isRunbookFile(opts.Name) {
-		// A file of its own, not (yet) in sop.dir: checked as sop check does.
-		if rb, err = sop.ReadFile(opts.Name); err != nil {
+	if opts.Name != "" {
+		if rb, err = lib.Select(opts.Name); err != nil {
 			return err
-		}
-	} else if opts.Name != "" {
-		var ok bool
-		if rb, ok = lib.Get(opts.Name); !ok {
-			return usageErrorf("no runbook %q; known: %s (opctl sop list)", opts.Name, strings.Join(lib.Names(), ", "))
 		}
 	}
 	// A run applies only with --yes, or with a person answering on a
@@ -347,7 +274,7 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 		case rb == nil:
 			needs = "the runbook of the operation's verdict may apply plans, which a person must accept"
 		}
-		if rb == nil || applies(rb) || opts.Step {
+		if rb == nil || rb.Applies() || opts.Step {
 			return usageErrorf("stdin is not a terminal and %s: pass --yes to run it scripted (or --dry-run)", needs)
 		}
 	}
@@ -373,9 +300,7 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 				return err
 			}
 		}
-		if opts.Format == FormatTable {
-			fmt.Fprintf(opts.IO.Out, "runbook %s: %s (%s)\n", ui.Safe(rb.Name), ui.Safe(rb.Title), ui.Safe(rb.Source))
-		}
+		v.Start(rb)
 		sum, err = r.Start(ctx, rb, ro)
 	}
 	if sum == nil {
@@ -394,21 +319,6 @@ func runSopRun(ctx context.Context, opts *SopOptions) error {
 		return err // printed once, by the error
 	}
 	return exitWith(sum.Exit)
-}
-
-// isRunbookFile reports whether a runbook NAME is a file's path.
-func isRunbookFile(name string) bool {
-	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
-}
-
-// applies reports whether rb has an apply step.
-func applies(rb *sop.Runbook) bool {
-	for _, s := range rb.Steps {
-		if s.Type == sop.StepApply {
-			return true
-		}
-	}
-	return false
 }
 
 // runbookFor is the runbook of the operation's current verdict; nil (and

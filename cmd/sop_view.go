@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/cmd/ui"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/repair/plans"
@@ -89,20 +91,47 @@ func stepWhat(s sop.Step) string {
 	return ""
 }
 
-// sopView renders a run: one line per step on a terminal or in a pipe,
-// one JSON object per step with -o json.
-type sopView struct {
-	opts *SopOptions
-	enc  interface{ Encode(any) error }
-	in   *bufio.Reader
+// sopRunView renders a run: one line per step for a person (a terminal
+// or a pipe), one JSON object per step then the summary with -o json;
+// chosen once. Review and Before ask on stderr in both.
+type sopRunView interface {
+	// Start names the runbook a run starts (not a resumed one).
+	Start(rb *sop.Runbook)
+	Event(ev sop.Event) error
+	Summary(s *sop.Summary) error
+	Review(ctx context.Context, s sop.Step, ps []*plans.Plan) error
+	Before(ctx context.Context, index int, s sop.Step) error
 }
 
-func newSopView(opts *SopOptions) *sopView {
-	v := &sopView{opts: opts, in: bufio.NewReader(opts.IO.In)}
-	if opts.Format != FormatTable {
-		v.enc = jsonEncoder(opts.IO.Out, FormatJSONL)
+func newSopView(opts *SopOptions) sopRunView {
+	a := sopAsk{errw: opts.IO.ErrOut, in: bufio.NewReader(opts.IO.In)}
+	if opts.Format.IsJSON() {
+		return &sopRunJSON{sopAsk: a, enc: jsonEncoder(opts.IO.Out, FormatJSONL)}
 	}
-	return v
+	return &sopRunHuman{sopAsk: a, w: opts.IO.Out}
+}
+
+// sopRunJSON writes each step's event and the summary as JSON lines
+// (docs/runbooks.md "Output").
+type sopRunJSON struct {
+	sopAsk
+	enc interface{ Encode(any) error }
+}
+
+func (v *sopRunJSON) Start(*sop.Runbook) {}
+
+func (v *sopRunJSON) Event(ev sop.Event) error { return v.enc.Encode(ev) }
+
+func (v *sopRunJSON) Summary(s *sop.Summary) error { return v.enc.Encode(s) }
+
+// sopRunHuman writes a transcript of the run.
+type sopRunHuman struct {
+	sopAsk
+	w io.Writer
+}
+
+func (v *sopRunHuman) Start(rb *sop.Runbook) {
+	fmt.Fprintf(v.w, "runbook %s: %s (%s)\n", ui.Safe(rb.Name), ui.Safe(rb.Title), ui.Safe(rb.Source))
 }
 
 // outcomeMark is how a step's outcome reads in a transcript: the ones
@@ -115,11 +144,8 @@ func outcomeMark(o string) string {
 	return o
 }
 
-func (v *sopView) Event(ev sop.Event) error {
-	if v.enc != nil {
-		return v.enc.Encode(ev)
-	}
-	w := v.opts.IO.Out
+func (v *sopRunHuman) Event(ev sop.Event) error {
+	w := v.w
 	fmt.Fprintf(w, "step %d %s (%s): %s", ev.Index, ui.Safe(ev.Step), ev.Type, outcomeMark(ev.Outcome))
 	if ev.Detail != "" {
 		fmt.Fprintf(w, ": %s", ui.Safe(firstLine(ev.Detail)))
@@ -140,11 +166,8 @@ func firstLine(s string) string {
 	return s
 }
 
-func (v *sopView) Summary(s *sop.Summary) error {
-	if v.enc != nil {
-		return v.enc.Encode(s)
-	}
-	w := v.opts.IO.Out
+func (v *sopRunHuman) Summary(s *sop.Summary) error {
+	w := v.w
 	mode := ""
 	if s.DryRun {
 		mode = " (dry run: nothing applied)"
@@ -161,9 +184,16 @@ func (v *sopView) Summary(s *sop.Summary) error {
 	return nil
 }
 
+// sopAsk asks a person on stderr (a review step, --step) and reads the
+// answer from stdin.
+type sopAsk struct {
+	errw io.Writer
+	in   *bufio.Reader
+}
+
 // Review shows the plans and asks, like repair apply: only "yes" goes on.
-func (v *sopView) Review(_ context.Context, s sop.Step, ps []*plans.Plan) error {
-	w := v.opts.IO.ErrOut
+func (v *sopAsk) Review(_ context.Context, s sop.Step, ps []*plans.Plan) error {
+	w := v.errw
 	for _, p := range ps {
 		if err := plans.Render(w, p, plans.RenderOptions{}); err != nil {
 			return err
@@ -177,15 +207,119 @@ func (v *sopView) Review(_ context.Context, s sop.Step, ps []*plans.Plan) error 
 }
 
 // Before asks before a step (--step).
-func (v *sopView) Before(_ context.Context, index int, s sop.Step) error {
-	fmt.Fprintf(v.opts.IO.ErrOut, "Run step %d %s (%s)%s? [yes/no]: ", index, ui.Safe(s.Name), s.Type, stepWhat(s))
+func (v *sopAsk) Before(_ context.Context, index int, s sop.Step) error {
+	fmt.Fprintf(v.errw, "Run step %d %s (%s)%s? [yes/no]: ", index, ui.Safe(s.Name), s.Type, stepWhat(s))
 	return v.yes("the operator stopped the run")
 }
 
-func (v *sopView) yes(no string) error {
+func (v *sopAsk) yes(no string) error {
 	line, _ := v.in.ReadString('\n')
 	if strings.TrimSpace(line) != "yes" {
 		return errors.New(no)
 	}
 	return nil
 }
+
+// sopLibraryView renders `opctl sop list|show|check`: one implementation
+// per output format, chosen once.
+type sopLibraryView interface {
+	List(rbs []*sop.Runbook) error
+	Show(rb *sop.Runbook) error
+	// Checked is one file that parsed; Problems the errors of the others
+	// (ok: no file had any other error).
+	Checked(file string, rb *sop.Runbook) error
+	Problems(all sop.ErrorList, ok bool) error
+}
+
+func newSopLibraryView(ios *iostreams.IOStreams, format Format) sopLibraryView {
+	if format.IsJSON() {
+		return &sopLibraryJSON{w: ios.Out, format: format}
+	}
+	return &sopLibraryHuman{w: ios.Out, table: tableFor(ios, format)}
+}
+
+type sopLibraryJSON struct {
+	w      io.Writer
+	format Format
+}
+
+func (v *sopLibraryJSON) List(rbs []*sop.Runbook) error {
+	var vs []runbookView
+	for _, rb := range rbs {
+		vs = append(vs, viewOf(rb, false))
+	}
+	return encodeList(v.w, v.format, vs)
+}
+
+func (v *sopLibraryJSON) Show(rb *sop.Runbook) error {
+	return jsonEncoder(v.w, v.format).Encode(viewOf(rb, true))
+}
+
+func (v *sopLibraryJSON) Checked(string, *sop.Runbook) error { return nil }
+
+func (v *sopLibraryJSON) Problems(all sop.ErrorList, ok bool) error {
+	type problem struct {
+		File string `json:"file"`
+		Line int    `json:"line"`
+		Msg  string `json:"message"`
+	}
+	out := struct {
+		OK       bool      `json:"ok"`
+		Problems []problem `json:"problems"`
+	}{OK: len(all) == 0 && ok, Problems: []problem{}}
+	for _, e := range all {
+		out.Problems = append(out.Problems, problem{e.File, e.Line, e.Msg})
+	}
+	return jsonEncoder(v.w, v.format).Encode(out)
+}
+
+type sopLibraryHuman struct {
+	w     io.Writer
+	table ui.TableOptions
+}
+
+func (v *sopLibraryHuman) List(rbs []*sop.Runbook) error {
+	var rows [][]string
+	for _, rb := range rbs {
+		rows = append(rows, []string{ui.Safe(rb.Name), ui.Safe(rb.Title), codeList(rb.Verdicts), ui.Safe(rb.Source)})
+	}
+	// The title gives way first, the name last.
+	t := v.table.WithGives(ui.Give{Col: 1, Floor: 16}, ui.Give{Col: 3, Floor: 12}, ui.Give{Col: 2, Floor: 12})
+	return ui.FitTable(v.w, t, []string{"NAME", "TITLE", "VERDICTS", "SOURCE"}, rows)
+}
+
+func (v *sopLibraryHuman) Show(rb *sop.Runbook) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", ui.Safe(rb.Name), ui.Safe(rb.Title))
+	fmt.Fprintf(&b, "  for      %s\n  source   %s\n", codeList(rb.Verdicts), ui.Safe(rb.Source))
+	if rb.Mass() {
+		b.WriteString("  runs on  reconcile's targets (no --biz-id)\n")
+	} else {
+		b.WriteString("  runs on  one operation (--biz-id)\n")
+	}
+	if d := strings.TrimSpace(rb.Description); d != "" {
+		b.WriteString("\n")
+		for _, l := range strings.Split(d, "\n") {
+			b.WriteString(v.table.Wrap("  "+ui.Safe(l), "  "))
+		}
+	}
+	b.WriteString("\nSTEPS\n")
+	for i, s := range rb.Steps {
+		b.WriteString(v.table.Wrap(fmt.Sprintf("  %d. %s (%s)%s", i+1, ui.Safe(s.Name), s.Type, stepWhat(s)), "       "))
+		if t := strings.TrimSpace(s.Text); t != "" {
+			for _, l := range strings.Split(t, "\n") {
+				b.WriteString(v.table.Wrap("       "+ui.Safe(l), "       "))
+			}
+		}
+	}
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+func (v *sopLibraryHuman) Checked(file string, rb *sop.Runbook) error {
+	_, err := fmt.Fprintf(v.w, "%s: ok (runbook %s, %d steps)\n", ui.Safe(file), ui.Safe(rb.Name), len(rb.Steps))
+	return err
+}
+
+// Problems: the errors are the command's error, printed once on stderr.
+func (v *sopLibraryHuman) Problems(sop.ErrorList, bool) error { return nil }

@@ -15,7 +15,6 @@ import (
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
-	"github.com/opctl-dev/opctl/sources/connect"
 	"github.com/opctl-dev/opctl/tui"
 )
 
@@ -25,7 +24,7 @@ type TUIOptions struct {
 	Config    func() (*config.Config, error)
 	Triage    func() (*triage.Service, error)
 	Service   func() (*repair.Service, error)
-	Reconcile func() (ReconcileFunc, error)
+	Reconcile func() (reconcile.Func, error)
 	// Run runs the console on the terminal (tui.Run; tests replace it).
 	Run func(ctx context.Context, in io.Reader, out io.Writer, o tui.Options) error
 
@@ -38,15 +37,15 @@ type TUIOptions struct {
 // NewCmdTUI builds `opctl tui`. runF replaces the run function in tests.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
 	opts := &TUIOptions{IO: f.IOStreams, Config: f.Config, Run: tui.Run}
-	opts.Triage = func() (*triage.Service, error) { return f.Triage(connect.Options{}) }
-	opts.Service = func() (*repair.Service, error) { return f.Service(connect.Options{}) }
-	opts.Reconcile = reconciler(f)
+	opts.Triage = f.Triage
+	opts.Service = f.Service
+	opts.Reconcile = f.Reconcile
 	since := durationFlag{d: tui.DefaultSince}
 	older := durationFlag{d: reconcile.DefaultOlderThan}
 	refresh := durationFlag{d: tui.DefaultRefresh}
 	c := &cobra.Command{
-		Use:   "tui [biz_id] [--pipeline P] [--since 1h] [--refresh 10s] [--readonly] [--incident NAME]",
-		Short: "The incident console: list, triage and repair half-completed operations",
+		Use:   "tui [biz_id] [--pipeline P] [--since 1h] [--readonly]",
+		Short: "The incident console: list, triage and repair operations",
 		Long: `An interactive console for an incident (docs/tui.md). The list is a reconcile
 over every pipeline (or --pipeline) bounded by --since, read again every
 --refresh: its targets and the operations to watch, with counts per verdict.
@@ -129,13 +128,7 @@ func runTUI(ctx context.Context, opts *TUIOptions) error {
 			}
 			return s, nil
 		},
-		Reconcile: func() (tui.ReconcileFunc, error) {
-			r, err := opts.Reconcile()
-			if err != nil {
-				return nil, err
-			}
-			return tui.ReconcileFunc(r), nil
-		},
+		Reconcile: opts.Reconcile,
 		Pipelines: ps, Pipeline: opts.Pipeline, Since: opts.Since, OlderThan: opts.OlderThan, Refresh: opts.Refresh,
 		ReadOnly: opts.ReadOnly, Incident: opts.Incident, Operator: opts.Operator, BizID: opts.BizID, Color: opts.IO.ColorEnabled(),
 	})

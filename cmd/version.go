@@ -1,11 +1,14 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
 )
 
 // BuildVersion describes the running binary from the build information the
@@ -63,9 +66,17 @@ func versionOf(bi *debug.BuildInfo) string {
 	return v + " (" + strings.Join(parts, ", ") + ")"
 }
 
+// VersionOptions are what `opctl version` prints and where.
+type VersionOptions struct {
+	IO      *iostreams.IOStreams
+	Version string
+}
+
 // NewCmdVersion prints the module version, the VCS revision and the Go
-// version: the line of `opctl --version`.
-func NewCmdVersion(f *Factory) *cobra.Command {
+// version: the line of `opctl --version`. runF replaces the run function
+// in tests.
+func NewCmdVersion(f *Factory, runF func(context.Context, *VersionOptions) error) *cobra.Command {
+	opts := &VersionOptions{IO: f.IOStreams, Version: f.Version}
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print opctl's version (module version and VCS revision)",
@@ -73,8 +84,17 @@ func NewCmdVersion(f *Factory) *cobra.Command {
   opctl --version`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(f.IOStreams.Out, "opctl %s\n", f.Version)
-			return err
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runVersion(opts)
 		},
 	}
+}
+
+// runVersion prints the line of `opctl --version`, in every output format
+// (one line is what scripts read).
+func runVersion(opts *VersionOptions) error {
+	_, err := fmt.Fprintf(opts.IO.Out, "opctl %s\n", opts.Version)
+	return err
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/sources"
-	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // Triager triages one id (*triage.Service, the read side).
@@ -26,8 +25,10 @@ type WhereOptions struct {
 	// Triager returns the triage service (opened on first use).
 	Triager func() (Triager, error)
 
-	BizID        string
-	Pipeline     string
+	BizID    string
+	Pipeline string
+	// SearchWindow and SearchLimit are the message search bounds the
+	// flags gave (the Factory opens the clients with them).
 	SearchWindow time.Duration
 	SearchLimit  int
 	// Next are the global flags the NEXT commands carry (for its note).
@@ -38,11 +39,11 @@ type WhereOptions struct {
 func NewCmdWhere(f *Factory, runF func(context.Context, *WhereOptions) error) *cobra.Command {
 	opts := &WhereOptions{IO: f.IOStreams}
 	opts.Triager = func() (Triager, error) {
-		return f.Triage(connect.Options{SearchWindow: opts.SearchWindow, SearchLimit: opts.SearchLimit})
+		return f.Triage()
 	}
 	c := &cobra.Command{
 		Use:   "where <biz_id>",
-		Short: "Triage one operation: steps, Kafka position, verdict, next commands",
+		Short: "Triage an operation: steps, Kafka position, verdict, next commands",
 		Long: `Join the state row, every step's evidence and intents, the idempotency records,
 the entity's status, opctl's audit and the Kafka position of the message, and
 print the timeline, each step's status, whether Kafka will redeliver, the
@@ -57,6 +58,7 @@ id are reported (-o json then prints an array when more than one does).`,
 		Args: exactArgs(1, "one <biz_id>"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.BizID, opts.Format, opts.Next = args[0], f.Globals.Output, f.Globals.Next()
+			opts.SearchWindow, opts.SearchLimit = f.Globals.SearchWindow, f.Globals.SearchLimit
 			if err := sources.ValidateBizID(opts.BizID); err != nil {
 				return err
 			}
@@ -70,8 +72,8 @@ id are reported (-o json then prints an array when more than one does).`,
 		},
 	}
 	c.Flags().StringVar(&opts.Pipeline, "pipeline", "", "only this pipeline (default: every pipeline that knows the id)")
-	c.Flags().DurationVar(&opts.SearchWindow, "search-window", sources.DefaultSearchWindow, "message search: ± this around the operation's earliest timestamp")
-	c.Flags().IntVar(&opts.SearchLimit, "search-limit", sources.DefaultSearchLimit, "message search: at most this many records read")
+	c.Flags().DurationVar(&f.Globals.SearchWindow, "search-window", sources.DefaultSearchWindow, "message search: ± this around the operation's earliest timestamp")
+	c.Flags().IntVar(&f.Globals.SearchLimit, "search-limit", sources.DefaultSearchLimit, "message search: at most this many records read")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	return c
 }

@@ -19,18 +19,18 @@ func newWhereView(io *iostreams.IOStreams, output Format) whereView {
 	case FormatJSON, FormatJSONL:
 		return &whereJSONView{w: io.Out, format: output}
 	}
-	return &whereHumanView{w: io.Out, tty: io.IsStdoutTTY(), st: ui.NewStyles(io.Out, io.ColorEnabled())}
+	return &whereHumanView{w: io.Out, table: tableFor(io, output), st: ui.NewStyles(io.Out, io.ColorEnabled())}
 }
 
 // whereHumanView prints the report for a person (ui.Where).
 type whereHumanView struct {
-	w   io.Writer
-	tty bool
-	st  ui.Styles
+	w     io.Writer
+	table ui.TableOptions
+	st    ui.Styles
 }
 
 func (v *whereHumanView) Render(rs []inspect.Report) error {
-	return ui.Where(v.w, v.tty, v.st, rs)
+	return ui.WhereFit(v.w, v.table, v.st, rs)
 }
 
 // whereJSONView prints docs/where.md's object (an array when several reports).

@@ -65,7 +65,7 @@ func goldenOp(t *testing.T) (*config.Config, sources.Evidence, inspect.Report) {
 		Sources: map[string]string{"mysql": "ok", "kafka": "ok"},
 	}
 	r := inspect.Diagnose(ev)
-	r.Verdict.Next = plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8})
+	r.Verdict.Next = NextFlags{}.Lines(plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: 8}))
 	return cfg, ev, r
 }
 

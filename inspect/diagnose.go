@@ -23,16 +23,16 @@ const (
 // no I/O. ev.Pipeline must be set; ev.DB, ev.Kafka and ev.Sources are used as
 // they are: a source that failed is reported in ev.Sources and makes the
 // report partial. The findings and the verdict come from the rule table
-// (see table, docs/verdicts.md).
+// (see table, docs/verdicts.md); what to do next is the planner's
+// (repair/plans.Next).
 func Diagnose(ev sources.Evidence) Report {
 	r := Judge(ev)
-	r.Verdict.Next = NextCommands(&r, ev.Pipeline)
 	r.Timeline = timeline(ev, &r)
 	return r
 }
 
 // Judge is Diagnose without what only a reader of one report needs: the
-// verdict's next commands and the timeline stay empty. Everything else —
+// timeline stays empty (and NEXT is the planner's: repair/plans.Next). Everything else —
 // verdict, findings, steps, state, sources, partial — is what Diagnose
 // gives. reconcile judges thousands of candidates and keeps only that.
 func Judge(ev sources.Evidence) Report {

@@ -63,9 +63,6 @@ func TestRepairIncomplete(t *testing.T) {
 				if r.Verdict.Severity != SeverityAction || ExitCode([]Report{r}) != 3 {
 					t.Fatalf("severity %s exit %d", r.Verdict.Severity, ExitCode([]Report{r}))
 				}
-				if !slices.ContainsFunc(r.Verdict.Next, func(s string) bool { return strings.Contains(s, "opctl repair apply --dry-run -- "+c.plan) }) {
-					t.Fatalf("next %q: want the apply that finishes plan %s", r.Verdict.Next, c.plan)
-				}
 			}
 		})
 	}

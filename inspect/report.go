@@ -53,7 +53,10 @@ type Verdict struct {
 	Code     Code     `json:"code"`
 	Severity Severity `json:"severity"`
 	Summary  string   `json:"summary"`
-	Next     []string `json:"next"`
+	// Next is the NEXT as shell lines (docs/where.md): `opctl where`
+	// renders the planner's steps into it (repair/plans.Next); Diagnose
+	// leaves it empty.
+	Next []string `json:"next"`
 }
 
 // Finding is one anomaly (or informational fact) seen in the evidence.

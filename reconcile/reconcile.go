@@ -441,6 +441,11 @@ func (r *run) firstErr() error {
 	return r.err
 }
 
+// Func is Run on deps already chosen (the clients of a configuration):
+// what opctl reconcile, the runbook runner and the console take, opened on
+// first use by whoever wires the clients.
+type Func func(ctx context.Context, o Options, emit func(Result) error) (*Summary, error)
+
 // Run performs the selected checks on the selected pipelines, calling emit
 // for every triaged candidate (targets and the others, see Result.IsTarget)
 // from one goroutine, as soon as its batch is triaged. Memory is bounded by

@@ -5,110 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/probe"
 )
 
-// slowWMS is a WMS whose compensation takes delay to take effect: the
-// POST waits, then releases one lock, then answers. What a request does
-// does not depend on its caller still waiting (a real downstream does not
-// notice a client that went away), unless abandon is set: then a request
-// whose caller left before the delay ends takes no effect. With honour,
-// a POST whose Idempotency-Key took effect before answers as the first
-// did and changes nothing.
-type slowWMS struct {
-	mu      sync.Mutex
-	locks   int
-	posts   int
-	effects int
-	delay   time.Duration
-	honour  bool
-	abandon bool
-	blind   bool // the probe answers 503: it cannot tell
-	seen    map[string]bool
-	entered chan struct{}
-	srv     *httptest.Server
-}
-
-func newSlowWMS(t testing.TB, delay time.Duration) *slowWMS {
-	w := &slowWMS{locks: 2, delay: delay, seen: map[string]bool{}, entered: make(chan struct{}, 64)}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/wms/locks", func(rw http.ResponseWriter, r *http.Request) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.blind {
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		n := w.locks
-		if r.URL.Query().Get("biz_id") != "F-1" {
-			n = 1
-		}
-		fmt.Fprintf(rw, `{"count":%d}`, n)
-	})
-	mux.HandleFunc("/wms/compensate", func(rw http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body) // then the server notices a caller that leaves
-		w.mu.Lock()
-		w.posts++
-		d, abandon := w.delay, w.abandon
-		w.mu.Unlock()
-		w.entered <- struct{}{}
-		until := time.Now().Add(d)
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			if abandon {
-				return
-			}
-			time.Sleep(time.Until(until)) // the work goes on
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		key := r.Header.Get("Idempotency-Key")
-		if w.honour && w.seen[key] {
-			fmt.Fprint(rw, `{"status":"COMPENSATED","replayed":true}`)
-			return
-		}
-		w.seen[key] = true
-		w.locks--
-		w.effects++
-		fmt.Fprint(rw, `{"status":"COMPENSATED"}`)
-	})
-	w.srv = httptest.NewServer(mux)
-	t.Cleanup(w.srv.Close)
-	return w
-}
-
-func (w *slowWMS) counts() (locks, posts, effects int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.locks, w.posts, w.effects
-}
-
-func (w *slowWMS) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.locks, w.posts, w.effects, w.seen = 2, 0, 0, map[string]bool{}
-	for len(w.entered) > 0 {
-		<-w.entered
-	}
-}
-
 // fulfilmentEnv is F-1 (a WMS lock taken twice, compensate by {biz_id}
 // guarded by the count) against w; honour adds honours_idempotency_key to
 // the step.
-func fulfilmentEnv(t *testing.T, w *slowWMS, honour bool) *tenv {
+func fulfilmentEnv(t *testing.T, w *testenv.WMS, honour bool) *tenv {
 	cfg := td("repair", "fulfilment.yaml")
 	if honour {
 		raw, err := os.ReadFile(cfg)
@@ -122,7 +34,7 @@ func fulfilmentEnv(t *testing.T, w *slowWMS, honour bool) *tenv {
 		}
 	}
 	e := newTenv(t, cfg, []string{td("schema", "fulfilment.sql"), td("incidents", "fulfilment.sql")},
-		[]string{"order-fulfilment"}, map[string]string{"OPCTL_WMS_URL": w.srv.URL})
+		[]string{"order-fulfilment"}, map[string]string{"OPCTL_WMS_URL": w.URL})
 	e.svc.Poster = probe.New(5 * time.Second)
 	return e
 }
@@ -143,7 +55,7 @@ func (e *tenv) resetAudit() {
 func TestConcurrentAppliesSlowDownstream(t *testing.T) {
 	for _, delay := range []time.Duration{300 * time.Millisecond, 2 * time.Second} {
 		t.Run(delay.String(), func(t *testing.T) {
-			w := newSlowWMS(t, delay)
+			w := testenv.NewWMS(t, delay)
 			e := fulfilmentEnv(t, w, false)
 			rounds := 4
 			if delay > time.Second {
@@ -151,7 +63,7 @@ func TestConcurrentAppliesSlowDownstream(t *testing.T) {
 			}
 			for round := range rounds {
 				e.resetAudit()
-				w.reset()
+				w.Reset()
 				p := e.mustPlan("fulfilment", "F-1", plans.Options{})
 				type out struct {
 					res *Result
@@ -162,13 +74,13 @@ func TestConcurrentAppliesSlowDownstream(t *testing.T) {
 					r, err := e.apply(p)
 					first <- out{r, err}
 				}()
-				<-w.entered // the first waits on the downstream
+				<-w.Entered // the first waits on the downstream
 				go func() {
 					r, err := e.apply(p)
 					second <- out{r, err}
 				}()
 				a, b := <-first, <-second
-				locks, posts, effects := w.counts()
+				locks, posts, effects := w.Counts()
 				if effects != 1 || locks != 1 || posts != 1 {
 					t.Fatalf("round %d: %d effect(s), %d POST(s), %d lock(s) left; want 1, 1, 1\nfirst %+v %v\nsecond %+v %v", round, effects, posts, locks, a.res, a.err, b.res, b.err)
 				}
@@ -201,7 +113,7 @@ func (lockless) Lock(_ context.Context, name string, _ time.Duration) (sources.L
 // finds the action done; an apply that may not wait that long refuses
 // (in flight) and sends nothing.
 func TestInFlightLeaseIsNotTakenOver(t *testing.T) {
-	w := newSlowWMS(t, 2*time.Second)
+	w := testenv.NewWMS(t, 2*time.Second)
 	e := fulfilmentEnv(t, w, false)
 	st, err := e.svc.Store()
 	if err != nil {
@@ -214,7 +126,7 @@ func TestInFlightLeaseIsNotTakenOver(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := e.apply(p); done <- err }()
-	<-w.entered
+	<-w.Entered
 	entered := time.Now()
 	time.Sleep(200 * time.Millisecond)
 
@@ -224,7 +136,7 @@ func TestInFlightLeaseIsNotTakenOver(t *testing.T) {
 	if !errors.As(err, &rf) || rf.Code != plans.CodeInFlight || res.Actions[0].Outcome != OutcomeRefused {
 		t.Fatalf("impatient second apply: %v %+v", err, res)
 	}
-	if _, posts, _ := w.counts(); posts != 1 {
+	if _, posts, _ := w.Counts(); posts != 1 {
 		t.Fatalf("%d POSTs: the second apply sent one", posts)
 	}
 	// The first renews its lease while it waits on the downstream.
@@ -240,7 +152,7 @@ func TestInFlightLeaseIsNotTakenOver(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if locks, posts, effects := w.counts(); effects != 1 || posts != 1 || locks != 1 {
+	if locks, posts, effects := w.Counts(); effects != 1 || posts != 1 || locks != 1 {
 		t.Fatalf("%d effects, %d POSTs, %d locks", effects, posts, locks)
 	}
 	var attempts []string
@@ -277,13 +189,14 @@ func TestInterruptedPOSTIsSettled(t *testing.T) {
 		{"downstream dedupes by the key: sent again", false, true, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := newSlowWMS(t, 800*time.Millisecond)
-			w.abandon, w.honour = c.abandon, c.honour
+			w := testenv.NewWMS(t, 800*time.Millisecond)
+			w.SetAbandon(c.abandon)
+			w.SetHonour(c.honour)
 			e := fulfilmentEnv(t, w, c.honour)
 			e.svc.Timeout = 2 * time.Second
 			p := e.mustPlan("fulfilment", "F-1", plans.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
-			go func() { <-w.entered; time.Sleep(200 * time.Millisecond); cancel() }()
+			go func() { <-w.Entered; time.Sleep(200 * time.Millisecond); cancel() }()
 			res, err := e.svc.Apply(ctx, p, ApplyOptions{Operator: "tester"})
 			if err == nil || res.Outcome != OutcomeUnknown || res.Actions[0].Outcome != OutcomeUnknown || !strings.Contains(err.Error(), "outcome is unknown") {
 				t.Fatalf("interrupted apply: %v %+v", err, res)
@@ -298,8 +211,8 @@ func TestInterruptedPOSTIsSettled(t *testing.T) {
 			if err != nil || res.Outcome != OutcomeApplied {
 				t.Fatalf("re-apply: %v %+v", err, res)
 			}
-			time.Sleep(w.delay) // anything still running at the downstream ends
-			locks, posts, effects := w.counts()
+			time.Sleep(w.Delay()) // anything still running at the downstream ends
+			locks, posts, effects := w.Counts()
 			if effects != 1 || locks != 1 || posts != c.posts {
 				t.Fatalf("%d effects, %d POSTs, %d locks; want 1, %d, 1 (%s)", effects, posts, locks, c.posts, res.Actions[0].Detail)
 			}
@@ -414,18 +327,16 @@ func TestKafkaDownIsNotStale(t *testing.T) {
 // can no longer take effect, refuses and asks for an attestation (exit 5),
 // and the one after refuses at once, without waiting again.
 func TestUnknownPOSTWithoutProbeAsksForAttestation(t *testing.T) {
-	w := newSlowWMS(t, 500*time.Millisecond)
+	w := testenv.NewWMS(t, 500*time.Millisecond)
 	e := fulfilmentEnv(t, w, false)
 	e.svc.Timeout = 2 * time.Second
 	p := e.mustPlan("fulfilment", "F-1", plans.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-w.entered; cancel() }()
+	go func() { <-w.Entered; cancel() }()
 	if res, err := e.svc.Apply(ctx, p, ApplyOptions{Operator: "tester"}); res.Outcome != OutcomeUnknown {
 		t.Fatalf("interrupted apply: %v %+v", err, res)
 	}
-	w.mu.Lock()
-	w.blind = true
-	w.mu.Unlock()
+	w.SetBlind(true)
 	for i := range 2 {
 		start := time.Now()
 		res, err := e.apply(p)
@@ -437,8 +348,8 @@ func TestUnknownPOSTWithoutProbeAsksForAttestation(t *testing.T) {
 			t.Errorf("the second refusal waited %s for a send nobody made", took)
 		}
 	}
-	time.Sleep(w.delay)
-	if _, posts, effects := w.counts(); posts != 1 || effects != 1 {
+	time.Sleep(w.Delay())
+	if _, posts, effects := w.Counts(); posts != 1 || effects != 1 {
 		t.Fatalf("%d POSTs, %d effects: want the interrupted one only", posts, effects)
 	}
 }

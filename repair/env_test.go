@@ -101,6 +101,18 @@ func (e *tenv) where(pipeline, biz string) inspect.Report {
 	return tr.Ops[0].Report
 }
 
+// next is what `opctl where` says to do next: the planner's steps of a
+// fresh triage.
+func (e *tenv) next(pipeline, biz string) []plans.Step {
+	e.t.Helper()
+	tr, err := e.svc.Triage.Triage(context.Background(), biz, pipeline)
+	if err != nil {
+		e.t.Fatalf("triage %s: %v", biz, err)
+	}
+	op := tr.Ops[0]
+	return plans.Next(plans.Input{Config: tr.Config, Report: op.Report, Evidence: &op.Evidence, RedrivePartitions: op.RedrivePartitions})
+}
+
 func (e *tenv) plan(pipeline, biz string, o plans.Options) (*plans.Plan, inspect.Report, error) {
 	e.t.Helper()
 	if o.Reason == "" {

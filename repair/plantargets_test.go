@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -20,7 +21,8 @@ import (
 // --pipeline, that one, not the target line's. (Both pipelines asked for
 // are missing from the configuration, so nothing is read.)
 func TestPlanTargetsSkipRecordsTheEffectivePipeline(t *testing.T) {
-	s := &Service{Config: &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}}
+	cfg := &config.Config{Pipelines: []config.Pipeline{{Name: "settlement"}}}
+	s := &Service{Config: cfg, Triage: &triage.Service{Config: cfg}}
 	plan := func(t *testing.T, lines, override string) *Batch {
 		t.Helper()
 		b, err := s.PlanTargets(context.Background(), strings.NewReader(lines), "targets.jsonl", override, plans.Options{Reason: "test"})
@@ -94,7 +96,7 @@ func batchService(db *fakeDB) *Service {
 		},
 	}}}
 	col := &sources.Collector{DB: db, KafkaMissing: "not configured", Timeout: time.Second}
-	return &Service{Config: cfg, Collector: col, Now: func() time.Time { return time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC) }}
+	return &Service{Config: cfg, Triage: &triage.Service{Config: cfg, Collector: col}, Collector: col, Now: func() time.Time { return time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC) }}
 }
 
 // doneWith is a DONE operation with debits and ledger rows.

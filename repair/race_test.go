@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/probe"
@@ -28,7 +29,7 @@ func TestApplyRacesConsumer(t *testing.T) {
 	// Kafka is left out: the read is partial on Kafka only, which a
 	// duplicate-effect plan does not need; each iteration stays fast.
 	col := &sources.Collector{DB: e.cl.Reader, Prober: probe.New(time.Second), AuditTable: e.cfg.Audit.AuditTable(), Timeout: 5 * time.Second, KafkaMissing: "left out by the test"}
-	svc := &Service{Config: e.cfg, Collector: col, Prober: col.Prober, AuditLog: e.cl.Reader, Store: e.svc.Store}
+	svc := &Service{Config: e.cfg, Triage: &triage.Service{Config: e.cfg, Collector: col}, Collector: col, Prober: col.Prober, AuditLog: e.cl.Reader, Store: e.svc.Store}
 	st, err := svc.Store()
 	if err != nil {
 		t.Fatal(err)

@@ -453,8 +453,8 @@ func TestSeed001DuplicateClosed(t *testing.T) {
 			t.Fatalf("a manual action called WMS: %d locks", n)
 		}
 		r := s.where("fulfilment", "O-2002:FULFIL")
-		if r.Verdict.Code != inspect.Complete || len(r.Verdict.Next) != 0 {
-			t.Fatalf("after the attested manual action: %s (%s), next %q", r.Verdict.Code, r.Verdict.Summary, r.Verdict.Next)
+		if next := s.next("fulfilment", "O-2002:FULFIL"); r.Verdict.Code != inspect.Complete || len(next) != 0 {
+			t.Fatalf("after the attested manual action: %s (%s), next %+v", r.Verdict.Code, r.Verdict.Summary, next)
 		}
 		if v := r.Steps[1]; v.EvidenceCount != 1 || v.Probe == nil || !strings.Contains(v.Probe.Detail, "1 effect(s) attested undone") {
 			t.Fatalf("wms_lock %+v probe %+v", v, v.Probe)
@@ -579,8 +579,8 @@ func TestSeed003Redrive(t *testing.T) {
 	if n := s.points.get("8821"); n != 1 {
 		t.Fatalf("points granted %d times, want 1", n)
 	}
-	if r := s.where("orders", "8821"); r.Verdict.Code != inspect.Complete || len(r.Verdict.Next) != 0 {
-		t.Fatalf("after the redrive: %s (%s) next %q", r.Verdict.Code, r.Verdict.Summary, r.Verdict.Next)
+	if r, next := s.where("orders", "8821"), s.next("orders", "8821"); r.Verdict.Code != inspect.Complete || len(next) != 0 {
+		t.Fatalf("after the redrive: %s (%s) next %+v", r.Verdict.Code, r.Verdict.Summary, next)
 	}
 	if n := s.str("SELECT COUNT(*) FROM idempotent WHERE msg_id = 'msg-7391' AND action = 'SKIPPED'"); n != "1" {
 		t.Errorf("the SKIPPED record was touched (%s left)", n)

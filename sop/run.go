@@ -37,9 +37,6 @@ type Service interface {
 	StoredPlan(ctx context.Context, id string) (*plans.Plan, error)
 }
 
-// ReconcileFunc runs reconcile (reconcile.Run on the read path).
-type ReconcileFunc func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error)
-
 // Step outcomes (docs/runbooks.md "Output").
 const (
 	OutcomeOK          = "ok"
@@ -130,7 +127,7 @@ type Options struct {
 type Runner struct {
 	Triage    Triager
 	Service   Service
-	Reconcile ReconcileFunc
+	Reconcile reconcile.Func
 	Config    *config.Config
 	Records   Records
 	// Lock takes a lock on the write database (repair.Service.Lock): a run

@@ -114,7 +114,7 @@ func TestRefreshDoesNotBlockKeys(t *testing.T) {
 	o := f.options()
 	release := make(chan struct{})
 	calls := 0
-	o.Reconcile = func() (ReconcileFunc, error) {
+	o.Reconcile = func() (reconcile.Func, error) {
 		return func(ctx context.Context, ro reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			calls++
 			if calls > 1 {

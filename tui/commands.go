@@ -54,13 +54,13 @@ func (m Model) reconcileCmd(gen int) tea.Cmd {
 
 // whereCmd triages one id as `opctl where` does, with its NEXT.
 func (m Model) whereCmd(bizID, pipeline string) tea.Cmd {
-	ctx, open := m.ctx, m.opts.Triage
+	ctx, open, keys := m.ctx, m.opts.Triage, m.keys
 	return safe(func() tea.Msg {
 		tr, err := open()
 		if err != nil {
 			return whereMsg{bizID: bizID, pipeline: pipeline, err: err}
 		}
-		t, err := where(ctx, tr, bizID, pipeline)
+		t, err := where(ctx, tr, keys, bizID, pipeline)
 		return whereMsg{bizID: bizID, pipeline: pipeline, triage: t, err: err}
 	})
 }
@@ -123,7 +123,7 @@ func (m Model) planCmd(d *detail) tea.Cmd {
 // re-derivation, stale check, guards under FOR UPDATE, audit). Then the
 // operation is triaged again.
 func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
-	ctx, open, reads, bizID, reviewed, pipeline := m.ctx, m.opts.Service, m.opts.Triage, d.bizID, d.plan, d.opPipeline()
+	ctx, open, reads, keys, bizID, reviewed, pipeline := m.ctx, m.opts.Service, m.opts.Triage, m.keys, d.bizID, d.plan, d.opPipeline()
 	ao := repair.ApplyOptions{DryRun: dry, Operator: m.opts.Operator}
 	return safe(func() tea.Msg {
 		plan := reviewed
@@ -145,7 +145,7 @@ func (m Model) applyCmd(d *detail, dry bool, reason string) tea.Cmd {
 				msg.terr = err
 				return msg
 			}
-			msg.triage, msg.terr = where(ctx, tr, bizID, pipeline)
+			msg.triage, msg.terr = where(ctx, tr, keys, bizID, pipeline)
 		}
 		return msg
 	})

@@ -245,7 +245,7 @@ func (f *fake) options() Options {
 	return Options{
 		Triage:    func() (Triager, error) { return f, nil },
 		Service:   func() (Service, error) { return f, nil },
-		Reconcile: func() (ReconcileFunc, error) { return f.reconcile, nil },
+		Reconcile: func() (reconcile.Func, error) { return f.reconcile, nil },
 		Pipelines: []*config.Pipeline{f.pipeline()}, Refresh: time.Hour, Operator: "alice", Incident: "INC-7",
 		Now: func() time.Time { return t0 },
 	}

@@ -415,7 +415,7 @@ func (m Model) planDone(msg planMsg) Model {
 	d.needAttest, d.needOutcome = msg.needAttest, msg.needOutcome
 	d.dry, d.dryErr = nil, ""
 	if msg.err != nil {
-		d.plan, d.planErr = nil, plans.Shown(msg.err.Error())
+		d.plan, d.planErr = nil, plans.Shown(plans.Phrase(msg.err, m.keys.words()))
 	}
 	m.status = ""
 	m = m.show(d, panePlan)

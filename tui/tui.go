@@ -38,9 +38,6 @@ type Service interface {
 	Audit(ctx context.Context, f sources.AuditFilter) (*sources.AuditLog, error)
 }
 
-// ReconcileFunc runs a reconcile (reconcile.Run on the configured clients).
-type ReconcileFunc func(ctx context.Context, o reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error)
-
 // Options configure the console (the flags of `opctl tui`).
 type Options struct {
 	// Triage, Service and Reconcile open the clients on first use: a
@@ -48,7 +45,7 @@ type Options struct {
 	// crash.
 	Triage    func() (Triager, error)
 	Service   func() (Service, error)
-	Reconcile func() (ReconcileFunc, error)
+	Reconcile func() (reconcile.Func, error)
 	// Pipelines are the pipelines the list reconciles (every configured
 	// one, or --pipeline); Pipeline is --pipeline ("" for all).
 	Pipelines []*config.Pipeline

@@ -75,7 +75,7 @@ func TestValuesAreShownSafely(t *testing.T) {
 	f := newFake(t)
 	o := f.options()
 	evil := "PAY\x1b[2J"
-	o.Reconcile = func() (ReconcileFunc, error) {
+	o.Reconcile = func() (reconcile.Func, error) {
 		return func(_ context.Context, _ reconcile.Options, emit func(reconcile.Result) error) (*reconcile.Summary, error) {
 			return &reconcile.Summary{PartialWhy: []string{"kafka: broker \x1b]0;owned\x07 down"}, Partial: true},
 				emit(reconcile.Result{Target: reconcile.Target{BizID: evil, Pipeline: "settlement", Check: "stuck", Verdict: inspect.Stranded, Step: "de\rbit"},

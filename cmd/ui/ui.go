@@ -7,10 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
-
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/tui/render"
 )
@@ -66,34 +62,4 @@ func SafeLines(s string) string {
 		lines[i] = l[:len(l)-len(rest)] + Safe(rest)
 	}
 	return strings.Join(lines, "\n")
-}
-
-// Table writes rows under a header: box art on a terminal, tab-separated
-// lines otherwise (easy to cut, awk and grep).
-func Table(w io.Writer, tty bool, header []string, rows [][]string) error {
-	if !tty {
-		if err := TSVRow(w, header); err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if err := TSVRow(w, r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	t := tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-		tablewriter.WithHeaderAlignment(tw.AlignLeft),
-		tablewriter.WithRowAlignment(tw.AlignLeft),
-	)
-	t.Header(header)
-	for _, r := range rows {
-		if err := t.Append(r); err != nil {
-			return err
-		}
-	}
-	return t.Render()
 }

@@ -16,7 +16,13 @@ import (
 // With tty the tables have box art; otherwise they are tab-separated.
 // Every value from the evidence is shown through Safe.
 func Where(w io.Writer, tty bool, st Styles, rs []inspect.Report) error {
-	v := &whereView{tty: tty, st: st}
+	return WhereFit(w, TableOptions{TTY: tty}, st, rs)
+}
+
+// WhereFit is Where with its tables fitted as t says (the terminal's
+// width on a terminal; whole values when piped or wide).
+func WhereFit(w io.Writer, t TableOptions, st Styles, rs []inspect.Report) error {
+	v := &whereView{t: t, st: st}
 	var b strings.Builder
 	for i, r := range rs {
 		if i > 0 {
@@ -29,8 +35,8 @@ func Where(w io.Writer, tty bool, st Styles, rs []inspect.Report) error {
 }
 
 type whereView struct {
-	tty bool
-	st  Styles
+	t  TableOptions
+	st Styles
 }
 
 func (v *whereView) section(b *strings.Builder, title string) {
@@ -39,7 +45,7 @@ func (v *whereView) section(b *strings.Builder, title string) {
 
 func (v *whereView) table(b *strings.Builder, header []string, rows [][]string) {
 	var sb strings.Builder
-	_ = Table(&sb, v.tty, header, rows)
+	_ = FitTable(&sb, v.t, header, rows)
 	b.WriteString(sb.String())
 }
 

@@ -170,11 +170,11 @@ func buildFrom(cfg *config.Config, bizID, pipeline, summary string, ob Observed,
 	// The observation must be of this pipeline's steps, in order, and what
 	// the status claims is the configuration's to say, not the record's.
 	if len(ob.Steps) != len(pl.p.Steps) {
-		return nil, inputErrorf("the observation has %d step(s); pipeline %s has %d", len(ob.Steps), pl.p.Name, len(pl.p.Steps))
+		return nil, inputErrorf("", "the observation has %d step(s); pipeline %s has %d", len(ob.Steps), pl.p.Name, len(pl.p.Steps))
 	}
 	for i, st := range ob.Steps {
 		if st.Name != pl.p.Steps[i].Name {
-			return nil, inputErrorf("observed step %d is %q; pipeline %s's step %d is %q", i+1, st.Name, pl.p.Name, i+1, pl.p.Steps[i].Name)
+			return nil, inputErrorf("", "observed step %d is %q; pipeline %s's step %d is %q", i+1, st.Name, pl.p.Name, i+1, pl.p.Steps[i].Name)
 		}
 	}
 	pl.r.State.Reached = pl.reached()
@@ -188,12 +188,12 @@ func buildFrom(cfg *config.Config, bizID, pipeline, summary string, ob Observed,
 // newPlanner starts a planner at the state the report read.
 func newPlanner(in Input) (*planner, error) {
 	if in.Config == nil {
-		return nil, inputErrorf("repair: no configuration")
+		return nil, inputErrorf("", "repair: no configuration")
 	}
 	r := in.Report
 	p := in.Config.Pipeline(r.Pipeline)
 	if p == nil {
-		return nil, inputErrorf("pipeline %q is not in the configuration", r.Pipeline)
+		return nil, inputErrorf("", "pipeline %q is not in the configuration", r.Pipeline)
 	}
 	pl := &planner{in: in, p: p, r: r, o: in.Options, from: -1, idem: map[string]string{}, live: map[string]int{},
 		found: r.State.Found, status: r.State.Status}
@@ -230,7 +230,7 @@ func (pl *planner) plan() error {
 		pl.forced = verdict != inspect.InFlight
 		err = pl.releaseLease()
 	case verdict == inspect.InFlight || r.State.LeaseActive:
-		return &RefusedError{Code: CodeInFlight, Detail: fmt.Sprintf("%s: %s; no plan while the lease is live (--force never bypasses it). Wait for lease_until, or if the owner is gone from the group: --action release_lease", verdict, r.Verdict.Summary)}
+		return refusedf(CodeInFlight, "%s: %s; no plan while the lease is live ({force} never bypasses it). Wait for lease_until, or if the owner is gone from the group: {action release_lease}", verdict, r.Verdict.Summary)
 	default:
 		err = pl.calledFor(verdict)
 	}
@@ -242,7 +242,7 @@ func (pl *planner) plan() error {
 	}
 	for _, a := range pl.acts {
 		if a.Type == Manual && strings.TrimSpace(o.Attest) == "" {
-			return inputErrorf("this plan has a manual action (%s): do it by hand, then plan again with --attest \"what was done\"", a.Summary)
+			return inputErrorf(OptAttest, "this plan has a manual action (%s): do it by hand, then plan again with {attest \"what was done\"}", a.Summary)
 		}
 	}
 	return nil
@@ -259,9 +259,9 @@ func (pl *planner) calledFor(verdict inspect.Code) error {
 	switch {
 	case o.Action != "" && !slices.Contains(called, o.Action) && !o.Force:
 		if len(called) == 0 {
-			return &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for no repair; --action %s acts on it only with --force", verdict, o.Action)}
+			return refusedf(CodeNotCalledFor, "%s calls for no repair; {action %s} acts on it only with {force}", verdict, o.Action)
 		}
-		return &RefusedError{Code: CodeNotCalledFor, Detail: fmt.Sprintf("%s calls for %s, not %s; add --force to do it anyway", verdict, joinTypes(called), o.Action)}
+		return refusedf(CodeNotCalledFor, "%s calls for %s, not %s; add {force} to do it anyway", verdict, joinTypes(called), o.Action)
 	case o.Action == "" && len(called) == 0:
 		return &NothingToRepairError{Verdict: verdict, Summary: pl.r.Verdict.Summary}
 	case o.Action != "" && !slices.Contains(called, o.Action):

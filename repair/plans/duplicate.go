@@ -60,7 +60,7 @@ func (pl *planner) duplicates() error {
 		any = true
 	}
 	if !any {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: "no duplicated step can be repaired with --action " + string(pl.o.Action)}
+		return refusedf(CodeNoSafePlan, "no duplicated step can be repaired with {action %s}", pl.o.Action)
 	}
 	return nil
 }

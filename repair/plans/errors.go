@@ -49,6 +49,9 @@ type RefusedError struct {
 	Got string
 	// Diff lists what changed (stale).
 	Diff []Change
+	// Text is Detail with the options it names as data (Phrase); empty
+	// for a detail that names none.
+	Text Message
 }
 
 // Error says what was refused and why; a stale refusal lists the diff.
@@ -135,16 +138,111 @@ func printable(s string) bool {
 	return true
 }
 
-// InputError is a bad invocation of the planner: a missing --reason, an
-// unknown --action, --from-step that names no step, a manual action without
-// --attest (exit 2).
-type InputError struct{ Msg string }
+// InputError is a bad invocation of the planner: a missing reason, an
+// unknown action, a from-step that names no step, a manual action without
+// an attestation (exit 2). Msg is the message as opctl says it, with its
+// flags; Option and Text say the same as data, for a front end with other
+// words (Phrase).
+type InputError struct {
+	Msg string
+	// Option is the option at fault, "" when none in particular.
+	Option Option
+	// Text is the message with the options it names as data; empty for a
+	// message that names none.
+	Text Message
+}
 
 // Error returns the message.
 func (e *InputError) Error() string { return e.Msg }
 
-func inputErrorf(format string, args ...any) error {
-	return &InputError{Msg: fmt.Sprintf(format, args...)}
+// inputErrorf is an *InputError about option opt, its message format
+// naming options as Message does.
+func inputErrorf(opt Option, format string, args ...any) error {
+	m := Message{Format: format, Args: args}
+	return &InputError{Msg: m.Phrase(Flags), Option: opt, Text: m}
+}
+
+// refusedf is a *RefusedError of code whose detail names options as
+// Message does: Detail is it as opctl says it (Flags), Text as data.
+func refusedf(code, format string, args ...any) *RefusedError {
+	m := Message{Format: format, Args: args}
+	return &RefusedError{Code: code, Detail: m.Phrase(Flags), Text: m}
+}
+
+// Option is one of the planner's options (the fields of Options). The
+// planner's errors name them as data, and each front end spells them its
+// own way: opctl as its flags (Flags), the console as its keys.
+type Option string
+
+// The planner's options.
+const (
+	OptReason   Option = "reason"
+	OptOperator Option = "operator"
+	OptIncident Option = "incident"
+	OptAction   Option = "action"
+	OptOutcome  Option = "outcome"
+	OptForce    Option = "force"
+	OptFromStep Option = "from-step"
+	OptAttest   Option = "attest"
+)
+
+// Words spell an option, with the value it is given ("" for none), as one
+// front end names it.
+type Words func(o Option, value string) string
+
+// Flags spells an option as opctl's flag: "--action manual".
+func Flags(o Option, value string) string {
+	if value == "" {
+		return "--" + string(o)
+	}
+	return "--" + string(o) + " " + value
+}
+
+// Message is a planner's message that names options as data: Format
+// writes "{option}" or "{option value}" where it names one (the value may
+// hold fmt verbs), and Args are its fmt arguments: the values from the
+// operator, the configuration or the database, never read for options.
+type Message struct {
+	Format string
+	Args   []any
+}
+
+// Phrase is the message with its options spelled by w.
+func (m Message) Phrase(w Words) string {
+	var b strings.Builder
+	f := m.Format
+	for {
+		i := strings.IndexByte(f, '{')
+		j := strings.IndexByte(f[i+1:], '}')
+		if i < 0 || j < 0 {
+			b.WriteString(f)
+			break
+		}
+		b.WriteString(f[:i])
+		name, value, _ := strings.Cut(f[i+1:i+1+j], " ")
+		b.WriteString(w(Option(name), value))
+		f = f[i+j+2:]
+	}
+	return fmt.Sprintf(b.String(), m.Args...)
+}
+
+// Phrase is err as a front end says it: a planner's error (an
+// *InputError, a *RefusedError) with its options spelled by w, any other
+// error's own text (an error wrapped with more text: its own text too).
+func Phrase(err error, w Words) string {
+	switch e := err.(type) {
+	case *InputError:
+		if e.Text.Format != "" {
+			return e.Text.Phrase(w)
+		}
+	case *RefusedError:
+		if e.Text.Format != "" {
+			c := *e
+			c.Detail = e.Text.Phrase(w)
+			return c.text()
+		}
+	}
+	return err.Error()
 }
 
 // NothingToRepairError says the verdict needs no repair (exit 0, no plan).

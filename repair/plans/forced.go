@@ -65,7 +65,7 @@ func (pl *planner) releaseLease() error {
 		return &RefusedError{Code: CodeInFlight, Detail: fmt.Sprintf("release_lease: the consumer group %s could not be read, so opctl cannot tell whether owner %s is alive", pl.p.Group, st.Owner)}
 	}
 	if IsMember(ev.Kafka.Group, st.Owner) {
-		return &RefusedError{Code: CodeInFlight, Detail: fmt.Sprintf("owner %s is a live member of group %s: the lease stays (--force never bypasses a live lease)", st.Owner, pl.p.Group)}
+		return refusedf(CodeInFlight, "owner %s is a live member of group %s: the lease stays ({force} never bypasses a live lease)", st.Owner, pl.p.Group)
 	}
 	guards := []Guard{{Check: CheckStateFound, Op: "==", Value: "true"}}
 	sc := &StateChange{Table: pl.p.State.Table, FromStatus: st.Status, ToStatus: st.Status, ReleaseOwner: st.Owner}
@@ -99,10 +99,10 @@ func (pl *planner) forcedAction() error {
 	p := pl.p
 	stepNeeded := func(kinds ...string) (int, error) {
 		if pl.from < 0 {
-			return -1, inputErrorf("--action %s --force needs --from-step: the step to act on", pl.o.Action)
+			return -1, inputErrorf(OptFromStep, "{action %s} {force} needs {from-step}: the step to act on", pl.o.Action)
 		}
 		if len(kinds) > 0 && !slices.Contains(kinds, p.Steps[pl.from].Kind) {
-			return -1, inputErrorf("--action %s: step %s is %s", pl.o.Action, p.Steps[pl.from].Name, p.Steps[pl.from].Kind)
+			return -1, inputErrorf(OptFromStep, "{action %s}: step %s is %s", pl.o.Action, p.Steps[pl.from].Name, p.Steps[pl.from].Kind)
 		}
 		return pl.from, nil
 	}
@@ -116,7 +116,7 @@ func (pl *planner) forcedAction() error {
 			from = pl.reached()
 		}
 		if from < 0 || from >= len(p.Steps) {
-			return inputErrorf("--action republish: the state %s claims every step: pass --from-step", pl.status)
+			return inputErrorf(OptFromStep, "{action republish}: the state %s claims every step: pass {from-step}", pl.status)
 		}
 		return pl.republish(from, false)
 	case RewindState, AdvanceState:
@@ -129,7 +129,7 @@ func (pl *planner) forcedAction() error {
 		}
 		r := pl.reached()
 		if (pl.o.Action == RewindState) != (k < r) || k == r {
-			return inputErrorf("--action %s --from-step %s: the state %s already has step %s run next or %s", pl.o.Action, p.Steps[k].Name, pl.status, p.Steps[k].Name, map[bool]string{true: "later", false: "earlier"}[pl.o.Action == RewindState])
+			return inputErrorf(OptFromStep, "{action %s} {from-step %s}: the state %s already has step %s run next or %s", pl.o.Action, p.Steps[k].Name, pl.status, p.Steps[k].Name, map[bool]string{true: "later", false: "earlier"}[pl.o.Action == RewindState])
 		}
 		return pl.moveTo(k)
 	case Reverse:
@@ -138,7 +138,7 @@ func (pl *planner) forcedAction() error {
 			return err
 		}
 		if len(p.Steps[k].Reverse) == 0 {
-			return inputErrorf("--action reverse: step %s has no reverse statements in the config", p.Steps[k].Name)
+			return inputErrorf(OptAction, "{action reverse}: step %s has no reverse statements in the config", p.Steps[k].Name)
 		}
 		return pl.reverseNewest(k, 1)
 	case CompensateRemote:
@@ -147,7 +147,7 @@ func (pl *planner) forcedAction() error {
 			return err
 		}
 		if p.Steps[k].Compensate == "" {
-			return inputErrorf("--action compensate_remote: step %s has no compensate URL in the config", p.Steps[k].Name)
+			return inputErrorf(OptAction, "{action compensate_remote}: step %s has no compensate URL in the config", p.Steps[k].Name)
 		}
 		return pl.compensateNewest(k, 1)
 	case FlipSkipped:
@@ -180,7 +180,7 @@ func (pl *planner) forcedAction() error {
 			Manual: &ManualSpec{Instructions: "record what was done by hand", Attest: pl.o.Attest}, Attested: att})
 		return nil
 	}
-	return inputErrorf("--action %s cannot be forced on %s", pl.o.Action, pl.r.Verdict.Code)
+	return inputErrorf(OptAction, "{action %s} cannot be forced on %s", pl.o.Action, pl.r.Verdict.Code)
 }
 
 // joinTypes lists action types for a message.

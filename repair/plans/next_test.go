@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd"
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -220,7 +221,7 @@ func TestNextPlansAsPrinted(t *testing.T) {
 				parts = 8 // what `repair plan` reads when Kafka answered
 			}
 			cfg := &config.Config{Pipelines: []config.Pipeline{*c.p}}
-			r.Verdict.Next = plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: parts})
+			r.Verdict.Next = cmd.NextFlags{}.Lines(plans.Next(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: parts}))
 			next := strings.Join(r.Verdict.Next, "\n")
 			build := func(o plans.Options) error {
 				_, err := plans.Build(plans.Input{Config: cfg, Report: r, Evidence: &ev, RedrivePartitions: parts, Options: o})

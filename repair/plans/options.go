@@ -15,21 +15,21 @@ import (
 func checkOptions(o Options) error {
 	switch {
 	case strings.TrimSpace(o.Reason) == "":
-		return inputErrorf("--reason is required: say why this repair is made (an incident, a ticket)")
+		return inputErrorf(OptReason, "{reason} is required: say why this repair is made (an incident, a ticket)")
 	case len(o.Reason) > MaxReason:
-		return inputErrorf("--reason is %d bytes; at most %d", len(o.Reason), MaxReason)
+		return inputErrorf(OptReason, "{reason} is %d bytes; at most %d", len(o.Reason), MaxReason)
 	case len(o.Operator) > MaxOperator:
-		return inputErrorf("--operator is %d bytes; at most %d", len(o.Operator), MaxOperator)
+		return inputErrorf(OptOperator, "{operator} is %d bytes; at most %d", len(o.Operator), MaxOperator)
 	case o.Action != "" && !IsActionType(string(o.Action)):
-		return inputErrorf("--action %q: want one of %s", o.Action, strings.Join(ActionTypeNames(), ", "))
+		return inputErrorf(OptAction, "{action %q}: want one of %s", o.Action, strings.Join(ActionTypeNames(), ", "))
 	case o.Outcome != "" && o.Outcome != inspect.AttestApplied && o.Outcome != inspect.AttestAbsent:
-		return inputErrorf("--outcome %q: want applied or absent", o.Outcome)
+		return inputErrorf(OptOutcome, "{outcome %q}: want applied or absent", o.Outcome)
 	case len(o.Runbook) > MaxRunLabel || len(o.RunID) > MaxRunLabel:
-		return inputErrorf("runbook name and run id are at most %d bytes", MaxRunLabel)
+		return inputErrorf("", "runbook name and run id are at most %d bytes", MaxRunLabel)
 	case o.RunID != "" && o.Runbook == "":
-		return inputErrorf("a run id without its runbook: a plan made by a runbook run names both")
+		return inputErrorf("", "a run id without its runbook: a plan made by a runbook run names both")
 	case o.Force && o.Action == "":
-		return inputErrorf("--force needs --action: it lets that action act on a verdict that does not call for it")
+		return inputErrorf(OptForce, "{force} needs {action}: it lets that action act on a verdict that does not call for it")
 	}
 	return CheckIncident(o.Incident)
 }
@@ -39,9 +39,9 @@ func checkOptions(o Options) error {
 func CheckIncident(s string) error {
 	switch {
 	case len(s) > MaxIncident:
-		return inputErrorf("--incident is %d bytes; at most %d", len(s), MaxIncident)
+		return inputErrorf(OptIncident, "{incident} is %d bytes; at most %d", len(s), MaxIncident)
 	case Shown(s) != s:
-		return inputErrorf("--incident %s: an incident name holds printable characters only", Shown(s))
+		return inputErrorf(OptIncident, "{incident %s}: an incident name holds printable characters only", Shown(s))
 	}
 	return nil
 }
@@ -58,5 +58,5 @@ func stepArg(p *config.Pipeline, s string) (int, error) {
 	for i, st := range p.Steps {
 		names[i] = fmt.Sprintf("%d %s", i+1, st.Name)
 	}
-	return -1, inputErrorf("--from-step %q: pipeline %s has steps %s", s, p.Name, strings.Join(names, ", "))
+	return -1, inputErrorf(OptFromStep, "{from-step %q}: pipeline %s has steps %s", s, p.Name, strings.Join(names, ", "))
 }

@@ -199,7 +199,7 @@ func (pl *planner) byHand(from int, forceEffect string, redo []string) error {
 	}
 	why := fmt.Sprintf("pipeline %s does not declare honours_opctl_headers: its consumer would read a republished record as a plain redelivery and %s", pl.p.Name, strings.Join(redo, ", "))
 	if !pl.allow(Manual) {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: why + "; no republish is planned: finish the operation by hand and plan --action manual --attest"}
+		return refusedf(CodeNoSafePlan, "%s; no republish is planned: finish the operation by hand and plan {action manual} {attest}", why)
 	}
 	var missing []string
 	for i := max(k, 0); i < len(pl.r.Steps); i++ {

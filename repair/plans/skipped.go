@@ -48,7 +48,7 @@ func (pl *planner) skippedEffect(key string) error {
 		return pl.redrive(k, key, why)
 	}
 	if !pl.allow(Manual) {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: why + "; make the effect of " + eff + " by hand and plan --action manual --attest"}
+		return refusedf(CodeNoSafePlan, "%s; make the effect of %s by hand and plan {action manual} {attest}", why, eff)
 	}
 	pl.note("%s, so no flip and no republish: the effect of %s is made by hand; record %s stays SKIPPED, and with the effect in place the skip no longer reads wrong", why, eff, key)
 	guards := append(pl.stateGuards(), pl.idemGuard(key))
@@ -72,7 +72,7 @@ func (pl *planner) redrive(k int, key, why string) error {
 	s := pl.p.Steps[k]
 	v := pl.r.Steps[k]
 	if s.Probe == "" {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s has a redrive URL but no probe: opctl could not tell whether a redrive whose answer was lost took effect; add a probe, or plan --action manual --attest", s.Name)}
+		return refusedf(CodeNoSafePlan, "step %s has a redrive URL but no probe: opctl could not tell whether a redrive whose answer was lost took effect; add a probe, or plan {action manual} {attest}", s.Name)
 	}
 	guards := append(pl.stateGuards(), pl.idemGuard(key))
 	if e := pl.r.Entity; e != nil {

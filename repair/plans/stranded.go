@@ -5,8 +5,6 @@ package plans
 // plan each verdict gets").
 
 import (
-	"fmt"
-
 	"github.com/opctl-dev/opctl/inspect"
 )
 
@@ -30,7 +28,7 @@ func (pl *planner) stranded() error {
 		return err
 	}
 	if from >= len(pl.p.Steps) {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: "every step is done by the state: nothing to republish (use --from-step)"}
+		return refusedf(CodeNoSafePlan, "every step is done by the state: nothing to republish (use {from-step})")
 	}
 	return pl.republish(from, false)
 }
@@ -49,7 +47,7 @@ func (pl *planner) moveTo(from int) error {
 		var extra []Guard
 		for j := reached; j < from; j++ {
 			if !hasEffect(pl.r.Steps[j].Status) && !pl.forced {
-				return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("--from-step %s would skip step %s, which has no effect", pl.p.Steps[from].Name, pl.p.Steps[j].Name)}
+				return refusedf(CodeNoSafePlan, "{from-step %s} would skip step %s, which has no effect", pl.p.Steps[from].Name, pl.p.Steps[j].Name)
 			}
 			extra = append(extra, pl.effectGuards(j)...)
 		}

@@ -33,12 +33,12 @@ func (pl *planner) unknown() error {
 	}
 	if pl.o.Action != Manual {
 		if s.Probe != "" {
-			return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s: the probe was inconclusive (%s); retry once the downstream answers, or ask its team and attest the answer: --action manual --attest \"...\" --outcome applied|absent", s.Name, probeDetail(v))}
+			return refusedf(CodeNoSafePlan, "step %s: the probe was inconclusive (%s); retry once the downstream answers, or ask its team and attest the answer: {action manual} {attest \"...\"} {outcome applied|absent}", s.Name, probeDetail(v))
 		}
-		return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s: a call was sent and nothing says whether it took effect, and no probe is configured: ask the downstream team, then plan with --action manual --attest \"what they said\" --outcome applied|absent", s.Name)}
+		return refusedf(CodeNoSafePlan, "step %s: a call was sent and nothing says whether it took effect, and no probe is configured: ask the downstream team, then plan with {action manual} {attest \"what they said\"} {outcome applied|absent}", s.Name)
 	}
 	if pl.o.Outcome == "" {
-		return inputErrorf("--action manual on UNKNOWN_OUTCOME needs --outcome applied|absent: what the downstream says about step %s", s.Name)
+		return inputErrorf(OptOutcome, "{action manual} on UNKNOWN_OUTCOME needs {outcome applied|absent}: what the downstream says about step %s", s.Name)
 	}
 	att := map[string]string{}
 	guards := pl.stateGuards()
@@ -76,10 +76,10 @@ func (pl *planner) ambiguous(k int) error {
 	}
 	what := fmt.Sprintf("%d to %d of the changes of %s %s by %s are %s's; %s", b.CountMin, b.CountMax, s.Binlog.Table, b.Key, b.Delta, pl.r.BizID, sharedWhy(v))
 	if pl.o.Action != Manual {
-		return &RefusedError{Code: CodeNoSafePlan, Detail: fmt.Sprintf("step %s: %s; then plan with --action manual --attest \"how you know\" --outcome applied|absent", s.Name, what)}
+		return refusedf(CodeNoSafePlan, "step %s: %s; then plan with {action manual} {attest \"how you know\"} {outcome applied|absent}", s.Name, what)
 	}
 	if pl.o.Outcome == "" {
-		return inputErrorf("--action manual on an ambiguous step needs --outcome applied|absent: whether step %s of %s has exactly one effect now (applied) or none (absent)", s.Name, pl.r.BizID)
+		return inputErrorf(OptOutcome, "{action manual} on an ambiguous step needs {outcome applied|absent}: whether step %s of %s has exactly one effect now (applied) or none (absent)", s.Name, pl.r.BizID)
 	}
 	instr := fmt.Sprintf("find out which of the changes %s of %s %s are %s's and undo any extra one by hand", strings.Join(shared, ", "), s.Binlog.Table, b.Key, pl.r.BizID)
 	pl.add(Action{Type: Manual, Step: s.Name,

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -117,73 +116,6 @@ func isScheme(s string) bool {
 	return s != ""
 }
 
-// DSN parameters: which go-sql-driver/mysql parameters a DSN may carry
-// (docs/config.md#mysql). The driver sends any other parameter to the server
-// as a session variable (SET name = value, the value as written), so a typo
-// ("parsetime=true") fails every connection with a server error and a value
-// would reach SQL unchecked: opctl accepts the driver's own parameters and a
-// few session variables whose values it checks, and refuses the rest.
-const (
-	dsnBool     = iota // the driver's true/false, 1/0
-	dsnDuration        // a Go duration: 5s, 500ms
-	dsnInt             // a non-negative integer
-	dsnNumber          // a non-negative decimal number
-	dsnLoc             // a time zone name
-	dsnCharset         // charset names, comma-separated
-	dsnName            // one collation name
-	dsnTLS             // true, false, skip-verify, preferred
-	dsnText            // anything (URL-escaped)
-	dsnRefused         // a driver parameter opctl refuses; the value is why
-)
-
-// dsnParam is what a DSN parameter may hold; why is the reason of a refusal.
-type dsnParam struct {
-	name string
-	kind int
-	why  string
-	// session marks a session variable rather than a driver parameter.
-	session bool
-}
-
-// dsnParams lists the accepted and refused parameters. It is a function, not
-// a package variable, so that nothing is built at package init.
-func dsnParams() []dsnParam {
-	return []dsnParam{
-		{name: "allowCleartextPasswords", kind: dsnBool},
-		{name: "allowFallbackToPlaintext", kind: dsnBool},
-		{name: "allowNativePasswords", kind: dsnBool},
-		{name: "allowOldPasswords", kind: dsnBool},
-		{name: "charset", kind: dsnCharset},
-		{name: "checkConnLiveness", kind: dsnBool},
-		{name: "collation", kind: dsnName},
-		{name: "compress", kind: dsnBool},
-		{name: "connectionAttributes", kind: dsnText},
-		{name: "interpolateParams", kind: dsnBool},
-		{name: "loc", kind: dsnLoc},
-		{name: "maxAllowedPacket", kind: dsnInt},
-		{name: "multiStatements", kind: dsnBool},
-		{name: "parseTime", kind: dsnBool},
-		{name: "readTimeout", kind: dsnDuration},
-		{name: "rejectReadOnly", kind: dsnBool},
-		{name: "timeTruncate", kind: dsnDuration},
-		{name: "timeout", kind: dsnDuration},
-		{name: "tls", kind: dsnTLS},
-		{name: "writeTimeout", kind: dsnDuration},
-
-		{name: "allowAllFiles", kind: dsnRefused, why: "it would let the server read any file of this machine (LOAD DATA LOCAL INFILE); opctl never loads files"},
-		{name: "clientFoundRows", kind: dsnRefused, why: "opctl counts the rows a statement changed (a repair statement that changes nothing is refused); with it, a row matched but left unchanged would count"},
-		{name: "columnsWithAlias", kind: dsnRefused, why: "opctl reads evidence columns by their names (a reverse statement binds :column); with it, they would be renamed table.column"},
-		{name: "serverPubKey", kind: dsnRefused, why: "it names a key registered in Go code (mysql.RegisterServerPubKey), which opctl does not do; use tls=true"},
-		{name: "strict", kind: dsnRefused, why: "it was removed from go-sql-driver/mysql"},
-
-		{name: "innodb_lock_wait_timeout", kind: dsnInt, session: true},
-		{name: "lock_wait_timeout", kind: dsnInt, session: true},
-		{name: "max_execution_time", kind: dsnInt, session: true},
-		{name: "max_statement_time", kind: dsnNumber, session: true},
-		{name: "time_zone", kind: dsnText, session: true},
-	}
-}
-
 // dsnParts is a DSN cut where go-sql-driver/mysql cuts it:
 // [user[:password]@][net[(addr)]]/dbname[?params]. The database name follows
 // the last "/", the credentials end at the last "@" before it.
@@ -209,9 +141,12 @@ func splitDSN(dsn string) (dsnParts, bool) {
 	return p, true
 }
 
-// CheckDSN reports what is wrong with a go-sql-driver/mysql DSN for opctl,
-// or "": it must be user:pass@tcp(host:port)/db (or unix(/path)/db) with a
-// database name, and carry only the parameters of docs/config.md#mysql.
+// CheckDSN reports what is wrong with the form of a go-sql-driver/mysql DSN
+// for opctl, or "": it must be user:pass@tcp(host:port)/db (or
+// unix(/path)/db) with a database name, and its parameters key=value pairs,
+// %-escaped. What each parameter means is the driver's to read: the driver
+// package's check (sources/mysql.CheckDSN, which starts with this one)
+// reads them with the driver and refuses those of docs/config.md#mysql.
 // The problem reads after the DSN ("mysql.dsn "u:***@..." has ..."), names
 // the fix, and never holds the password. It does not connect.
 func CheckDSN(dsn string) string {
@@ -282,13 +217,9 @@ func checkDSNAddr(p dsnParts) string {
 	return ""
 }
 
-// checkDSNParams checks the parameters after "?" as the driver reads them
-// ("&"-separated key=value; values %-escaped).
+// checkDSNParams checks the form of the parameters after "?" as the
+// driver reads them: "&"-separated key=value, values %-escaped.
 func checkDSNParams(query string) string {
-	if query == "" {
-		return ""
-	}
-	known := dsnParams()
 	for kv := range strings.SplitSeq(query, "&") {
 		if kv == "" {
 			continue
@@ -297,90 +228,9 @@ func checkDSNParams(query string) string {
 		if !found {
 			return fmt.Sprintf("has parameter %q without a value: write %q, or remove it", key, key+"=VALUE")
 		}
-		i := slices.IndexFunc(known, func(d dsnParam) bool { return d.name == key })
-		if i < 0 {
-			return unknownDSNParam(key, known)
+		if _, err := url.QueryUnescape(val); err != nil {
+			return fmt.Sprintf("has parameter %q that is not properly %%-escaped", kv)
 		}
-		if problem := checkDSNValue(known[i], val); problem != "" {
-			return problem
-		}
-	}
-	return ""
-}
-
-func unknownDSNParam(key string, known []dsnParam) string {
-	var driver, session, all []string
-	for _, d := range known {
-		switch {
-		case d.kind == dsnRefused:
-			continue
-		case d.session:
-			session = append(session, d.name)
-		default:
-			driver = append(driver, d.name)
-		}
-		all = append(all, d.name)
-	}
-	return fmt.Sprintf("has unknown parameter %q%s: the driver would send it to the server as a session variable; remove it (accepted: the driver's %s; the session variables %s)",
-		key, didYouMean(key, all), strings.Join(driver, ", "), strings.Join(session, ", "))
-}
-
-// checkDSNValue checks one parameter's value.
-func checkDSNValue(d dsnParam, raw string) string {
-	if d.kind == dsnRefused {
-		return fmt.Sprintf("has parameter %q, which opctl refuses: %s; remove it", d.name, d.why)
-	}
-	val, err := url.QueryUnescape(raw)
-	if err != nil {
-		return fmt.Sprintf("has parameter %q that is not properly %%-escaped", d.name+"="+raw)
-	}
-	bad := func(want string) string {
-		return fmt.Sprintf("has %q; want %s", d.name+"="+raw, want)
-	}
-	switch d.kind {
-	case dsnBool:
-		// The driver reads the value as written, not unescaped.
-		switch raw {
-		case "1", "true", "TRUE", "True", "0", "false", "FALSE", "False":
-			return ""
-		}
-		return bad("true or false")
-	case dsnDuration:
-		if _, err := time.ParseDuration(raw); err != nil {
-			return bad("a duration such as 5s or 500ms")
-		}
-	case dsnInt:
-		if val == "" || !every(val, isDigit) {
-			return bad("a whole number")
-		}
-	case dsnNumber:
-		whole, frac, _ := strings.Cut(val, ".")
-		if whole == "" || !every(whole, isDigit) || !every(frac, isDigit) {
-			return bad("a number")
-		}
-	case dsnLoc:
-		if _, err := time.LoadLocation(val); err != nil {
-			return bad("a time zone name such as UTC or Asia%2FShanghai (opctl reads times in mysql.time_zone anyway)")
-		}
-	case dsnCharset:
-		for cs := range strings.SplitSeq(raw, ",") {
-			if cs == "" || !every(cs, isWordByte) || strings.Contains(cs, "$") {
-				return bad("charset names such as utf8mb4")
-			}
-		}
-	case dsnName:
-		if raw == "" || !every(raw, isWordByte) || strings.Contains(raw, "$") {
-			return bad("a collation name such as utf8mb4_general_ci")
-		}
-	case dsnTLS:
-		switch raw {
-		case "1", "true", "TRUE", "True", "0", "false", "FALSE", "False":
-			return ""
-		}
-		if v := strings.ToLower(raw); v == "skip-verify" || v == "preferred" {
-			return ""
-		}
-		return bad("true, false, skip-verify or preferred (opctl registers no named TLS configuration)")
 	}
 	return ""
 }

@@ -665,13 +665,26 @@ func (v *validator) mysql() {
 
 // ValidateMySQL checks that mysql.dsn is set, that it and mysql.write_dsn
 // (when set) are DSNs opctl can use (see CheckDSN: an address in tcp(...)
-// with a valid port, a database name, only the accepted parameters), and
-// mysql.time_zone (checked at load too). Load does not call it,
-// because --mysql-dsn may supply the DSN: apply flags first, then call
-// ValidateMySQL before connecting. An empty DSN names the unset variable,
+// with a valid port, a database name, parameters as key=value; and then
+// each of drivers, such as the driver package's sources/mysql.CheckDSN,
+// which reads the parameters as the driver does), and mysql.time_zone
+// (checked at load too). A driver check returns the problem, or "". Load
+// does not call it, because --mysql-dsn may supply the DSN: apply flags
+// first, then call ValidateMySQL before connecting. An empty DSN names the unset variable,
 // e.g. "mysql.dsn is empty: $OPCTL_MYSQL_DSN is not set". DSNs in messages
 // are redacted.
-func (c *Config) ValidateMySQL() error {
+func (c *Config) ValidateMySQL(drivers ...func(dsn string) string) error {
+	check := func(dsn string) string {
+		if p := CheckDSN(dsn); p != "" {
+			return p
+		}
+		for _, d := range drivers {
+			if p := d(dsn); p != "" {
+				return p
+			}
+		}
+		return ""
+	}
 	var errs ErrorList
 	at := func(path, loaded, val, format string, args ...any) {
 		if c.meta != nil && val == loaded {
@@ -686,16 +699,16 @@ func (c *Config) ValidateMySQL() error {
 	}
 	if c.MySQL.DSN == "" {
 		at("mysql.dsn", loadedDSN, "", "mysql.dsn is empty%s (set it, or pass --mysql-dsn)", c.unsetHint("mysql.dsn"))
-	} else if p := CheckDSN(c.MySQL.DSN); p != "" {
+	} else if p := check(c.MySQL.DSN); p != "" {
 		at("mysql.dsn", loadedDSN, c.MySQL.DSN, "mysql.dsn %q %s", RedactDSN(c.MySQL.DSN), p)
 	}
 	if c.MySQL.WriteDSN != "" {
-		if p := CheckDSN(c.MySQL.WriteDSN); p != "" {
+		if p := check(c.MySQL.WriteDSN); p != "" {
 			at("mysql.write_dsn", loadedWrite, c.MySQL.WriteDSN, "mysql.write_dsn %q %s", RedactDSN(c.MySQL.WriteDSN), p)
 		}
 	}
 	if c.MySQL.BinlogDSN != "" {
-		if p := CheckDSN(c.MySQL.BinlogDSN); p != "" {
+		if p := check(c.MySQL.BinlogDSN); p != "" {
 			errs = append(errs, c.Errorf("mysql.binlog_dsn", "mysql.binlog_dsn %q %s", RedactDSN(c.MySQL.BinlogDSN), p))
 		}
 	}
@@ -714,7 +727,7 @@ func (c *Config) ValidateMySQL() error {
 			if f.val == "" {
 				continue
 			}
-			if p := CheckDSN(f.val); p != "" {
+			if p := check(f.val); p != "" {
 				errs = append(errs, c.Errorf(pp+"."+f.key, "pipeline %q: mysql.%s %q %s", c.Pipelines[i].Name, f.key, RedactDSN(f.val), p))
 			}
 		}

@@ -77,7 +77,7 @@ func Open(cfg *config.Config, o Options) (*Clients, error) {
 	// Every check before anything is opened: a broken address, DSN or
 	// credential is a configuration error (exit 1) with its fix, never a
 	// partial verdict or a driver's message.
-	checks := []error{cfg.ValidateMySQL()}
+	checks := []error{cfg.ValidateMySQL(mysqlsrc.CheckDSN)}
 	kafkaOff := noBrokers(cfg.Kafka.Brokers)
 	if !kafkaOff {
 		checks = append(checks, cfg.ValidateKafka())
@@ -276,7 +276,7 @@ func (c *Clients) Writer() (*mysqlsrc.Writer, error) {
 // read and write when the DSN sets none; zero sets none (DDL on a large
 // table, `opctl schema apply`). Close it when done.
 func OpenWriter(cfg *config.Config, timeout time.Duration) (*mysqlsrc.Writer, error) {
-	if err := cfg.ValidateMySQL(); err != nil {
+	if err := cfg.ValidateMySQL(mysqlsrc.CheckDSN); err != nil {
 		return nil, err
 	}
 	return mysqlsrc.OpenWriterWith(cfg.MySQL.EffectiveWriteDSN(), mysqlsrc.Options{Timeout: timeout, TimeZone: cfg.MySQL.TimeZone})

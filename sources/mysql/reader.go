@@ -106,7 +106,7 @@ func Open(dsn string, timeout time.Duration) (*Reader, error) {
 }
 
 // OpenWith prepares a connection pool for dsn, a go-sql-driver/mysql DSN
-// that config.CheckDSN accepts. It does not connect: an unreachable server
+// that CheckDSN accepts. It does not connect: an unreachable server
 // is reported by the first read. opctl sets, whatever the DSN says:
 // parseTime on, InterpolateParams off (values are always bound
 // server-side), the session's time_zone (o.TimeZone, or none: the server's
@@ -114,7 +114,7 @@ func Open(dsn string, timeout time.Duration) (*Reader, error) {
 // is ignored), so that NOW(6) and the consumers' DATETIMEs compare as they
 // were written and stand for the right instants (zone.go).
 func OpenWith(dsn string, o Options) (*Reader, error) {
-	if p := config.CheckDSN(dsn); p != "" {
+	if p := CheckDSN(dsn); p != "" {
 		return nil, fmt.Errorf("mysql: invalid DSN %q: it %s (check mysql.dsn / --mysql-dsn)", config.RedactDSN(dsn), p)
 	}
 	tz, problem := config.ParseTimeZone(o.TimeZone)

@@ -264,7 +264,9 @@ func firstFailing(data []byte, start int, want string) int {
 		}
 		ends = append(ends, off)
 	}
-	budget := 16 * max(len(data), 4<<10) // bytes parsed at most
+	// Bytes parsed at most: enough to halve down to the line in a
+	// configuration; a broken file of a megabyte gets its context line.
+	budget := min(max(4*len(data), 256<<10), 2<<20)
 	fails := func(line int) bool {
 		end := ends[line-1]
 		budget -= end
