@@ -320,4 +320,20 @@ func TestSeed000Stranded(t *testing.T) {
 		t.Errorf("where PAY-ST-404: exit %d, %+v (%v)\n%s\n%s", code, nf, err, out, errOut)
 	}
 	seedReconcile(ctx, t, env, results[0])
+	// The plan for PAY-ST-1 is by hand: the seed's consumer, reading a
+	// republished record as a plain redelivery, would debit again.
+	svc, closeFn, err := env.Service(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	plan, _, err := svc.PlanID(ctx, "PAY-ST-1", "settlement_seed", plans.Options{Reason: "INC-ST-1", Operator: "test"})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	for _, a := range plan.Actions {
+		if a.Type != plans.Manual {
+			t.Errorf("PAY-ST-1's plan has a %s action, want only manual (a republish would debit again): %+v", a.Type, plan.Actions)
+		}
+	}
 }

@@ -602,6 +602,7 @@ func (r *run) stuckMessages(cs *checkState, reqs []Requirement) error {
 	if err := lookup(); err != nil {
 		return err
 	}
+	r.count(cs, int64(read.Records)) // as messagesOfRepeats counts its read
 	var steps []string
 	for _, q := range reqs {
 		steps = append(steps, q.Step+" ("+q.Table+"."+q.Columns[0]+")")
