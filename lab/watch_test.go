@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -37,8 +38,9 @@ func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 // TestWatchFlagsAnInjectedIncident runs `opctl watch` in polling mode over
 // the lab, then injects an incident (a consumer that commits on receipt
 // and dies after the debit): watch flags it STRANDED from a poll or the
-// timer, /targets and /metrics list it, and SIGINT (the context) stops it
-// within a second (docs/watch.md).
+// timer, /targets and /metrics list it, a repair clears it, and SIGINT (the context) stops it
+// within a second (docs/watch.md); after the lab repairs it, watch clears
+// it.
 func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 	testenv.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -139,9 +141,62 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 		t.Errorf("/targets: %s", body)
 	}
 	_, metrics := get("/metrics")
+	// Every flagged line with a latency is one observation of the
+	// histogram (the metrics are counted before the line is written).
+	b, _ := os.ReadFile(events)
+	withLatency := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		t.Logf("event: %s", l)
+		if strings.Contains(l, `"event":"flagged"`) && !strings.Contains(l, `"latency_ms":null`) {
+			withLatency++
+		}
+	}
 	if !strings.Contains(metrics, `opctl_watch_targets{pipeline="`+flagged.Pipeline+`",verdict="STRANDED"} 1`) ||
-		!strings.Contains(metrics, `opctl_watch_up{source="poll"} 1`) || !strings.Contains(metrics, "opctl_watch_detection_latency_seconds_count 1") {
+		!strings.Contains(metrics, `opctl_watch_up{source="poll"} 1`) ||
+		!strings.Contains(metrics, fmt.Sprintf("opctl_watch_detection_latency_seconds_count %d\n", withLatency)) {
 		t.Errorf("/metrics:\n%s", metrics)
+	}
+	// Repair it (plan + apply, then the fixed consumer redrives it): the
+	// poll sees the state row move and watch clears the flag.
+	checks, err := env.Check(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repairs, err := env.Repair(ctx, checks, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range repairs {
+		if r.BizID == "PAY-E-1" && !r.OK {
+			t.Fatalf("repair of PAY-E-1: %s → %s (%s %s)", r.Before, r.After, r.Applied, r.Why)
+		}
+	}
+	var cleared *line
+	deadline = time.Now().Add(30 * time.Second)
+	for cleared == nil && time.Now().Before(deadline) {
+		b, _ := os.ReadFile(events)
+		s := bufio.NewScanner(bytes.NewReader(b))
+		for s.Scan() {
+			var l line
+			if err := json.Unmarshal(s.Bytes(), &l); err == nil && l.Event == "cleared" && l.BizID == "PAY-E-1" {
+				cleared = &l
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if cleared == nil {
+		b, _ := os.ReadFile(events)
+		t.Fatalf("PAY-E-1 never cleared after its repair; events:\n%s\nstderr:\n%s", b, stderr)
+	}
+	t.Logf("cleared: %+v", *cleared)
+	if cleared.Severity == "action" || cleared.Cause.Source != "poll" {
+		t.Errorf("cleared line %+v: want a healthy verdict seen by a poll", *cleared)
+	}
+	if _, body := get("/targets"); strings.Contains(body, "PAY-E-1") {
+		t.Errorf("/targets after the clear: %s", body)
+	}
+	if _, metrics := get("/metrics"); strings.Contains(metrics, `opctl_watch_targets{pipeline="`+flagged.Pipeline+`",verdict="STRANDED"}`) {
+		t.Errorf("/metrics still counts the cleared target")
 	}
 	if stdout.String() != "" {
 		t.Errorf("stdout with --events: %q", stdout)

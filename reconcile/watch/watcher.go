@@ -303,14 +303,15 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) {
 	if ev == nil {
 		return
 	}
+	// The metrics first: whoever reads the line finds them counted.
+	if w.Hooks.Event != nil {
+		w.Hooks.Event(*ev)
+	}
 	if w.Events != nil {
 		b, err := json.Marshal(ev)
 		if err == nil {
 			_, _ = w.Events.Write(append(b, '\n'))
 		}
-	}
-	if w.Hooks.Event != nil {
-		w.Hooks.Event(*ev)
 	}
 }
 
