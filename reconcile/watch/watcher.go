@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -72,12 +73,35 @@ type Watcher struct {
 	Hooks       Hooks
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Resume is the saved state of an earlier run (nil: none): its flags
+	// and deadlines are restored and, when its source is this one, the
+	// watch follows from its position without a sweep.
+	Resume *State
+	// Save, when set, is given the state after a poll that moved the
+	// position or changed a flag (at most once a second) and when Run
+	// ends.
+	Save func(State) error
 
 	mu        sync.Mutex
 	tracker   *Tracker
 	deadlines *Deadlines
 	ready     bool
 	sourceUp  bool
+	// dirty is true when a flag or deadline changed since the last save.
+	dirty bool
+}
+
+// head reads the source's head position ("" without a source).
+func (w *Watcher) head(ctx context.Context) (string, error) {
+	if w.Source == nil {
+		return "", nil
+	}
+	p, err := w.Source.Head(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%s: reading the head position: %w", w.Source.Name(), err)
+	}
+	w.setUp(true)
+	return p, nil
 }
 
 // Targets returns the flagged operations (what /targets serves).
@@ -130,23 +154,66 @@ func (w *Watcher) Run(ctx context.Context) error {
 		interval = time.Second
 	}
 	var pos string
-	if w.Source != nil {
-		p, err := w.Source.Head(ctx)
+	var restored []Key
+	if st := w.Resume; st != nil {
+		w.mu.Lock()
+		w.restore(st)
+		w.mu.Unlock()
+		for _, f := range st.Flags {
+			restored = append(restored, Key{f.Event.Pipeline, f.Event.BizID})
+		}
+		if w.Source != nil && st.Version == StateVersion && st.Source == w.Source.Name() && st.Position != "" {
+			pos = st.Position
+		}
+	}
+	if pos != "" {
+		w.logf("resumed from the saved position (%d flags, %d deadlines restored); no sweep", len(restored), len(w.Resume.Deadlines))
+		w.setUp(true)
+	} else {
+		if w.Resume != nil {
+			w.logf("the state file holds no position of this source: sweeping --since again (%d flags restored)", len(restored))
+		}
+		p, err := w.head(ctx)
 		if err != nil {
-			return fmt.Errorf("%s: reading the head position: %w", w.Source.Name(), err)
+			return err
 		}
 		pos = p
-		w.setUp(true)
-	}
-	if err := w.sweep(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
+		if err := w.sweep(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		return err
+	}
+	// A restored flag is looked at again: it may have cleared while the
+	// watch was down.
+	for _, k := range restored {
+		w.look(ctx, k, Cause{Source: SourceSweep})
 	}
 	w.mu.Lock()
 	w.ready = true
 	w.mu.Unlock()
+	saved, lastSave := pos, time.Time{}
+	save := func(force bool) {
+		if w.Save == nil {
+			return
+		}
+		w.mu.Lock()
+		dirty := pos != saved || w.dirty
+		if !force && (!dirty || time.Since(lastSave) < time.Second) {
+			w.mu.Unlock()
+			return
+		}
+		st := w.snapshot(pos)
+		w.dirty = false
+		w.mu.Unlock()
+		if err := w.Save(st); err != nil {
+			w.logf("saving the state: %v", err)
+			return
+		}
+		saved, lastSave = pos, time.Now()
+	}
+	defer save(true)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -176,7 +243,17 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 		case <-pollC:
 			changes, np, err := w.Source.Changes(ctx, pos)
-			if err != nil {
+			if errors.Is(err, ErrPositionGone) {
+				w.logf("%s: %v: sweeping --since again", w.Source.Name(), err)
+				p, herr := w.head(ctx)
+				if herr == nil {
+					pos = p
+					herr = w.sweep(ctx)
+				}
+				if herr != nil && ctx.Err() == nil {
+					w.logf("%v", herr)
+				}
+			} else if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -208,6 +285,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					w.look(ctx, k, cause)
 				}
 			}
+			save(false)
 			poll.Reset(interval)
 		}
 	}
@@ -294,6 +372,7 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) {
 	obs, due := Judge(p, rep, dbNow, w.OlderThan)
 	w.mu.Lock()
 	ev := w.tracker.Observe(obs, cause, now)
+	w.dirty = true
 	if due != nil && !obs.Target {
 		w.deadlines.Set(k, now.Add(due.Sub(dbNow)))
 	} else {
