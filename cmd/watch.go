@@ -2,9 +2,13 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +38,8 @@ type WatchOptions struct {
 	Listen                     string
 	// Events is the events file ("" for stdout).
 	Events string
+	// State is the state file (docs/watch.md#state-file); "none" for none.
+	State string
 }
 
 // DefaultWatchListen is where watch serves HTTP unless --listen says.
@@ -102,6 +108,13 @@ Ctrl-C (or SIGTERM) stops it within a second.`,
 				return usageErrorf("--since must be positive, --older-than not negative and --interval at least 10ms")
 			}
 			opts.Timeout = f.Globals.Timeout
+			if opts.State == "" {
+				p, err := defaultWatchState(opts.Pipeline)
+				if err != nil {
+					return err
+				}
+				opts.State = p
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -115,6 +128,7 @@ Ctrl-C (or SIGTERM) stops it within a second.`,
 	fl.Var(&interval, "interval", "time between two polls")
 	fl.StringVar(&opts.Listen, "listen", DefaultWatchListen, "serve /metrics, /targets, /healthz and /readyz on this address")
 	fl.StringVar(&opts.Events, "events", "", "append the event lines to this file instead of stdout")
+	fl.StringVar(&opts.State, "state", "", "the state file (default $XDG_STATE_HOME/opctl/watch[-PIPELINE].json; \"none\": no state)")
 	fl.StringVar(&repairVerdicts, "repair", "", "not built yet: repair these verdicts as a recovery worker")
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	return c
@@ -168,6 +182,25 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 			}
 			return err
 		}}
+	if opts.State != "none" {
+		st, err := loadWatchState(opts.State)
+		switch {
+		case err != nil:
+			fmt.Fprintf(opts.IO.ErrOut, "watch: state file %s unreadable (%v): sweeping --since\n", opts.State, err)
+		case st == nil:
+			fmt.Fprintf(opts.IO.ErrOut, "watch: no state file at %s yet: sweeping --since\n", opts.State)
+		default:
+			w.Resume = st
+		}
+		w.Save = func(st watch.State) error {
+			if err := os.MkdirAll(filepath.Dir(opts.State), 0o700); err != nil {
+				return err
+			}
+			return writeFileAtomic(opts.State, modePrivate, func(out io.Writer) error {
+				return json.NewEncoder(out).Encode(st)
+			})
+		}
+	}
 	m := httpd.NewMetrics(w.Targets, nil)
 	w.Hooks = m.Hooks()
 	fmt.Fprintf(opts.IO.ErrOut, "watch: serving http://%s/metrics; first sweep of %s over %d pipelines\n", l.Addr(), (&durationFlag{d: opts.Since}).String(), len(pipelines))
@@ -191,4 +224,41 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 		return err
 	}
 	return nil
+}
+
+// defaultWatchState is $XDG_STATE_HOME/opctl/watch.json (watch-P.json with
+// --pipeline P); $XDG_STATE_HOME defaults to ~/.local/state.
+func defaultWatchState(pipeline string) (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", usageErrorf("no $XDG_STATE_HOME nor home directory for the state file: pass --state FILE or --state none")
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	name := "watch.json"
+	if pipeline != "" {
+		name = "watch-" + pipeline + ".json"
+	}
+	return filepath.Join(dir, "opctl", name), nil
+}
+
+// loadWatchState reads a state file; nil, nil when there is none.
+func loadWatchState(path string) (*watch.State, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st watch.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
+	if st.Version != watch.StateVersion {
+		return nil, fmt.Errorf("version %d, want %d", st.Version, watch.StateVersion)
+	}
+	return &st, nil
 }

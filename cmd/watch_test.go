@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,17 +14,22 @@ import (
 )
 
 func TestNewCmdWatch(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", xdg)
 	for _, tc := range []struct {
 		args     []string
 		code     int
 		interval time.Duration
 		listen   string
+		state    string
 	}{
-		{[]string{"watch"}, 0, time.Second, DefaultWatchListen},
-		{[]string{"watch", "--interval", "250ms", "--listen", "127.0.0.1:0", "--since", "2d"}, 0, 250 * time.Millisecond, "127.0.0.1:0"},
-		{[]string{"watch", "--repair", "STRANDED"}, ExitUsage, 0, ""},
-		{[]string{"watch", "--interval", "1ms"}, ExitUsage, 0, ""},
-		{[]string{"watch", "extra"}, ExitUsage, 0, ""},
+		{[]string{"watch"}, 0, time.Second, DefaultWatchListen, filepath.Join(xdg, "opctl", "watch.json")},
+		{[]string{"watch", "--interval", "250ms", "--listen", "127.0.0.1:0", "--since", "2d", "--pipeline", "settlement"}, 0, 250 * time.Millisecond, "127.0.0.1:0",
+			filepath.Join(xdg, "opctl", "watch-settlement.json")},
+		{[]string{"watch", "--state", "none"}, 0, time.Second, DefaultWatchListen, "none"},
+		{[]string{"watch", "--repair", "STRANDED"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--interval", "1ms"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "extra"}, ExitUsage, 0, "", ""},
 	} {
 		var got *WatchOptions
 		code := runReplaced(t, "watch", func(f *Factory) *cobra.Command {
@@ -39,7 +45,7 @@ func TestNewCmdWatch(t *testing.T) {
 			}
 			continue
 		}
-		if got == nil || got.Interval != tc.interval || got.Listen != tc.listen {
+		if got == nil || got.Interval != tc.interval || got.Listen != tc.listen || got.State != tc.state {
 			t.Errorf("%v: options %+v", tc.args, got)
 		}
 	}
@@ -58,7 +64,7 @@ func TestWatchSIGINT(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	p := startOpctl(t, bin, "--config", f.cfg, "--mysql-dsn", f.db.DSN, "--brokers", strings.Join(f.k.Brokers, ","),
-		"watch", "--listen", addr, "--interval", "100ms")
+		"watch", "--listen", addr, "--interval", "100ms", "--state", filepath.Join(t.TempDir(), "watch.json"))
 	ready := false
 	for i := 0; i < 300 && !ready; i++ {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {

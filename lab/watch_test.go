@@ -56,7 +56,8 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	events := filepath.Join(t.TempDir(), "events.jsonl")
+	dir := t.TempDir()
+	events, state := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "watch.json")
 	stdout, stderr := &lockedBuf{}, &lockedBuf{}
 	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
 	wctx, stop := context.WithCancel(ctx)
@@ -64,7 +65,7 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cmd.Run(wctx, ios, []string{"--config", env.ConfigPath, "watch", "--listen", addr, "--events", events,
-			"--interval", "200ms", "--older-than", "1s", "--since", "1d"})
+			"--interval", "200ms", "--older-than", "1s", "--since", "1d", "--state", state})
 	}()
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
@@ -211,5 +212,31 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 		t.Logf("stopped in %s; stderr:\n%s", time.Since(stopped), stderr)
 	case <-time.After(time.Second):
 		t.Fatalf("watch did not stop within 1s; stderr:\n%s", stderr)
+	}
+	// A restart resumes from the saved position, without a sweep.
+	b, err = os.ReadFile(state)
+	if err != nil || !strings.Contains(string(b), `"position":"{`) {
+		t.Fatalf("state file after the stop: %s %v", b, err)
+	}
+	stderr2 := &lockedBuf{}
+	ios2 := &iostreams.IOStreams{In: strings.NewReader(""), Out: &lockedBuf{}, ErrOut: stderr2}
+	wctx2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	go func() {
+		done <- cmd.Run(wctx2, ios2, []string{"--config", env.ConfigPath, "watch", "--listen", addr, "--events", events,
+			"--interval", "200ms", "--older-than", "1s", "--since", "1d", "--state", state})
+	}()
+	ready = false
+	for i := 0; i < 300 && !ready; i++ {
+		code, _ := get("/readyz")
+		ready = code == http.StatusOK
+		if !ready {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	stop2()
+	<-done
+	if !ready || !strings.Contains(stderr2.String(), "resumed from the saved position") || strings.Contains(stderr2.String(), "first sweep done") {
+		t.Errorf("restart: ready %v; stderr:\n%s", ready, stderr2)
 	}
 }
