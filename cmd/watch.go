@@ -92,8 +92,11 @@ Progress and a source lost or regained go to stderr.
 HTTP on --listen: /metrics (Prometheus), /targets (the flagged operations,
 JSON), /healthz, /readyz (the first sweep is done and the source answers).
 
-Not built yet: the binlog source, the state file (a restart sweeps again),
-the recovery worker (--repair) and leadership between two watchers.
+--state (default $XDG_STATE_HOME/opctl/watch.json) keeps the position, the
+flags and the deadlines: a restart resumes without a sweep, and says so.
+
+Not built yet: the binlog source, the recovery worker (--repair) and
+leadership between two watchers.
 Ctrl-C (or SIGTERM) stops it within a second.`,
 		Example: `  opctl watch
   opctl watch --pipeline settlement --interval 2s --events events.jsonl
