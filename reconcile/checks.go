@@ -761,17 +761,7 @@ func (r *run) stuckTarget(p *config.Pipeline, rep inspect.Report) bool {
 		v := rep.Verdict
 		return v.Severity != inspect.SeverityOK && v.Code != inspect.InFlight && v.Code != inspect.NotFound
 	}
-	st := rep.State
-	if p.State == nil || !st.Found || st.LeaseActive || rep.Verdict.Code == inspect.InFlight {
-		return false
-	}
-	if slices.Contains(p.State.Terminal, st.Status) || slices.Contains(p.State.Failed, st.Status) {
-		return false
-	}
-	if p.State.UpdatedAt != "" && (st.UpdatedAt == nil || !st.UpdatedAt.Before(r.now.Add(-r.o.OlderThan))) {
-		return false
-	}
-	return true
+	return StuckTarget(p, rep, r.now, r.o.OlderThan)
 }
 
 // skipped walks the SKIPPED records of the (action, created_at) range
