@@ -327,9 +327,12 @@ func TestSeed000Stranded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeFn()
-	plan, _, err := svc.PlanID(ctx, "PAY-ST-1", "settlement_seed", plans.Options{Reason: "INC-ST-1", Operator: "test"})
+	plan, _, err := svc.PlanID(ctx, "PAY-ST-1", "settlement_seed", plans.Options{Reason: "INC-ST-1", Operator: "test", Attest: "ledger row written by hand"})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
+	}
+	if len(plan.Actions) == 0 {
+		t.Error("PAY-ST-1's plan has no action")
 	}
 	for _, a := range plan.Actions {
 		if a.Type != plans.Manual {

@@ -1,22 +1,22 @@
 package tui
 
 import (
-	"charm.land/bubbles/v2/textinput"
-	"charm.land/bubbles/v2/viewport"
 	"fmt"
-	"github.com/opctl-dev/opctl/inspect/triage"
-	"github.com/opctl-dev/opctl/sources"
 	"sort"
 	"strings"
 	"time"
 
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/tui/render"
 )
 

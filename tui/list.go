@@ -1,13 +1,13 @@
 package tui
 
 import (
-	"charm.land/bubbles/v2/textinput"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
