@@ -153,7 +153,7 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 		}
 	}
 	if !strings.Contains(metrics, `opctl_watch_targets{pipeline="`+flagged.Pipeline+`",verdict="STRANDED"} 1`) ||
-		!strings.Contains(metrics, `opctl_watch_up{source="poll"} 1`) ||
+		!strings.Contains(metrics, `opctl_watch_up{source="poll"} 1`) || strings.Contains(metrics, `opctl_watch_rows_read_total{source="poll"} 0`) ||
 		!strings.Contains(metrics, fmt.Sprintf("opctl_watch_detection_latency_seconds_count %d\n", withLatency)) {
 		t.Errorf("/metrics:\n%s", metrics)
 	}

@@ -41,7 +41,13 @@ type PollSource struct {
 	// seen are the positions the previous poll returned: the overlap
 	// reads them again, and they are not changes again.
 	seen map[string]bool
+	// rows read by the last Changes (overlap included).
+	rows int
 }
+
+// RowsRead is the rows the last Changes read, the overlap's included
+// (opctl_watch_rows_read_total).
+func (s *PollSource) RowsRead() int { return s.rows }
 
 // Name is the cause.source of polled changes.
 func (s *PollSource) Name() string { return SourcePoll }
@@ -100,6 +106,7 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 		page = 1000
 	}
 	var out []Change
+	s.rows = 0
 	seen := map[string]bool{}
 	next := pollPos{}
 	for k, v := range pos {
@@ -118,6 +125,7 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			if err != nil {
 				return nil, from, fmt.Errorf("polling %s: %w", name, err)
 			}
+			s.rows += len(rows)
 			for _, r := range rows {
 				biz := r.Key
 				if t.bizCol != "" {

@@ -266,7 +266,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 				}
 				pos = np
 				if w.Hooks.RowsRead != nil {
-					w.Hooks.RowsRead(w.Source.Name(), len(changes))
+					n := len(changes)
+					if rr, ok := w.Source.(interface{ RowsRead() int }); ok {
+						n = rr.RowsRead()
+					}
+					w.Hooks.RowsRead(w.Source.Name(), n)
 				}
 				seen := map[Key]bool{}
 				for _, c := range changes {
