@@ -1,0 +1,85 @@
+package watch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/reconcile/watch"
+	"github.com/opctl-dev/opctl/sources/config"
+	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
+)
+
+// TestPollSource polls a state table and an idempotency table on MariaDB:
+// inserts and updates that move the time column are changes (across
+// pages), once each even though every poll reads its overlap again;
+// deletes and updates that leave the time column alone are not seen
+// (docs/watch.md#polling).
+func TestPollSource(t *testing.T) {
+	db := testenv.MySQL(t)
+	db.Exec(t, "CREATE TABLE st (biz_id VARCHAR(64) PRIMARY KEY, status VARCHAR(16), updated_at DATETIME(3) NOT NULL, KEY (updated_at))")
+	db.Exec(t, "CREATE TABLE idem (id BIGINT PRIMARY KEY, biz_id VARCHAR(64), action VARCHAR(16), created_at DATETIME(3) NOT NULL, KEY (created_at))")
+	r, err := mysqlsrc.Open(db.DSN, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := &config.Pipeline{Name: "pay",
+		State:       &config.State{Table: "st", Key: "biz_id", Status: "status", UpdatedAt: "updated_at"},
+		Idempotency: &config.Idempotency{Table: "idem", Key: "id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"}}
+	src := &watch.PollSource{Pipelines: []*config.Pipeline{p}, DBFor: func(*config.Pipeline) watch.Walker { return r }, Page: 2}
+	ctx := context.Background()
+	db.Exec(t, "INSERT INTO st VALUES ('old', 'DONE', NOW(3) - INTERVAL 1 HOUR)")
+	pos, err := src.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll := func() map[string]int {
+		t.Helper()
+		changes, np, err := src.Changes(ctx, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos = np
+		got := map[string]int{}
+		for _, c := range changes {
+			if c.Pipeline != "pay" || c.CommittedAt == nil || c.Position == "" {
+				t.Fatalf("change %+v", c)
+			}
+			got[c.Table+":"+c.BizID]++
+		}
+		return got
+	}
+	if got := poll(); len(got) != 0 {
+		t.Fatalf("first poll: %v; want nothing (the old row is before the head)", got)
+	}
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		db.Exec(t, "INSERT INTO st VALUES (?, 'NEW', NOW(3))", id)
+	}
+	db.Exec(t, "INSERT INTO idem VALUES (1, 'x', 'SKIPPED', NOW(3))")
+	got := poll()
+	want := map[string]int{"st:a": 1, "st:b": 1, "st:c": 1, "st:d": 1, "st:e": 1, "idem:x": 1}
+	if len(got) != len(want) {
+		t.Fatalf("poll after inserts: %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("poll after inserts: %v, want %v", got, want)
+		}
+	}
+	if src.RowsRead() < 6 {
+		t.Fatalf("rows read %d", src.RowsRead())
+	}
+	// The overlap reads them again; they are not changes again.
+	if got := poll(); len(got) != 0 {
+		t.Fatalf("poll with nothing new: %v", got)
+	}
+	time.Sleep(5 * time.Millisecond)
+	db.Exec(t, "UPDATE st SET status = 'DONE', updated_at = NOW(3) WHERE biz_id = 'b'")
+	db.Exec(t, "UPDATE st SET status = 'DONE' WHERE biz_id = 'c'") // time column unchanged: unseen
+	db.Exec(t, "DELETE FROM st WHERE biz_id = 'd'")                // deletes: unseen
+	if got := poll(); len(got) != 1 || got["st:b"] != 1 {
+		t.Fatalf("poll after an update, a silent update and a delete: %v; want only b", got)
+	}
+}
