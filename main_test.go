@@ -101,6 +101,8 @@ func TestLinks(t *testing.T) {
 			exact: drivers.exact, prefixes: drivers.prefixes},
 		{pkg: "./reconcile", name: "reconcile", must: []string{"github.com/opctl-dev/opctl/inspect/triage"},
 			exact: drivers.exact, prefixes: drivers.prefixes},
+		{pkg: "./reconcile/watch", name: "reconcile/watch", must: []string{"github.com/opctl-dev/opctl/reconcile"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
 		{pkg: "./sop", name: "sop", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/reconcile"},
 			exact: drivers.exact, prefixes: drivers.prefixes},
 		{pkg: "./tui", name: "tui", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/inspect/triage"},
