@@ -157,6 +157,40 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 		!strings.Contains(metrics, fmt.Sprintf("opctl_watch_detection_latency_seconds_count %d\n", withLatency)) {
 		t.Errorf("/metrics:\n%s", metrics)
 	}
+	// A second watch started once the row is older than --older-than (so
+	// out of the poller's look-back too), with no state, finds it in its
+	// first sweep (reconcile's stuck check) and flags it with cause
+	// "sweep".
+	time.Sleep(1500 * time.Millisecond)
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr2 := l2.Addr().String()
+	l2.Close()
+	events2 := filepath.Join(dir, "events2.jsonl")
+	swctx, swstop := context.WithCancel(ctx)
+	swdone := make(chan int, 1)
+	swerr := &lockedBuf{}
+	go func() {
+		swdone <- cmd.Run(swctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: &lockedBuf{}, ErrOut: swerr},
+			[]string{"--config", env.ConfigPath, "watch", "--listen", addr2, "--events", events2, "--older-than", "1s", "--since", "1d", "--state", "none"})
+	}()
+	var swept string
+	for i := 0; i < 300 && swept == ""; i++ {
+		b, _ := os.ReadFile(events2)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `"biz_id":"PAY-E-1"`) {
+				swept = l
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	swstop()
+	<-swdone
+	if !strings.Contains(swept, `"event":"flagged"`) || !strings.Contains(swept, `"source":"sweep"`) || !strings.Contains(swept, `"verdict":"STRANDED"`) {
+		t.Errorf("the sweep of a second watch: %q; stderr:\n%s", swept, swerr)
+	}
 	// Repair it (plan + apply, then the fixed consumer redrives it): the
 	// poll sees the state row move and watch clears the flag.
 	checks, err := env.Check(ctx, results)
