@@ -2,19 +2,18 @@ package cmd
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
-	"github.com/opctl-dev/opctl/inspect"
 )
 
 // runReplaced runs args on the root with the command named name replaced
 // by the one build makes (whose runF records the options) and returns the
-// exit status and the streams.
+// exit status.
 func runReplaced(t *testing.T, name string, build func(f *Factory) *cobra.Command, args ...string) int {
 	t.Helper()
 	ios, _, _, _ := iostreams.Test()
@@ -35,44 +34,48 @@ func runReplaced(t *testing.T, name string, build func(f *Factory) *cobra.Comman
 	return exitCode(execute(context.Background(), root), false)
 }
 
-func TestNewCmdDoctor(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string // pipeline@format
-	}{
-		{[]string{"doctor"}, 0, "@table"},
-		{[]string{"doctor", "--pipeline", "settlement", "-o", "json"}, 0, "settlement@json"},
-		{[]string{"doctor", "-o", "wide"}, 0, "@wide"},
-		{[]string{"doctor", "extra"}, ExitUsage, ""},
-		{[]string{"doctor", "-o", "yaml"}, ExitUsage, ""},
-	} {
-		var got *DoctorOptions
-		code := runReplaced(t, "doctor", func(f *Factory) *cobra.Command {
-			return NewCmdDoctor(f, func(_ context.Context, o *DoctorOptions) error { got = o; return nil })
+// newCmdCase is one command line of a TestNewCmdX: its exit status and,
+// when it runs (want != nil), what its options must be.
+type newCmdCase[T any] struct {
+	args []string
+	code int
+	want func(o *T) bool
+}
+
+// testNewCmd runs each case through the runF of the command NewCmdX
+// builds: flags parsed into its Options, or a usage error before it runs.
+func testNewCmd[T any](t *testing.T, name string, newCmd func(*Factory, func(context.Context, *T) error) *cobra.Command, cases []newCmdCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		var got *T
+		code := runReplaced(t, name, func(f *Factory) *cobra.Command {
+			return newCmd(f, func(_ context.Context, o *T) error { got = o; return nil })
 		}, tc.args...)
-		if code != tc.code {
-			t.Errorf("%v: exit %d, want %d", tc.args, code, tc.code)
-			continue
-		}
-		if tc.want == "" {
-			if got != nil {
-				t.Errorf("%v: ran with %+v", tc.args, got)
-			}
-			continue
-		}
-		if got == nil || got.Pipeline+"@"+string(got.Format) != tc.want || got.Config == nil || got.Facts == nil || got.IO == nil {
-			t.Errorf("%v: options %+v, want %s", tc.args, got, tc.want)
+		switch {
+		case code != tc.code:
+			t.Errorf("%q: exit %d, want %d", tc.args, code, tc.code)
+		case tc.want == nil && got != nil:
+			t.Errorf("%q: ran with %+v", tc.args, *got)
+		case tc.want != nil && (got == nil || !tc.want(got)):
+			t.Errorf("%q: options %s", tc.args, fmt.Sprintf("%+v", got))
 		}
 	}
 }
 
+func TestNewCmdDoctor(t *testing.T) {
+	testNewCmd(t, "doctor", NewCmdDoctor, []newCmdCase[DoctorOptions]{
+		{[]string{"doctor"}, 0, func(o *DoctorOptions) bool {
+			return o.Pipeline == "" && o.Format == FormatTable && o.Config != nil && o.Facts != nil && o.IO != nil
+		}},
+		{[]string{"doctor", "--pipeline", "settlement", "-o", "json"}, 0, func(o *DoctorOptions) bool { return o.Pipeline == "settlement" && o.Format == FormatJSON }},
+		{[]string{"doctor", "-o", "wide"}, 0, func(o *DoctorOptions) bool { return o.Format == FormatWide }},
+		{[]string{"doctor", "extra"}, ExitUsage, nil},
+		{[]string{"doctor", "-o", "yaml"}, ExitUsage, nil},
+	})
+}
+
 func TestNewCmdSchema(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want func(o *SchemaOptions) bool
-	}{
+	testNewCmd(t, "schema", NewCmdSchema, []newCmdCase[SchemaOptions]{
 		{[]string{"schema", "print"}, 0, func(o *SchemaOptions) bool { return o.Action == "print" && o.Dialect == "mysql8" && !o.Audit }},
 		{[]string{"schema", "print", "--audit", "--dialect", "mariadb"}, 0, func(o *SchemaOptions) bool { return o.Audit && o.Dialect == "mariadb" }},
 		{[]string{"schema", "check", "--pipeline", "p", "-o", "json"}, 0, func(o *SchemaOptions) bool {
@@ -85,164 +88,68 @@ func TestNewCmdSchema(t *testing.T) {
 		{[]string{"schema", "print", "--dialect", "oracle"}, ExitUsage, nil},
 		{[]string{"schema", "check", "extra"}, ExitUsage, nil},
 		{[]string{"schema", "bogus", "--help"}, ExitUsage, nil},
-	} {
-		var got *SchemaOptions
-		code := runReplaced(t, "schema", func(f *Factory) *cobra.Command {
-			return NewCmdSchema(f, func(_ context.Context, o *SchemaOptions) error { got = o; return nil })
-		}, tc.args...)
-		if code != tc.code {
-			t.Errorf("%v: exit %d, want %d", tc.args, code, tc.code)
-			continue
-		}
-		if tc.want == nil {
-			if got != nil {
-				t.Errorf("%v: ran with %+v", tc.args, got)
-			}
-		} else if got == nil || !tc.want(got) {
-			t.Errorf("%v: options %+v", tc.args, got)
-		}
-	}
+	})
 }
 
 func TestNewCmdAudit(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want func(o *AuditOptions) bool
-	}{
+	testNewCmd(t, "audit", NewCmdAudit, []newCmdCase[AuditOptions]{
 		{[]string{"audit"}, 0, func(o *AuditOptions) bool { return o.Limit == 100 && o.BizID == "" && o.Auditor != nil }},
 		{[]string{"audit", "--biz-id", "PAY-1", "--plan", "3f2a", "--pipeline", "settlement", "--limit", "5", "-o", "jsonl"}, 0, func(o *AuditOptions) bool {
 			return o.BizID == "PAY-1" && o.PlanID == "3f2a" && o.Pipeline == "settlement" && o.Limit == 5 && o.Format == FormatJSONL
 		}},
 		{[]string{"audit", "--limit", "0"}, ExitUsage, nil},
-		{[]string{"audit", "--biz-id", ""}, 0, func(o *AuditOptions) bool { return o.BizID == "" }},
 		{[]string{"audit", "--biz-id", "PAY\x1b"}, ExitUsage, nil},
 		{[]string{"audit", "PAY-1"}, ExitUsage, nil},
-	} {
-		var got *AuditOptions
-		code := runReplaced(t, "audit", func(f *Factory) *cobra.Command {
-			return NewCmdAudit(f, func(_ context.Context, o *AuditOptions) error { got = o; return nil })
-		}, tc.args...)
-		if code != tc.code {
-			t.Errorf("%q: exit %d, want %d", tc.args, code, tc.code)
-			continue
-		}
-		if tc.want == nil {
-			if got != nil {
-				t.Errorf("%q: ran with %+v", tc.args, got)
-			}
-		} else if got == nil || !tc.want(got) {
-			t.Errorf("%q: options %+v", tc.args, got)
-		}
-	}
+	})
 }
 
 func TestNewCmdExplain(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string // code@format
-	}{
-		{[]string{"explain"}, 0, "@table"},
-		{[]string{"explain", "wrongly_skipped"}, 0, "WRONGLY_SKIPPED@table"},
-		{[]string{"explain", " stranded ", "-o", "json"}, 0, "STRANDED@json"},
-		{[]string{"explain", "NOPE"}, ExitUsage, ""},
-		{[]string{"explain", "STRANDED", "DUPLICATE_EFFECT"}, ExitUsage, ""},
-	} {
-		var got *ExplainOptions
-		code := runReplaced(t, "explain", func(f *Factory) *cobra.Command {
-			return NewCmdExplain(f, func(_ context.Context, o *ExplainOptions) error { got = o; return nil })
-		}, tc.args...)
-		if code != tc.code {
-			t.Errorf("%q: exit %d, want %d", tc.args, code, tc.code)
-			continue
-		}
-		if tc.want == "" {
-			if got != nil {
-				t.Errorf("%q: ran with %+v", tc.args, got)
-			}
-		} else if got == nil || string(got.Code)+"@"+string(got.Format) != tc.want || got.IO == nil {
-			t.Errorf("%q: options %+v, want %s", tc.args, got, tc.want)
-		}
-	}
-	// The code is one of inspect's (a test of the table, not of parsing).
-	if _, ok := inspect.Explain(inspect.Code("STRANDED")); !ok {
-		t.Fatal("STRANDED has no explanation")
-	}
+	testNewCmd(t, "explain", NewCmdExplain, []newCmdCase[ExplainOptions]{
+		{[]string{"explain"}, 0, func(o *ExplainOptions) bool { return o.Code == "" && o.Format == FormatTable && o.IO != nil }},
+		{[]string{"explain", "wrongly_skipped"}, 0, func(o *ExplainOptions) bool { return o.Code == "WRONGLY_SKIPPED" }},
+		{[]string{"explain", " stranded ", "-o", "json"}, 0, func(o *ExplainOptions) bool { return o.Code == "STRANDED" && o.Format == FormatJSON }},
+		{[]string{"explain", "NOPE"}, ExitUsage, nil},
+		{[]string{"explain", "STRANDED", "DUPLICATE_EFFECT"}, ExitUsage, nil},
+	})
 }
 
 func TestNewCmdInit(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string // preset@out@force
-	}{
-		{[]string{"init", "--preset", "settlement"}, 0, "settlement@opctl.yaml@false"},
-		{[]string{"init", "--preset", "seed003", "--out", "x.yaml", "--force"}, 0, "seed003@x.yaml@true"},
-		{[]string{"init"}, ExitUsage, ""},
-		{[]string{"init", "--preset", "settlement", "extra"}, ExitUsage, ""},
-	} {
-		var got *InitOptions
-		code := runReplaced(t, "init", func(f *Factory) *cobra.Command {
-			return NewCmdInit(f, func(_ context.Context, o *InitOptions) error { got = o; return nil })
-		}, tc.args...)
-		if code != tc.code {
-			t.Errorf("%q: exit %d, want %d", tc.args, code, tc.code)
-			continue
-		}
-		if tc.want == "" {
-			if got != nil {
-				t.Errorf("%q: ran with %+v", tc.args, got)
-			}
-			continue
-		}
-		if got == nil || strings.Join([]string{got.Preset, got.Out, boolString(got.Force)}, "@") != tc.want || got.IO == nil {
-			t.Errorf("%q: options %+v, want %s", tc.args, got, tc.want)
-		}
-	}
+	testNewCmd(t, "init", NewCmdInit, []newCmdCase[InitOptions]{
+		{[]string{"init", "--preset", "settlement"}, 0, func(o *InitOptions) bool {
+			return o.Preset == "settlement" && o.Out == "opctl.yaml" && !o.Force && o.IO != nil
+		}},
+		{[]string{"init", "--preset", "seed003", "--out", "x.yaml", "--force"}, 0, func(o *InitOptions) bool {
+			return o.Preset == "seed003" && o.Out == "x.yaml" && o.Force
+		}},
+		{[]string{"init"}, ExitUsage, nil},
+		{[]string{"init", "--preset", "settlement", "extra"}, ExitUsage, nil},
+	})
 }
 
 func TestNewCmdVersion(t *testing.T) {
-	var got *VersionOptions
-	if code := runReplaced(t, "version", func(f *Factory) *cobra.Command {
-		return NewCmdVersion(f, func(_ context.Context, o *VersionOptions) error { got = o; return nil })
-	}, "version"); code != 0 || got == nil || got.Version != "test" || got.IO == nil {
-		t.Errorf("exit %d, options %+v", code, got)
-	}
-	got = nil
-	if code := runReplaced(t, "version", func(f *Factory) *cobra.Command {
-		return NewCmdVersion(f, func(_ context.Context, o *VersionOptions) error { got = o; return nil })
-	}, "version", "extra"); code != ExitUsage || got != nil {
-		t.Errorf("version extra: exit %d, ran %v", code, got != nil)
-	}
+	testNewCmd(t, "version", NewCmdVersion, []newCmdCase[VersionOptions]{
+		{[]string{"version"}, 0, func(o *VersionOptions) bool { return o.Version == "test" && o.IO != nil }},
+		{[]string{"version", "extra"}, ExitUsage, nil},
+	})
 }
 
 func TestNewCmdRepairShowApply(t *testing.T) {
-	var show *RepairShowOptions
-	var apply *RepairApplyOptions
-	runners := &RepairRunners{
-		Show:  func(_ context.Context, o *RepairShowOptions) error { show = o; return nil },
-		Apply: func(_ context.Context, o *RepairApplyOptions) error { apply = o; return nil },
+	show := func(f *Factory, runF func(context.Context, *RepairShowOptions) error) *cobra.Command {
+		return NewCmdRepair(f, &RepairRunners{Show: runF})
 	}
-	build := func(f *Factory) *cobra.Command { return NewCmdRepair(f, runners) }
-	if code := runReplaced(t, "repair", build, "repair", "show", "plan.json", "-o", "json"); code != 0 || show == nil || show.File != "plan.json" || show.Format != FormatJSON {
-		t.Errorf("repair show: exit %d, options %+v", code, show)
+	testNewCmd(t, "repair", show, []newCmdCase[RepairShowOptions]{
+		{[]string{"repair", "show", "plan.json", "-o", "json"}, 0, func(o *RepairShowOptions) bool { return o.File == "plan.json" && o.Format == FormatJSON }},
+		{[]string{"repair", "show"}, ExitUsage, nil},
+		{[]string{"repair", "show", "a", "b"}, ExitUsage, nil},
+	})
+	apply := func(f *Factory, runF func(context.Context, *RepairApplyOptions) error) *cobra.Command {
+		return NewCmdRepair(f, &RepairRunners{Apply: runF})
 	}
-	if code := runReplaced(t, "repair", build, "repair", "apply", "plan.json", "--dry-run", "--yes", "--operator", "alice", "-o", "wide"); code != 0 || apply == nil ||
-		apply.File != "plan.json" || !apply.DryRun || !apply.Yes || apply.Operator != "alice" || apply.Format != FormatWide || apply.Repairer == nil {
-		t.Errorf("repair apply: exit %d, options %+v", code, apply)
-	}
-	apply, show = nil, nil
-	for _, args := range [][]string{{"repair", "show"}, {"repair", "apply"}, {"repair", "apply", "a", "b"}, {"repair", "show", "a", "b"}} {
-		if code := runReplaced(t, "repair", build, args...); code != ExitUsage || apply != nil || show != nil {
-			t.Errorf("%q: exit %d", args, code)
-		}
-	}
-}
-
-func boolString(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
+	testNewCmd(t, "repair", apply, []newCmdCase[RepairApplyOptions]{
+		{[]string{"repair", "apply", "plan.json", "--dry-run", "--yes", "--operator", "alice", "-o", "wide"}, 0, func(o *RepairApplyOptions) bool {
+			return o.File == "plan.json" && o.DryRun && o.Yes && o.Operator == "alice" && o.Format == FormatWide && o.Repairer != nil
+		}},
+		{[]string{"repair", "apply"}, ExitUsage, nil},
+		{[]string{"repair", "apply", "a", "b"}, ExitUsage, nil},
+	})
 }

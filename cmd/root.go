@@ -186,6 +186,7 @@ performs the repair as a reviewed, guarded, dry-runnable, audit-logged plan.`,
 		NewCmdSop(f, nil),
 		NewCmdDoctor(f, nil),
 		NewCmdTUI(f, nil),
+		NewCmdWatch(f, nil),
 		newCmdDemo(),
 	)
 	// Added here rather than by Execute, so that it is a group like the others.

@@ -108,7 +108,7 @@ func newSopView(opts *SopOptions) sopRunView {
 	if opts.Format.IsJSON() {
 		return &sopRunJSON{sopAsk: a, enc: jsonEncoder(opts.IO.Out, FormatJSONL)}
 	}
-	return &sopRunHuman{sopAsk: a, w: opts.IO.Out}
+	return &sopRunHuman{sopAsk: a, w: opts.IO.Out, table: tableFor(opts.IO, opts.Format)}
 }
 
 // sopRunJSON writes each step's event and the summary as JSON lines
@@ -127,7 +127,8 @@ func (v *sopRunJSON) Summary(s *sop.Summary) error { return v.enc.Encode(s) }
 // sopRunHuman writes a transcript of the run.
 type sopRunHuman struct {
 	sopAsk
-	w io.Writer
+	w     io.Writer
+	table ui.TableOptions
 }
 
 func (v *sopRunHuman) Start(rb *sop.Runbook) {
@@ -144,19 +145,22 @@ func outcomeMark(o string) string {
 	return o
 }
 
+// Event writes a step's line; on a terminal it wraps to the width, the
+// lines after the first indented (piped: one line, whole).
 func (v *sopRunHuman) Event(ev sop.Event) error {
-	w := v.w
-	fmt.Fprintf(w, "step %d %s (%s): %s", ev.Index, ui.Safe(ev.Step), ev.Type, outcomeMark(ev.Outcome))
+	line := fmt.Sprintf("step %d %s (%s): %s", ev.Index, ui.Safe(ev.Step), ev.Type, outcomeMark(ev.Outcome))
 	if ev.Detail != "" {
-		fmt.Fprintf(w, ": %s", ui.Safe(firstLine(ev.Detail)))
+		line += ": " + ui.Safe(firstLine(ev.Detail))
 	}
-	fmt.Fprintln(w)
+	var b strings.Builder
+	b.WriteString(v.table.Wrap(line, "    "))
 	if ev.Type == sop.StepNote {
 		for _, l := range strings.Split(strings.TrimSpace(ev.Detail), "\n")[1:] {
-			fmt.Fprintf(w, "    %s\n", ui.Safe(l))
+			b.WriteString(v.table.Wrap("    "+ui.Safe(l), "    "))
 		}
 	}
-	return nil
+	_, err := io.WriteString(v.w, b.String())
+	return err
 }
 
 func firstLine(s string) string {

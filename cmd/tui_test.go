@@ -2,11 +2,15 @@ package cmd
 
 import (
 	"context"
+	stdio "io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/tui"
 )
 
 func TestNewCmdTUI(t *testing.T) {
@@ -55,5 +59,33 @@ func TestTUINeedsATerminal(t *testing.T) {
 	code, _, errOut := runCLI(context.Background(), false, "tui", "--config", "/nonexistent.yaml")
 	if code != ExitUsage || !strings.Contains(errOut, "opctl tui needs a terminal") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// opctl tui runs the console in this process (no second binary to find or
+// to be stale): the options it parsed are the console's.
+func TestTUIRunsTheConsoleInProcess(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	ios.SetStdinTTY(true)
+	ios.SetStdoutTTY(true)
+	ios.SetNoColor(true)
+	f := NewFactory(ios, "test")
+	var got *tui.Options
+	c := NewCmdTUI(f, func(ctx context.Context, o *TUIOptions) error {
+		o.Config = func() (*config.Config, error) {
+			return config.Load(filepath.Join("..", "testdata", "config", "settlement.yaml"))
+		}
+		o.Run = func(_ context.Context, _ stdio.Reader, _ stdio.Writer, to tui.Options) error { got = &to; return nil }
+		return runTUI(ctx, o)
+	})
+	c.SetArgs([]string{"PAY-1", "--pipeline", "settlement", "--readonly", "--incident", "INC-1", "--operator", "alice"})
+	c.SetOut(ios.Out)
+	c.SetErr(ios.ErrOut)
+	if err := c.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.BizID != "PAY-1" || got.Pipeline != "settlement" || len(got.Pipelines) != 1 || got.Pipelines[0].Name != "settlement" ||
+		!got.ReadOnly || got.Incident != "INC-1" || got.Operator != "alice" || got.Color || got.Since != tui.DefaultSince || got.Refresh != tui.DefaultRefresh {
+		t.Fatalf("console options %+v", got)
 	}
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,8 +87,8 @@ func killAll(cs []*consumer.Consumer) {
 }
 
 // Select returns the named scenarios (every one of Scenarios() when names
-// is empty) in the order of Scenarios(), BinlogScenarios() and
-// SeedScenarios(), each once; a name that is no scenario is an error.
+// is empty) in the order of Scenarios(), BinlogScenarios(),
+// StrandedSeedScenarios() and SeedScenarios(), each once; a name that is no scenario is an error.
 func Select(names []string) ([]Scenario, error) {
 	want := map[string]bool{}
 	for _, n := range names {
@@ -102,7 +103,7 @@ func Select(names []string) ([]Scenario, error) {
 			list = append(list, s)
 		}
 	}
-	for _, s := range append(BinlogScenarios(), SeedScenarios()...) {
+	for _, s := range slices.Concat(BinlogScenarios(), StrandedSeedScenarios(), SeedScenarios()) {
 		if want[s.Name] {
 			list = append(list, s)
 		}
@@ -110,9 +111,10 @@ func Select(names []string) ([]Scenario, error) {
 	return list, nil
 }
 
-// allScenarios are Scenarios, BinlogScenarios and SeedScenarios.
+// allScenarios are Scenarios, BinlogScenarios, StrandedSeedScenarios and
+// SeedScenarios.
 func allScenarios() []Scenario {
-	return append(append(Scenarios(), BinlogScenarios()...), SeedScenarios()...)
+	return slices.Concat(Scenarios(), BinlogScenarios(), StrandedSeedScenarios(), SeedScenarios())
 }
 
 // ScenarioNames lists the scenarios in the order they run.

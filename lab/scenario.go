@@ -77,6 +77,18 @@ func BinlogScenarios() []Scenario {
 	}
 }
 
+// StrandedSeedScenarios are seed 000's half-done operations on the seed's
+// own schema (a ROW binlog, like BinlogScenarios): one debited with no
+// ledger row and its offset committed past (STRANDED), one debited and not
+// committed (WILL_REDELIVER). They are not in Scenarios() nor in
+// BinlogScenarios() (no repair is run on them: a republish would debit
+// again); Select knows their names.
+func StrandedSeedScenarios() []Scenario {
+	return []Scenario{
+		{Name: "settlement-stranded-seed", Seed: "000", Title: "seed 000's own tables: offset committed on receipt, the consumer dies after the debit (no ledger row, committed past: STRANDED); another dies after the debit before any commit (WILL_REDELIVER)", run: strandedSeed},
+	}
+}
+
 // SeedScenarios are seeds 001's and 003's incidents on the seeds' own
 // schemas (Env.Seed001, Env.Seed003), with consumers written as those
 // teams wrote theirs. They run on every server, the embedded one too.
@@ -361,6 +373,83 @@ func doubleDebitSeed(ctx context.Context, r *run) error {
 	r.expect("settlement_seed", "PAY-BL-3", "COMPLETE", false)
 	r.invariant("seed account 3001 = 500.00 − 30.00 (PAY-BL-1) − 30.00 (PAY-BL-3)", seedBalanceIs(3001, "440.00"))
 	r.invariant("seed account 3002 = 500.00 − 30.00 (PAY-BL-2)", seedBalanceIs(3002, "470.00"))
+	return nil
+}
+
+// strandedSeed: seed 000's consumer on its own tables, on one consumer,
+// in order:
+//   - PAY-ST-2, healthy: debit, ledger, notify, commit (COMPLETE);
+//   - PAY-ST-3, the look-alike: its offset committed on receipt (the
+//     position of a stranded one) and its ledger written 1.5 s later: the
+//     group passed it before its ledger row existed, but it finished
+//     (COMPLETE; reconcile's lookup finds its ledger row);
+//   - PAY-ST-1, the incident: committed on receipt, debited, and the
+//     consumer dies before the ledger insert: no ledger row, no table
+//     that names it, the group past it (STRANDED; only the binlog and the
+//     topic know it);
+//
+// then a second consumer dies right after PAY-ST-4's debit, before any
+// commit: WILL_REDELIVER, and the redelivery will debit again.
+func strandedSeed(ctx context.Context, r *run) error {
+	if !r.e.Binlog {
+		return fmt.Errorf("lab: %s needs a server with log_bin ON and binlog_format=ROW (the embedded server of lab/demo has no binlog): run the demo with --mysql-dsn on such a server", "settlement-stranded-seed")
+	}
+	for _, id := range []int64{3101, 3102, 3103, 3104} {
+		if _, err := r.e.Seed000.DB.ExecContext(ctx, "INSERT INTO account_balance (account_id, balance) VALUES (?, ?)", id, "500.00"); err != nil {
+			return fmt.Errorf("lab: seed account: %v", err)
+		}
+	}
+	f := consumer.NewFaults()
+	f.CommitEarly("PAY-ST-3")
+	f.StepDelay("PAY-ST-3", "ledger", 1500*time.Millisecond)
+	f.CommitEarly("PAY-ST-1")
+	f.StepDelay("PAY-ST-1", "ledger", 10*time.Minute)
+	c, err := r.consumerFor(ctx, "settlement_seed", "settlement-seed-st-1", f, nil)
+	if err != nil {
+		return err
+	}
+	if err := r.produce("settlement_seed", settle("PAY-ST-2", 3102, "30.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-ST-2", "committed"); err != nil {
+		return err
+	}
+	if err := r.produce("settlement_seed", settle("PAY-ST-3", 3103, "30.00")); err != nil {
+		return err
+	}
+	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool {
+		return ev.BizID == "PAY-ST-3" && ev.What == "step_done" && ev.Step == "notify"
+	}, "PAY-ST-3 notify done"); err != nil {
+		return err
+	}
+	if err := r.produce("settlement_seed", settle("PAY-ST-1", 3101, "30.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-ST-1", "committed"); err != nil {
+		return err
+	}
+	if _, err := r.rec.wait(ctx, func(ev consumer.Event) bool {
+		return ev.BizID == "PAY-ST-1" && ev.What == "step_done" && ev.Step == "debit"
+	}, "PAY-ST-1 debit done"); err != nil {
+		return err
+	}
+	c.Kill() // the process dies while "working" on the ledger insert
+	f2 := consumer.NewFaults()
+	f2.DieAfterStep("PAY-ST-4", "debit")
+	if _, err := r.consumerFor(ctx, "settlement_seed", "settlement-seed-st-2", f2, nil); err != nil {
+		return err
+	}
+	if err := r.produce("settlement_seed", settle("PAY-ST-4", 3104, "30.00")); err != nil {
+		return err
+	}
+	if err := r.rec.waitFor(ctx, "PAY-ST-4", "died"); err != nil {
+		return err
+	}
+	r.expect("settlement_seed", "PAY-ST-1", "STRANDED", true)
+	r.expect("settlement_seed", "PAY-ST-2", "COMPLETE", false)
+	r.expect("settlement_seed", "PAY-ST-3", "COMPLETE", false)
+	r.expect("settlement_seed", "PAY-ST-4", "WILL_REDELIVER", false)
+	r.invariant("seed account 3101 = 500.00 − 30.00 (PAY-ST-1's one debit)", seedBalanceIs(3101, "470.00"))
 	return nil
 }
 

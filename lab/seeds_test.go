@@ -263,3 +263,80 @@ func TestSeed003Repair(t *testing.T) {
 		t.Errorf("points journal of 8821: %+v, want one grant keyed by plan %s", calls, plan.ID)
 	}
 }
+
+// TestSeed000Stranded runs settlement-stranded-seed on seed 000's own
+// tables (no state, no idempotency table; the debit only in the binlog):
+// where places PAY-ST-1's message by its key although no row anchors the
+// search, and says STRANDED (debited, no ledger row, committed past);
+// PAY-ST-4, debited and not committed, WILL_REDELIVER with the warning
+// that the redelivery debits again; the healthy PAY-ST-2 and the
+// look-alike PAY-ST-3 (committed before its ledger row existed, then
+// finished) COMPLETE; an id no message has stays NOT_FOUND and says how
+// far it searched. reconcile's stuck check finds PAY-ST-1 from the
+// committed messages and the ledger, and nothing else.
+func TestSeed000Stranded(t *testing.T) {
+	srv := binlogSrv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := startSeedLab(ctx, t, srv.RootDSN)
+	if !env.Binlog || env.Config.Pipeline("settlement_seed") == nil {
+		t.Fatalf("the lab on a ROW binlog server has no seed pipeline (binlog %v)", env.Binlog)
+	}
+	scenario, err := lab.Select([]string{"settlement-stranded-seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := env.Run(ctx, scenario, nil)
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("scenario: %v %v", err, results[0].Err)
+	}
+	checks, err := env.Check(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		t.Logf("%s: %s (%s); kafka %s %s", c.BizID, c.Verdict, c.Report.Verdict.Summary, c.Report.Kafka.Located, c.Report.Kafka.Detail)
+		if !c.OK || c.Report.Partial {
+			t.Errorf("%s: where says %s (partial %v), want %s; sources %v", c.BizID, c.Verdict, c.Report.Partial, c.Expectation.Verdict, c.Report.Sources)
+		}
+		switch c.BizID {
+		case "PAY-ST-1", "PAY-ST-4":
+			if !strings.HasPrefix(c.Report.Kafka.Detail, "no row anchors the search") {
+				t.Errorf("%s: the search detail does not say what was searched: %q", c.BizID, c.Report.Kafka.Detail)
+			}
+		}
+		if c.BizID == "PAY-ST-4" && !strings.Contains(c.Report.Verdict.Summary, "debit") {
+			t.Errorf("PAY-ST-4: the summary does not warn that the redelivery debits again: %q", c.Report.Verdict.Summary)
+		}
+	}
+	// An id of no message: NOT_FOUND (exit 4), the search named.
+	ios, _, out, errOut := iostreams.Test()
+	code := cmd.Run(ctx, ios, []string{"--config", env.ConfigPath, "where", "PAY-ST-404", "--pipeline", "settlement_seed", "-o", "json"})
+	var nf struct {
+		Verdict struct{ Code string }   `json:"verdict"`
+		Kafka   struct{ Detail string } `json:"kafka"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &nf); err != nil || code != 4 || nf.Verdict.Code != "NOT_FOUND" || !strings.Contains(nf.Kafka.Detail, "not found: scanned") {
+		t.Errorf("where PAY-ST-404: exit %d, %+v (%v)\n%s\n%s", code, nf, err, out, errOut)
+	}
+	seedReconcile(ctx, t, env, results[0])
+	// The plan for PAY-ST-1 is by hand: the seed's consumer, reading a
+	// republished record as a plain redelivery, would debit again.
+	svc, closeFn, err := env.Service(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	plan, _, err := svc.PlanID(ctx, "PAY-ST-1", "settlement_seed", plans.Options{Reason: "INC-ST-1", Operator: "test", Attest: "ledger row written by hand"})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	if len(plan.Actions) == 0 {
+		t.Error("PAY-ST-1's plan has no action")
+	}
+	for _, a := range plan.Actions {
+		if a.Type != plans.Manual {
+			t.Errorf("PAY-ST-1's plan has a %s action, want only manual (a republish would debit again): %+v", a.Type, plan.Actions)
+		}
+	}
+}

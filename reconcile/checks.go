@@ -230,7 +230,13 @@ func (r *run) runCheck(cs *checkState, tables map[string]sources.TableInfo) erro
 	var err error
 	switch cs.check {
 	case CheckStuck:
-		err = r.stuck(cs, reqs[0], acc[0])
+		if cs.p.State == nil {
+			if err = r.stuckMessages(cs, reqs); errors.Is(err, errSkipped) {
+				return nil
+			}
+		} else {
+			err = r.stuck(cs, reqs[0], acc[0])
+		}
 	case CheckSkipped:
 		err = r.skipped(cs, reqs, acc)
 	case CheckDuplicates, CheckOrphans:
@@ -475,6 +481,137 @@ func (r *run) stuck(cs *checkState, q Requirement, a access) error {
 	return r.flush(cs)
 }
 
+// errSkipped ends a check that found it does not apply after all (its
+// status and reason are set).
+var errSkipped = errors.New("reconcile: check skipped")
+
+// stuckMessages is stuck on a pipeline without a state table or an
+// idempotency table (seed 000's own schema; Requirements says when): the
+// topic is read once over [now - since, now], partition by
+// partition; a message below its partition's committed offset (the group
+// passed it: under commit after_steps, the consumer's statement that every
+// step ran) is looked up, a chunk at a time, in each step's scan table by
+// its key; a message one of them has no row for is a candidate, triaged
+// with its message searched as `where` does
+// (docs/reconcile.md#steps-without-a-scan-block). The window is at most
+// sources.UnanchoredWindow: `where` places such an operation's message only
+// that far back.
+func (r *run) stuckMessages(cs *checkState, reqs []Requirement) error {
+	p := cs.p
+	rr, ok := r.d.Collector.Kafka.(sources.RecordReader)
+	if r.noKafka() || !ok {
+		cs.status, cs.reason = StatusSkipped, "needs Kafka to read the committed messages: "+orWhy(r.col.KafkaMissing, "no reader")
+		cs.partial.Store(true)
+		return errSkipped
+	}
+	view, err := r.group(p.Topic, p.Group)
+	if err != nil {
+		cs.status, cs.reason = StatusSkipped, "needs Kafka to read the committed messages: "+err.Error()
+		cs.partial.Store(true)
+		return errSkipped
+	}
+	// passed reports whether the group will not read m again (by
+	// inspect.Redelivery's rules: no commit and offset_reset latest reads
+	// nothing again; earliest everything retained).
+	passed := func(m *sources.Message) bool {
+		pv, ok := view.Partitions[m.Partition]
+		if !ok {
+			return false
+		}
+		if pv.Committed < 0 || pv.Committed < pv.LogStart {
+			return p.EffectiveOffsetReset() != "earliest"
+		}
+		return m.Offset < pv.Committed
+	}
+	since := r.o.Since
+	if since > sources.UnanchoredWindow {
+		since = sources.UnanchoredWindow
+		cs.notes = append(cs.notes, fmt.Sprintf("--since %s is longer than the %s `where` searches back for a message no row anchors: only the last %s of %s were read",
+			r.o.Since, sources.UnanchoredWindow, sources.UnanchoredWindow, p.Topic))
+	}
+	// --older-than does not apply: the group committed past the message,
+	// which under after_steps the consumer does only once it is done with
+	// it (seed 000 processes one message at a time), so no consumer is
+	// still working on it, however young.
+	from, to := r.now.Add(-since), r.now
+	cs.searching = true
+	defer func() { cs.searching = false }()
+	var (
+		buf       []string
+		inBuf     = map[string]bool{}
+		committed int64
+		firstErr  error
+	)
+	ctx, cancel := context.WithCancel(r.qctx)
+	defer cancel()
+	lookup := func() error {
+		keys := buf
+		buf, inBuf = nil, map[string]bool{}
+		for _, q := range reqs {
+			if len(keys) == 0 {
+				break
+			}
+			qctx, qcancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			has, err := r.db(p).ExistingKeys(qctx, q.Table, q.Columns[0], keys)
+			qcancel()
+			if err != nil {
+				return err
+			}
+			r.count(cs, int64(len(keys)))
+			absent := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return has[k] })
+			for _, k := range absent {
+				if err := r.candidate(cs, k); err != nil {
+					return err
+				}
+			}
+			keys = slices.DeleteFunc(keys, func(k string) bool { return !has[k] })
+		}
+		return r.throttle()
+	}
+	read, err := rr.Records(ctx, p.Topic, from, to, 0, func(m *sources.Message) {
+		if firstErr != nil || m.Timestamp.After(to) || !passed(m) {
+			return
+		}
+		k := string(m.Key)
+		if k == "" || cs.seen[k] || inBuf[k] || !r.inShard(k) {
+			return
+		}
+		committed++
+		inBuf[k] = true
+		buf = append(buf, k)
+		cs.lastKey.Store(k)
+		if len(buf) >= r.o.Chunk {
+			if firstErr = lookup(); firstErr != nil {
+				cancel()
+			}
+		}
+	})
+	if firstErr != nil {
+		return firstErr
+	}
+	if err != nil {
+		if r.qctx.Err() != nil || r.stopped() {
+			return errStop
+		}
+		for _, q := range reqs {
+			cs.uncover(q.Step, fmt.Sprintf("the topic %s could not be read to find the committed messages: %v", p.Topic, err))
+		}
+		cs.partial.Store(true)
+		return r.flush(cs)
+	}
+	if err := lookup(); err != nil {
+		return err
+	}
+	r.count(cs, int64(read.Records)) // as messagesOfRepeats counts its read
+	var steps []string
+	for _, q := range reqs {
+		steps = append(steps, q.Step+" ("+q.Table+"."+q.Columns[0]+")")
+	}
+	cs.notes = append(cs.notes, fmt.Sprintf("no state table: %d record(s) of %s read from %s to %s, %d committed message(s) looked up in %s; those without a row are triaged",
+		read.Records, p.Topic, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), committed, strings.Join(steps, ", ")))
+	return r.flush(cs)
+}
+
 // statuses lists the state table's statuses but those in skip: with the
 // (status, ...) index a, by a loose index scan (one index dive each), so
 // that a status missing from the config is found too; without it (a full
@@ -610,24 +747,21 @@ func (r *run) walkStatuses(cs *checkState, q Requirement, a access, statuses []s
 }
 
 // stuckTarget reports whether rep, a candidate of the stuck check, is a
-// stuck target by its definition (docs/reconcile.md#targets): its state row,
+// stuck target by its definition; on a pipeline without a state table,
+// whether where's verdict says it is not done (docs/reconcile.md#targets): its state row,
 // as the triage read it, is neither terminal nor failed, was last updated
 // before now - older-than (the run's database clock, as the walk bounded
 // it), and holds no live lease (the triage's database clock, as IN_FLIGHT
 // is decided) — whatever Kafka says or could not say. The verdict stays
 // the one `where` gives; IN_FLIGHT is never a stuck target.
 func (r *run) stuckTarget(p *config.Pipeline, rep inspect.Report) bool {
-	st := rep.State
-	if p.State == nil || !st.Found || st.LeaseActive || rep.Verdict.Code == inspect.InFlight {
-		return false
+	if p.State == nil {
+		// A committed message whose step left no row (stuckMessages): a
+		// target unless where finds it done or in flight.
+		v := rep.Verdict
+		return v.Severity != inspect.SeverityOK && v.Code != inspect.InFlight && v.Code != inspect.NotFound
 	}
-	if slices.Contains(p.State.Terminal, st.Status) || slices.Contains(p.State.Failed, st.Status) {
-		return false
-	}
-	if p.State.UpdatedAt != "" && (st.UpdatedAt == nil || !st.UpdatedAt.Before(r.now.Add(-r.o.OlderThan))) {
-		return false
-	}
-	return true
+	return StuckTarget(p, rep, r.now, r.o.OlderThan)
 }
 
 // skipped walks the SKIPPED records of the (action, created_at) range

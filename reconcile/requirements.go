@@ -150,7 +150,7 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 	case CheckStuck:
 		st := p.State
 		if st == nil {
-			return nil, "the pipeline has no state table"
+			return stuckByMessages(p, req)
 		}
 		if st.UpdatedAt == "" {
 			return []Requirement{walk(st.Table, "walk non-terminal rows (no updated_at: unbounded by --since)", st.Key, "", st.Status)}, ""
@@ -248,6 +248,39 @@ func Requirements(p *config.Pipeline, check string) ([]Requirement, string) {
 		return []Requirement{walk(st.Table, "walk each partition from the committed offset", st.Key, st.Status, st.Partition, st.Offset)}, ""
 	}
 	return nil, fmt.Sprintf("unknown check %q", check)
+}
+
+// stuckByMessages is stuck on a pipeline without a state table: when no
+// table can hold its progress either (no idempotency table), the consumer
+// commits only after every step (commit: after_steps) and a message's key
+// is its operation (message_key {biz_id}), the committed messages of the
+// window are read from the topic and looked up in each step's scan table
+// (seed 000's ledger_entry, by its unique key's biz_order_id): a message
+// committed past whose step left no row is a candidate
+// (docs/reconcile.md#steps-without-a-scan-block). One lookup requirement
+// per scan step, by its key.
+func stuckByMessages(p *config.Pipeline, req func(table, purpose string, cols ...string) Requirement) ([]Requirement, string) {
+	switch {
+	case p.Idempotency != nil:
+		return nil, "the pipeline has no state table"
+	case p.EffectiveCommit() != config.CommitAfterSteps:
+		return nil, fmt.Sprintf("the pipeline has no state table, and its commit %q says nothing of its steps", p.EffectiveCommit())
+	case p.MessageKey != config.DefaultMessageKey:
+		return nil, fmt.Sprintf("the pipeline has no state table, and message_key %q is not {biz_id}: a message does not name its operation", p.MessageKey)
+	}
+	var out []Requirement
+	for _, s := range p.Steps {
+		if s.Scan == nil {
+			continue
+		}
+		r := req(s.Scan.Table, "look up each committed message's "+s.Name+" row", s.Scan.Key)
+		r.Step = s.Name
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, "the pipeline has no state table, and no step has a scan block to look its committed messages up in"
+	}
+	return out, ""
 }
 
 // Unscanned lists the steps of p whose effects no table-wide read can

@@ -16,8 +16,8 @@ func bigModel(b testing.TB) Model {
 	f := newFake(b)
 	f.extra = 5000 - len(fakeOps())
 	m := newModel(b, f, f.options(), 120, 40)
-	if len(m.items) != 5000 {
-		b.Fatalf("%d items", len(m.items))
+	if len(m.list.items) != 5000 {
+		b.Fatalf("%d items", len(m.list.items))
 	}
 	return m
 }
@@ -61,7 +61,7 @@ func BenchmarkKeyFilter(b *testing.B) {
 		}
 		m = keystroke(m, k)
 	}
-	if m.in != inputFilter {
+	if m.input() != inputFilter {
 		b.Fatal("the filter closed")
 	}
 }
@@ -70,7 +70,7 @@ func BenchmarkKeyFilter(b *testing.B) {
 // another goroutine (as the program runs it: a tea.Cmd).
 func BenchmarkKeyDuringRefresh(b *testing.B) {
 	m := bigModel(b)
-	m, cmd := m.startRefresh()
+	m, cmd := m.refresh()
 	done := make(chan tea.Msg, 1)
 	go func() { done <- cmd() }()
 	b.ResetTimer()
@@ -89,7 +89,7 @@ func BenchmarkRSS(b *testing.B) {
 	for range b.N {
 		m := bigModel(b)
 		for range 3 {
-			m = step(b, m, m.reconcileCmd(m.gen)())
+			m = step(b, m, m.reconcileCmd(m.list.gen)())
 			for range 100 {
 				m = keystroke(m, keyRunes("j"))
 			}

@@ -256,9 +256,9 @@ func newModel(t testing.TB, f *fake, o Options, w, h int) Model {
 	t.Helper()
 	m := New(context.Background(), o, NewStyles(false))
 	m = step(t, m, tea.WindowSizeMsg{Width: w, Height: h})
-	m = step(t, m, m.reconcileCmd(m.gen)())
-	if m.detail != nil {
-		m = step(t, m, m.whereCmd(m.detail.bizID, m.detail.pipeline)())
+	m = step(t, m, m.reconcileCmd(m.list.gen)())
+	if m.detail.d != nil {
+		m = step(t, m, m.whereCmd(m.detail.d.bizID, m.detail.d.pipeline)())
 	}
 	return m
 }
@@ -298,7 +298,7 @@ func run(t testing.TB, m Model, cmd tea.Cmd) Model {
 }
 
 func (m Model) busyOrLoading() bool {
-	return m.loading || m.refreshing || (m.detail != nil && m.detail.busy != "")
+	return m.detail.loading || m.list.refreshing || (m.detail.d != nil && m.detail.d.busy != "")
 }
 
 func keyRunes(s string) tea.KeyPressMsg {

@@ -16,17 +16,17 @@ import (
 
 // selected is the biz_id under the cursor.
 func (m Model) selected() string {
-	if m.cursor >= len(m.visible) {
+	if m.list.cursor >= len(m.list.visible) {
 		return ""
 	}
-	return m.items[m.visible[m.cursor]].BizID
+	return m.list.items[m.list.visible[m.list.cursor]].BizID
 }
 
 func (m Model) shownVerdict() inspect.Code {
-	if m.detail == nil || m.detail.op == nil {
+	if m.detail.d == nil || m.detail.d.op == nil {
 		return ""
 	}
-	return m.detail.op.Report.Verdict.Code
+	return m.detail.d.op.Report.Verdict.Code
 }
 
 func keys(ks ...any) []tea.KeyPressMsg {
@@ -53,8 +53,8 @@ func TestKeys(t *testing.T) {
 	}{
 		{"list is in verdict order", nil, nil, func(t *testing.T, m Model, _ *fake) {
 			var ids []string
-			for _, i := range m.visible {
-				ids = append(ids, m.items[i].BizID+":"+string(m.items[i].Verdict))
+			for _, i := range m.list.visible {
+				ids = append(ids, m.list.items[i].BizID+":"+string(m.list.items[i].Verdict))
 			}
 			if got := strings.Join(ids, " "); got != "PAY-3:IN_FLIGHT PAY-1:DUPLICATE_EFFECT PAY-4:UNKNOWN_OUTCOME PAY-2:STRANDED" {
 				t.Fatalf("list %s", got)
@@ -68,33 +68,33 @@ func TestKeys(t *testing.T) {
 		{"g goes to the top", nil, keys("Gg"), wantSelected("PAY-3")},
 		{"j stops at the bottom", nil, keys("jjjjjjj"), wantSelected("PAY-2")},
 		{"/ filters as you type", nil, keys("/", "pay-2"), func(t *testing.T, m Model, _ *fake) {
-			if len(m.visible) != 1 || m.selected() != "PAY-2" || m.in != inputFilter {
-				t.Fatalf("visible %v selected %s input %d", m.visible, m.selected(), m.in)
+			if len(m.list.visible) != 1 || m.selected() != "PAY-2" || m.input() != inputFilter {
+				t.Fatalf("visible %v selected %s input %d", m.list.visible, m.selected(), m.input())
 			}
 		}},
 		{"/ filter by verdict, enter keeps it", nil, keys("/", "stranded", keyEnter), func(t *testing.T, m Model, _ *fake) {
-			if len(m.visible) != 1 || m.selected() != "PAY-2" || m.in != inputNone || m.filter != "stranded" {
-				t.Fatalf("visible %v input %d filter %q", m.visible, m.in, m.filter)
+			if len(m.list.visible) != 1 || m.selected() != "PAY-2" || m.input() != inputNone || m.list.filter != "stranded" {
+				t.Fatalf("visible %v input %d filter %q", m.list.visible, m.input(), m.list.filter)
 			}
 		}},
 		{"/ then esc clears the filter", nil, keys("/", "zzz", keyEsc), func(t *testing.T, m Model, _ *fake) {
-			if len(m.visible) != 4 || m.filter != "" {
-				t.Fatalf("visible %v filter %q", m.visible, m.filter)
+			if len(m.list.visible) != 4 || m.list.filter != "" {
+				t.Fatalf("visible %v filter %q", m.list.visible, m.list.filter)
 			}
 		}},
 		{"s sorts by the next column (age, oldest first)", nil, keys("s"), func(t *testing.T, m Model, _ *fake) {
-			if m.sortCol != ColAge || m.selected() != "PAY-2" || !strings.Contains(m.status, "AGE") {
-				t.Fatalf("sort %v selected %s status %q", m.sortCol, m.selected(), m.status)
+			if m.list.sortCol != ColAge || m.selected() != "PAY-2" || !strings.Contains(m.statusText(), "AGE") {
+				t.Fatalf("sort %v selected %s status %q", m.list.sortCol, m.selected(), m.statusText())
 			}
 		}},
 		{"s twice sorts by biz_id", nil, keys("ss"), wantSelected("PAY-1")},
 		{"r refreshes now", nil, keys("r"), func(t *testing.T, m Model, _ *fake) {
-			if m.refreshing || m.gen != 1 || len(m.items) != 4 {
-				t.Fatalf("refreshing %v gen %d items %d", m.refreshing, m.gen, len(m.items))
+			if m.list.refreshing || m.list.gen != 1 || len(m.list.items) != 4 {
+				t.Fatalf("refreshing %v gen %d items %d", m.list.refreshing, m.list.gen, len(m.list.items))
 			}
 		}},
 		{"enter opens the selected operation", nil, keys("j", keyEnter), func(t *testing.T, m Model, _ *fake) {
-			if m.screen != screenDetail || m.detail.bizID != "PAY-1" || m.shownVerdict() != inspect.DuplicateEffect {
+			if m.screen != screenDetail || m.detail.d.bizID != "PAY-1" || m.shownVerdict() != inspect.DuplicateEffect {
 				t.Fatalf("screen %d verdict %s", m.screen, m.shownVerdict())
 			}
 			if v := m.View().Content; !strings.Contains(v, "◉ DUPLICATED") || !strings.Contains(v, "KAFKA") {
@@ -102,38 +102,44 @@ func TestKeys(t *testing.T) {
 			}
 		}},
 		{"esc goes back to the list", nil, keys(keyEnter, keyEsc), func(t *testing.T, m Model, _ *fake) {
-			if m.screen != screenList || m.detail != nil {
+			if m.screen != screenList || m.detail.d != nil {
 				t.Fatalf("screen %d", m.screen)
 			}
 		}},
 		{": opens an id the list does not hold", nil, keys(":", "NOPE-9", keyEnter), func(t *testing.T, m Model, _ *fake) {
-			if m.screen != screenDetail || m.detail.bizID != "NOPE-9" || m.shownVerdict() != inspect.NotFound {
+			if m.screen != screenDetail || m.detail.d.bizID != "NOPE-9" || m.shownVerdict() != inspect.NotFound {
 				t.Fatalf("screen %d verdict %s", m.screen, m.shownVerdict())
 			}
 		}},
 		{": opens an id the filter hides", nil, keys("/", "pay-1", keyEnter, ":", "PAY-2", keyEnter), func(t *testing.T, m Model, _ *fake) {
-			if m.detail == nil || m.shownVerdict() != inspect.Stranded {
+			if m.detail.d == nil || m.shownVerdict() != inspect.Stranded {
 				t.Fatalf("verdict %s", m.shownVerdict())
 			}
 		}},
 		{": refuses an empty id", nil, keys(":", "  ", keyEnter), func(t *testing.T, m Model, _ *fake) {
-			if m.screen != screenList || m.in != inputGoTo || m.status == "" {
-				t.Fatalf("screen %d input %d status %q", m.screen, m.in, m.status)
+			if m.screen != screenList || m.input() != inputGoTo || m.statusText() == "" {
+				t.Fatalf("screen %d input %d status %q", m.screen, m.input(), m.statusText())
 			}
 		}},
 		{": then esc closes the prompt", nil, keys(":", "PAY-2", keyEsc), func(t *testing.T, m Model, _ *fake) {
-			if m.screen != screenList || m.in != inputNone {
-				t.Fatalf("screen %d input %d", m.screen, m.in)
+			if m.screen != screenList || m.input() != inputNone {
+				t.Fatalf("screen %d input %d", m.screen, m.input())
 			}
 		}},
 		{"? shows the help built from the key map", nil, keys("?"), func(t *testing.T, m Model, _ *fake) {
 			v := m.View().Content
-			for _, k := range m.keys.helpGroups() {
-				for _, b := range k.keys {
+			for _, k := range m.keys.FullHelp() {
+				for _, b := range k {
 					if !strings.Contains(v, b.Help().Desc) {
 						t.Errorf("help lacks %q", b.Help().Desc)
 					}
 				}
+			}
+		}},
+		{"--readonly takes apply out of the key hints", func(o *Options) { o.ReadOnly = true }, keys("j", keyEnter), func(t *testing.T, m Model, _ *fake) {
+			v := m.View().Content
+			if !strings.Contains(v, "READONLY") || strings.Contains(v, "a apply") || !strings.Contains(v, "d dry run") {
+				t.Fatalf("foot:\n%s", v)
 			}
 		}},
 		{"any key closes the help", nil, keys("?", "j"), func(t *testing.T, m Model, _ *fake) {
@@ -142,51 +148,51 @@ func TestKeys(t *testing.T) {
 			}
 		}},
 		{"p builds the plan", nil, keys("j", keyEnter, "p"), func(t *testing.T, m Model, _ *fake) {
-			d := m.detail
-			if m.pane != panePlan || d.plan == nil || d.plan.Actions[0].Type != plans.Reverse || d.plan.Incident != "INC-7" || d.plan.Operator != "alice" {
-				t.Fatalf("pane %d plan %+v err %s", m.pane, d.plan, d.planErr)
+			d := m.detail.d
+			if m.detail.pane != panePlan || d.plan == nil || d.plan.Actions[0].Type != plans.Reverse || d.plan.Incident != "INC-7" || d.plan.Operator != "alice" {
+				t.Fatalf("pane %d plan %+v err %s", m.detail.pane, d.plan, d.planErr)
 			}
-			if !strings.Contains(m.vp.View(), "reverse debit row 12") {
-				t.Fatalf("plan pane:\n%s", m.vp.View())
+			if !strings.Contains(m.detail.vp.View(), "reverse debit row 12") {
+				t.Fatalf("plan pane:\n%s", m.detail.vp.View())
 			}
 		}},
 		{"d dry-runs the plan, nothing applied", nil, keys("j", keyEnter, "p", "d"), func(t *testing.T, m Model, f *fake) {
-			if m.pane != paneDryRun || m.detail.dry == nil || m.detail.dry.Outcome != repair.OutcomeWouldApply || len(f.applied) != 0 {
-				t.Fatalf("pane %d dry %+v applied %d", m.pane, m.detail.dry, len(f.applied))
+			if m.detail.pane != paneDryRun || m.detail.d.dry == nil || m.detail.d.dry.Outcome != repair.OutcomeWouldApply || len(f.applied) != 0 {
+				t.Fatalf("pane %d dry %+v applied %d", m.detail.pane, m.detail.d.dry, len(f.applied))
 			}
 		}},
 		{"d before p says so", nil, keys("j", keyEnter, "d"), wantStatus("press p first")},
 		{"a before p says so", nil, keys("j", keyEnter, "a"), wantStatus("press p to build and review the plan first")},
 		{"a opens the confirmation", nil, keys("j", keyEnter, "p", "a"), func(t *testing.T, m Model, f *fake) {
-			if m.in != inputConfirm || !strings.Contains(m.View().Content, "type the biz_id to confirm") || len(f.applied) != 0 {
-				t.Fatalf("input %d\n%s", m.in, m.View().Content)
+			if m.input() != inputConfirm || !strings.Contains(m.View().Content, "type the biz_id to confirm") || len(f.applied) != 0 {
+				t.Fatalf("input %d\n%s", m.input(), m.View().Content)
 			}
 		}},
 		{"a with the wrong biz_id applies nothing", nil, keys("j", keyEnter, "p", "a", "PAY-9", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
-			if len(f.applied) != 0 || !strings.Contains(m.formWhy, "is not PAY-1") {
-				t.Fatalf("applied %d why %q", len(f.applied), m.formWhy)
+			if len(f.applied) != 0 || !strings.Contains(m.detail.formWhy, "is not PAY-1") {
+				t.Fatalf("applied %d why %q", len(f.applied), m.detail.formWhy)
 			}
 		}},
 		{"a with an empty reason applies nothing", nil, keys("j", keyEnter, "p", "a", "PAY-1", keyTab, keyClear, keyEnter), func(t *testing.T, m Model, f *fake) {
-			if len(f.applied) != 0 || !strings.Contains(m.formWhy, "reason is required") {
-				t.Fatalf("applied %d why %q", len(f.applied), m.formWhy)
+			if len(f.applied) != 0 || !strings.Contains(m.detail.formWhy, "reason is required") {
+				t.Fatalf("applied %d why %q", len(f.applied), m.detail.formWhy)
 			}
 		}},
 		{"a then esc cancels", nil, keys("j", keyEnter, "p", "a", keyEsc), func(t *testing.T, m Model, f *fake) {
-			if len(f.applied) != 0 || m.in != inputNone || !strings.Contains(m.status, "nothing was changed") {
-				t.Fatalf("applied %d status %q", len(f.applied), m.status)
+			if len(f.applied) != 0 || m.input() != inputNone || !strings.Contains(m.statusText(), "nothing was changed") {
+				t.Fatalf("applied %d status %q", len(f.applied), m.statusText())
 			}
 		}},
 		{"a applies after the biz_id and a reason, re-triaged in place", nil, keys("j", keyEnter, "p", "a", "PAY-1", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
 			if len(f.applied) != 1 {
-				t.Fatalf("applied %d, why %q", len(f.applied), m.formWhy)
+				t.Fatalf("applied %d, why %q", len(f.applied), m.detail.formWhy)
 			}
 			p := f.applied[0]
 			if p.Reason != "INC-7 double debit" || p.Incident != "INC-7" || f.applyOpts[0].Operator != "alice" || f.applyOpts[0].DryRun {
 				t.Fatalf("applied plan reason %q incident %q opts %+v", p.Reason, p.Incident, f.applyOpts[0])
 			}
-			if m.pane != paneResult || m.shownVerdict() != inspect.Complete || !strings.Contains(m.vp.View(), "NOW") {
-				t.Fatalf("pane %d verdict %s\n%s", m.pane, m.shownVerdict(), m.vp.View())
+			if m.detail.pane != paneResult || m.shownVerdict() != inspect.Complete || !strings.Contains(m.detail.vp.View(), "NOW") {
+				t.Fatalf("pane %d verdict %s\n%s", m.detail.pane, m.shownVerdict(), m.detail.vp.View())
 			}
 		}},
 		{"a applies the very plan d dry-ran, under the reason typed", nil, keys("j", keyEnter, "p", "d", "a", "PAY-1", keyEnter, " double debit", keyEnter), func(t *testing.T, m Model, f *fake) {
@@ -199,14 +205,14 @@ func TestKeys(t *testing.T) {
 			}
 		}},
 		{"a is disabled by --readonly", func(o *Options) { o.ReadOnly = true }, keys("j", keyEnter, "p", "a"), func(t *testing.T, m Model, f *fake) {
-			if m.in != inputNone || !strings.Contains(m.status, "--readonly") || len(f.applied) != 0 {
-				t.Fatalf("input %d status %q", m.in, m.status)
+			if m.input() != inputNone || !strings.Contains(m.statusText(), "--readonly") || len(f.applied) != 0 {
+				t.Fatalf("input %d status %q", m.input(), m.statusText())
 			}
 		}},
 		{"a is disabled by a live lease", nil, keys(keyEnter, "a"), wantStatus("c-3 holds a live lease until 08:31:00.000")},
 		{"p on a live lease shows the refusal", nil, keys(keyEnter, "p"), func(t *testing.T, m Model, _ *fake) {
-			if m.detail.plan != nil || !strings.Contains(m.detail.planErr, "IN_FLIGHT") {
-				t.Fatalf("plan %v err %q", m.detail.plan, m.detail.planErr)
+			if m.detail.d.plan != nil || !strings.Contains(m.detail.d.planErr, "IN_FLIGHT") {
+				t.Fatalf("plan %v err %q", m.detail.d.plan, m.detail.d.planErr)
 			}
 		}},
 		{"a is disabled by a plan that needs an attestation", nil, keys("jj", keyEnter, "p", "a"), wantStatus("needs an attestation and the outcome (applied|absent): press t")},
@@ -214,7 +220,7 @@ func TestKeys(t *testing.T) {
 			keys("jj", keyEnter, "p", "t", "risk team: call R-1 went through", keyEnter, "applied", keyEnter, "a", "PAY-4", keyEnter, " notify attested", keyEnter),
 			func(t *testing.T, m Model, f *fake) {
 				if len(f.applied) != 1 {
-					t.Fatalf("applied %d; status %q why %q plan err %q", len(f.applied), m.status, m.formWhy, m.detail.planErr)
+					t.Fatalf("applied %d; status %q why %q plan err %q", len(f.applied), m.statusText(), m.detail.formWhy, m.detail.d.planErr)
 				}
 				p := f.applied[0]
 				if p.Attest != "risk team: call R-1 went through" || p.Request.Outcome != "applied" || p.Actions[0].Type != plans.Manual {
@@ -222,24 +228,24 @@ func TestKeys(t *testing.T) {
 				}
 			}},
 		{"t with a bad outcome says so", nil, keys("jj", keyEnter, "p", "t", "x", keyEnter, "maybe", keyEnter), func(t *testing.T, m Model, _ *fake) {
-			if m.in != inputAttest || !strings.Contains(m.formWhy, "applied or absent") {
-				t.Fatalf("input %d why %q", m.in, m.formWhy)
+			if m.input() != inputAttest || !strings.Contains(m.detail.formWhy, "applied or absent") {
+				t.Fatalf("input %d why %q", m.input(), m.detail.formWhy)
 			}
 		}},
 		{"t without a plan says so", nil, keys("j", keyEnter, "t"), wantStatus("press p first")},
 		{"A shows the audit of the operation", nil, keys("j", keyEnter, "p", "a", "PAY-1", keyEnter, "x", keyEnter, "A"), func(t *testing.T, m Model, _ *fake) {
-			if m.pane != paneAudit || m.detail.audit == nil || len(m.detail.audit.Actions) != 1 || !strings.Contains(m.vp.View(), "reverse") {
-				t.Fatalf("pane %d audit %+v\n%s", m.pane, m.detail.audit, m.vp.View())
+			if m.detail.pane != paneAudit || m.detail.d.audit == nil || len(m.detail.d.audit.Actions) != 1 || !strings.Contains(m.detail.vp.View(), "reverse") {
+				t.Fatalf("pane %d audit %+v\n%s", m.detail.pane, m.detail.d.audit, m.detail.vp.View())
 			}
 		}},
 		{"r in the detail triages again", nil, keys("j", keyEnter, "r"), func(t *testing.T, m Model, _ *fake) {
-			if m.loading || m.shownVerdict() != inspect.DuplicateEffect {
-				t.Fatalf("loading %v verdict %s", m.loading, m.shownVerdict())
+			if m.detail.loading || m.shownVerdict() != inspect.DuplicateEffect {
+				t.Fatalf("loading %v verdict %s", m.detail.loading, m.shownVerdict())
 			}
 		}},
 		{"esc from a pane goes back to the report", nil, keys("j", keyEnter, "p", keyEsc), func(t *testing.T, m Model, _ *fake) {
-			if m.screen != screenDetail || m.pane != paneReport {
-				t.Fatalf("screen %d pane %d", m.screen, m.pane)
+			if m.screen != screenDetail || m.detail.pane != paneReport {
+				t.Fatalf("screen %d pane %d", m.screen, m.detail.pane)
 			}
 		}},
 	} {
@@ -270,8 +276,8 @@ func wantSelected(id string) func(*testing.T, Model, *fake) {
 func wantStatus(s string) func(*testing.T, Model, *fake) {
 	return func(t *testing.T, m Model, f *fake) {
 		t.Helper()
-		if !strings.Contains(m.status, s) || len(f.applied) != 0 {
-			t.Fatalf("status %q, want %q (applied %d)", m.status, s, len(f.applied))
+		if !strings.Contains(m.statusText(), s) || len(f.applied) != 0 {
+			t.Fatalf("status %q, want %q (applied %d)", m.statusText(), s, len(f.applied))
 		}
 	}
 }
@@ -303,8 +309,8 @@ func TestQuit(t *testing.T) {
 	// q typed into a form is text, not quit.
 	f := newFake(t)
 	m := press(t, newModel(t, f, f.options(), 80, 24), keys("/", "q")...)
-	if m.filter != "q" {
-		t.Fatalf("filter %q", m.filter)
+	if m.list.filter != "q" {
+		t.Fatalf("filter %q", m.list.filter)
 	}
 }
 
@@ -322,8 +328,8 @@ func TestStatusLine(t *testing.T) {
 		t.Fatalf("first refresh failed:\n%s", v)
 	}
 	m = press(t, m, keyRunes("r"))
-	if v := m.View().Content; len(m.items) != 4 || !strings.Contains(v, "refresh failed: dial tcp 127.0.0.1:3306") {
-		t.Fatalf("items %d\n%s", len(m.items), v)
+	if v := m.View().Content; len(m.list.items) != 4 || !strings.Contains(v, "refresh failed: dial tcp 127.0.0.1:3306") {
+		t.Fatalf("items %d\n%s", len(m.list.items), v)
 	}
 	// A service that cannot be opened: the detail says so.
 	o := f.options()
@@ -368,9 +374,9 @@ func TestUpdateLeavesTheOldModel(t *testing.T) {
 			f := newFake(t)
 			m := newModel(t, f, f.options(), 120, 40)
 			before := m.View().Content
-			sel, first := m.selected(), m.items[0].BizID
+			sel, first := m.selected(), m.list.items[0].BizID
 			_, _ = m.Update(k)
-			if m.View().Content != before || m.selected() != sel || m.items[0].BizID != first {
+			if m.View().Content != before || m.selected() != sel || m.list.items[0].BizID != first {
 				t.Fatalf("the old model changed after %q", k.String())
 			}
 		})

@@ -2,17 +2,13 @@ package tui
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/opctl-dev/opctl/inspect"
-	"github.com/opctl-dev/opctl/reconcile"
-	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
 )
@@ -39,27 +35,35 @@ func (m Model) draw() (out string, cur *tea.Cursor) {
 			out, cur = sources.PanicMessage(r)+"\npress q to quit", nil
 		}
 	}()
+	foot := "" // the screen's own, unless the go-to line is open
+	if m.goingTo {
+		foot = goToPrompt + m.goTo.View()
+	}
 	var lines []string
 	switch {
 	case m.showHelp:
 		lines = m.helpView()
 	case m.screen == screenDetail:
-		lines = m.detailView()
+		lines = m.detail.view(m.spin.View(), foot)
 	default:
-		lines = m.listView()
+		lines = m.list.view(m.spin.View(), foot)
 	}
 	out = m.fit(lines)
-	switch m.in {
-	case inputFilter, inputGoTo:
-		if c := m.line.Cursor(); c != nil {
-			c.Y = max(m.height, 1) - 1
-			c.X += ansi.StringWidth(m.linePrompt())
+	switch in := m.input(); {
+	case in == inputGoTo:
+		if c := m.goTo.Cursor(); c != nil {
+			c.Y, c.X = max(m.height, 1)-1, c.X+ansi.StringWidth(goToPrompt)
 			cur = c
 		}
-	case inputConfirm, inputAttest:
-		if c := m.form[m.formAt].Cursor(); c != nil {
-			_, at := m.formView()
-			c.Y = 2 + at[m.formAt] // below the detail's two-line head
+	case in == inputFilter:
+		if c := m.list.line.Cursor(); c != nil {
+			c.Y, c.X = max(m.height, 1)-1, c.X+ansi.StringWidth(filterPrompt)
+			cur = c
+		}
+	case in == inputConfirm || in == inputAttest:
+		if c := m.detail.form[m.detail.formAt].Cursor(); c != nil {
+			_, at := m.detail.formView()
+			c.Y = 2 + at[m.detail.formAt] // below the detail's two-line head
 			cur = c
 		}
 	}
@@ -91,89 +95,11 @@ func (m Model) fit(lines []string) string {
 
 // --- list -----------------------------------------------------------------
 
-func (m Model) title() string {
-	scope := "every pipeline"
-	if m.opts.Pipeline != "" {
-		scope = "pipeline " + shown(m.opts.Pipeline)
-	}
-	// Every filter in force is named: an operation younger than
-	// --older-than is not listed as stuck (docs/tui.md).
-	t := fmt.Sprintf("opctl tui · %s · since %s · older than %s · every %s", scope, fmtDur(m.opts.Since), fmtDur(m.opts.OlderThan), fmtDur(m.opts.Refresh))
-	if m.opts.Incident != "" {
-		t += " · incident " + shown(m.opts.Incident)
-	}
-	if m.opts.ReadOnly {
-		t += " · READONLY"
-	}
-	right := ""
-	switch {
-	case m.refreshing:
-		right = m.spin.View() + " refreshing"
-	case !m.refreshed.IsZero():
-		right = "read " + m.refreshed.Format("15:04:05")
-	}
-	if room := m.width - ansi.StringWidth(right) - 1; right != "" && ansi.StringWidth(t) > room && room > 10 {
-		// The refresh state stays in view; the title gives way.
-		t = ansi.Truncate(t, room, "…")
-	}
-	return m.st.Title.Render(t) + pad(m.width-ansi.StringWidth(t)-ansi.StringWidth(right)) + right
-}
-
 func pad(n int) string {
 	if n < 1 {
 		return " "
 	}
 	return strings.Repeat(" ", n)
-}
-
-// counts is the header's count per verdict, most urgent first.
-func (m Model) counts() string {
-	n := map[inspect.Code]int{}
-	for _, it := range m.items {
-		n[it.Verdict]++
-	}
-	var parts []string
-	for _, c := range inspect.Precedence() {
-		if n[c] > 0 {
-			parts = append(parts, m.st.Severity(inspect.SeverityOf(c), string(c))+" "+fmt.Sprint(n[c]))
-		}
-	}
-	head := fmt.Sprintf("%d operation(s)", len(m.items))
-	if m.filter != "" {
-		head += fmt.Sprintf(", %d match /%s", len(m.visible), shown(m.filter))
-	}
-	uncovered := ""
-	if m.summary != nil {
-		// What no check could reach is said, not hidden
-		// (docs/reconcile.md#steps-without-a-scan-block). orphans reaches
-		// no step without a scan block by its nature (the duplicates check
-		// covers those): only what the other checks could not reach is
-		// named.
-		var unc []string
-		for _, c := range m.summary.Checks {
-			if c.Check == reconcile.CheckOrphans {
-				continue
-			}
-			for _, u := range c.Uncovered {
-				step, _, _ := strings.Cut(u, ":")
-				if s := shown(c.Pipeline) + "/" + shown(step); !slices.Contains(unc, s) {
-					unc = append(unc, s)
-				}
-			}
-		}
-		if len(unc) > 0 {
-			uncovered = " · not covered: " + strings.Join(unc, ", ")
-		}
-	}
-	switch {
-	case len(parts) > 0:
-		return head + " · " + strings.Join(parts, "  ") + uncovered
-	case m.summary == nil && m.listErr != "":
-		return head + " · not read: see the status line"
-	case m.summary == nil:
-		return head + " · reading…"
-	}
-	return head + " · nothing to act on or watch" + uncovered
 }
 
 // columns are the list's column widths for the window's width.
@@ -215,50 +141,11 @@ const (
 	minOwner = 5
 )
 
-// columns share the window's width by what each column must show: the
-// verdict, the pipeline, the age and the position whole (a verdict or a
-// pipeline cut would make two rows look alike: COMPLETE_UNCOMMITTED,
-// fulfilment_eu and fulfilment_us); the id, the step and the owner share
-// the rest (the id cut first, with …, when it must be: the detail shows it
-// whole).
-func (m Model) columns() columns {
-	want := m.widths
-	c := want
-	rest := m.width - 6*c.gap - want.pipeline - want.verdict - want.age - want.pos // six gaps between seven columns
-	if rest >= want.id+want.step+want.owner {
-		return c
-	}
-	c.gap = 1 // tighter before anything is cut
-	rest += 6
-	// Not enough room: the id gives way first (the detail shows it
-	// whole), down to its minimum, then the owner, then the step.
-	c.step = min(want.step, max(minStep, rest-minID-minOwner))
-	c.owner = min(want.owner, max(minOwner, rest-minID-c.step))
-	c.id = max(min(minID, want.id), rest-c.step-c.owner)
-	if spare := c.id - want.id; spare > 0 {
-		c.id = want.id
-		c.owner = min(want.owner, c.owner+spare)
-	}
-	return c
-}
-
 func cell(s string, w int) string {
 	if ansi.StringWidth(s) > w {
 		return ansi.Truncate(s, w, "…")
 	}
 	return s + strings.Repeat(" ", w-ansi.StringWidth(s))
-}
-
-func (m Model) header(c columns) string {
-	ws := c.list()
-	cells := make([]string, len(ws))
-	for i, n := range columnHeader {
-		if columnOrder[i] == m.sortCol {
-			n += "▾"
-		}
-		cells[i] = cell(n, ws[i])
-	}
-	return m.st.Header.Render(strings.TrimRight(strings.Join(cells, strings.Repeat(" ", c.gap)), " "))
 }
 
 // posText is a row's partition/offset ("-" unknown).
@@ -288,22 +175,6 @@ func verdictText(it Item) string {
 	return string(it.Verdict)
 }
 
-func (m Model) row(it Item, c columns, selected bool) string {
-	pos, age, verdict := posText(it), ageText(it), verdictText(it)
-	owner := shown(it.Owner)
-	if owner == "" {
-		owner = "-"
-	}
-	cells := []string{cell(shown(it.BizID), c.id), cell(shown(it.Pipeline), c.pipeline), cell(verdict, c.verdict),
-		cell(orDash(shown(it.Step)), c.step), cell(age, c.age), cell(pos, c.pos), cell(owner, c.owner)}
-	if selected {
-		return m.st.Selected.Render(strings.Join(cells, strings.Repeat(" ", c.gap)))
-	}
-	// Only the verdict is coloured: the id stays plain to be read and copied.
-	cells[2] = m.st.Severity(it.Severity, cells[2])
-	return strings.Join(cells, strings.Repeat(" ", c.gap))
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -311,318 +182,25 @@ func orDash(s string) string {
 	return s
 }
 
-func (m Model) listView() []string {
-	c := m.columns()
-	lines := []string{m.title(), m.counts(), m.header(c)}
-	rows := m.listRows()
-	end := m.offset + rows
-	if end > len(m.visible) {
-		end = len(m.visible)
+// hints are the key hints of a screen's foot (bubbles/help), width wide.
+func (e *env) hints(width int, bs []key.Binding) string {
+	h := e.help
+	h.SetWidth(width)
+	if width < 100 {
+		h.ShortSeparator = "  "
 	}
-	for i := m.offset; i < end; i++ {
-		lines = append(lines, m.row(m.items[m.visible[i]], c, i == m.cursor))
-	}
-	if len(m.visible) == 0 {
-		switch {
-		case m.filter != "":
-			lines = append(lines, m.st.Dim.Render("  no operation matches /"+shown(m.filter)+" (esc clears the filter)"))
-		case m.summary != nil:
-			lines = append(lines, m.st.Dim.Render("  no target and nothing to watch in the last "+fmtDur(m.opts.Since)+"; : opens any id"))
-		}
-	}
-	for len(lines) < 3+rows {
-		lines = append(lines, "")
-	}
-	return append(lines, m.statusLine(), m.bottomLine("enter open · / filter · s sort · r refresh · : go to id · ? help · q quit"))
+	return h.ShortHelpView(bs)
 }
 
-// statusLine is the one line of what went wrong or what was done: a
-// failed refresh, refused or failed checks, unreachable sources, the last
-// key's answer.
-func (m Model) statusLine() string {
-	var parts []string
-	if m.status != "" {
-		parts = append(parts, m.status)
-	}
-	if m.listErr != "" {
-		parts = append(parts, m.listErr)
-	}
-	if s := m.summary; s != nil {
-		for _, c := range s.Checks {
-			if c.Status == "refused" || c.Status == "failed" {
-				parts = append(parts, fmt.Sprintf("%s/%s %s: %s", shown(c.Pipeline), shown(c.Check), c.Status, shown(c.Reason)))
-			}
-		}
-		if s.Partial {
-			why := make([]string, len(s.PartialWhy))
-			for i, w := range s.PartialWhy {
-				why[i] = shown(w)
-			}
-			parts = append(parts, "PARTIAL: "+strings.Join(why, "; "))
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return m.st.Status.Render(strings.Join(parts, " · "))
-}
-
-// bottomLine is the input line when one is open, else the key hints.
-func (m Model) bottomLine(hints string) string {
-	if p := m.linePrompt(); p != "" {
-		return p + m.line.View()
-	}
-	return m.st.Dim.Render(hints)
-}
-
-// linePrompt is the prompt of the open input line ("" when none is open).
-func (m Model) linePrompt() string {
-	switch m.in {
-	case inputFilter:
-		return "/"
-	case inputGoTo:
-		return "go to biz_id: "
-	}
-	return ""
-}
+// The prompts of the input lines.
+const (
+	filterPrompt = "/"
+	goToPrompt   = "go to biz_id: "
+)
 
 // --- help -----------------------------------------------------------------
 
-func (m Model) helpView() []string {
-	lines := []string{m.st.Title.Render("opctl tui — keys (any key closes this)"), ""}
-	for _, g := range m.keys.helpGroups() {
-		lines = append(lines, m.st.Bold.Render(strings.ToUpper(g.title)))
-		for _, k := range g.keys {
-			h := k.Help()
-			lines = append(lines, fmt.Sprintf("  %-8s %s", h.Key, h.Desc))
-		}
-	}
-	lines = append(lines, "", m.st.Dim.Render("apply is disabled by --readonly, a live lease, or a plan that needs an attestation (docs/tui.md)"))
-	if len(lines) > m.height && m.width >= 60 {
-		return twoColumns(lines, m.width, m.height)
-	}
-	return lines
-}
-
-// twoColumns lays out a list that is taller than the screen side by side.
-func twoColumns(lines []string, width, height int) []string {
-	half := (len(lines) + 1) / 2
-	out := make([]string, half)
-	for i := range half {
-		out[i] = cell(lines[i], width/2)
-		if i+half < len(lines) {
-			out[i] += lines[i+half]
-		}
-	}
-	return out
-}
-
 // --- detail ---------------------------------------------------------------
-
-func (m Model) detailView() []string {
-	d := m.detail
-	var head []string
-	switch {
-	case d == nil:
-		head = []string{"", ""}
-	case m.loading && d.op == nil:
-		head = []string{m.st.Bold.Render(shown(d.bizID)) + "  " + m.spin.View() + " reading…", ""}
-	case d.op == nil:
-		head = []string{m.st.Bold.Render(shown(d.bizID)), m.st.Error.Render(d.err)}
-	default:
-		r := d.op.Report
-		p := shown(r.Pipeline)
-		if p == "" {
-			p = "(no pipeline)"
-		}
-		h := fmt.Sprintf("%s  %s  %s", m.st.Bold.Render(shown(r.BizID)), p, m.st.Severity(r.Verdict.Severity, string(r.Verdict.Code)+" ("+string(r.Verdict.Severity)+")"))
-		if m.loading {
-			h += "  " + m.spin.View()
-		}
-		if d.busy != "" {
-			h += "  " + m.spin.View() + " " + d.busy + "…"
-		}
-		head = []string{h, shown(r.Verdict.Summary)}
-	}
-	var body []string
-	switch m.in {
-	case inputConfirm, inputAttest:
-		body, _ = m.formView()
-	default:
-		body = strings.Split(m.vp.View(), "\n")
-	}
-	for len(body) < m.vp.Height() {
-		body = append(body, "")
-	}
-	status := m.status
-	if status == "" && d != nil && d.err != "" && d.op != nil {
-		status = d.err
-	}
-	if status != "" {
-		status = m.st.Status.Render(status)
-	}
-	hints := "p plan · d dry run · a apply · t attest · A audit · r re-read · ↑↓ scroll · esc back · ? help"
-	if m.width < 100 {
-		hints = "p plan  d dry-run  a apply  t attest  A audit  r re-read  esc back  ? help"
-	}
-	if m.opts.ReadOnly {
-		hints = "READONLY  " + strings.Replace(strings.Replace(hints, "a apply · ", "", 1), "a apply  ", "", 1)
-	}
-	return append(append(head, body...), status, m.bottomLine(hints))
-}
-
-// formView is the confirmation or attestation form, and the lines its two
-// fields are drawn on.
-func (m Model) formView() (lines []string, at [2]int) {
-	d := m.detail
-	if m.in == inputConfirm {
-		lines = append(lines, m.st.Title.Render("APPLY"), "",
-			fmt.Sprintf("Apply plan %s (%d action(s)) to %s in pipeline %s?", d.plan.Short(), len(d.plan.Actions), shown(d.plan.BizID), shown(d.plan.Pipeline)),
-			"Every guard is re-checked first (repair apply); nothing runs if one fails.")
-		if m.opts.Incident != "" {
-			lines = append(lines, "Incident: "+shown(m.opts.Incident)+" (recorded in the plan and every audit row)")
-		}
-	} else {
-		lines = append(lines, m.st.Title.Render("ATTEST"), "",
-			"The plan has a manual action: do it by hand first, then say what was done.")
-		if d.needOutcome {
-			lines = append(lines, "Say what the downstream team answered about the unknown call: applied or absent.")
-		}
-	}
-	lines = append(lines, "", m.form[0].View())
-	at[0], at[1] = len(lines)-1, len(lines)
-	if m.in == inputConfirm || d.needOutcome {
-		lines = append(lines, m.form[1].View())
-	}
-	if m.formWhy != "" {
-		lines = append(lines, "", m.st.Error.Render(m.formWhy))
-	}
-	return append(lines, "", m.st.Dim.Render("enter next/submit · tab switch field · esc cancel")), at
-}
-
-// detailBody is the viewport's content for the current pane, wrapped to
-// the window.
-func (m Model) detailBody() string {
-	d := m.detail
-	if d == nil {
-		return ""
-	}
-	var b strings.Builder
-	switch m.pane {
-	case panePlan:
-		m.planBody(&b, d)
-	case paneDryRun:
-		m.resultBody(&b, d.dry, d.dryErr, true)
-	case paneResult:
-		m.resultBody(&b, d.result, d.resultErr, false)
-		if d.op != nil {
-			b.WriteString("\n" + m.st.Title.Render("NOW") + "  " + m.st.Severity(d.op.Report.Verdict.Severity, string(d.op.Report.Verdict.Code)) + "  " + shown(d.op.Report.Verdict.Summary) + "\n")
-			m.reportBody(&b, d)
-		}
-	case paneAudit:
-		m.auditBody(&b, d)
-	default:
-		m.reportBody(&b, d)
-	}
-	w := m.width
-	if w < 20 {
-		w = 20
-	}
-	return ansi.Wrap(strings.TrimRight(b.String(), "\n"), w, " ")
-}
-
-func (m Model) section(b *strings.Builder, title string) {
-	b.WriteString("\n" + m.st.Title.Render(title) + "\n")
-}
-
-// stepMark is how the timeline draws a step's status: each distinct.
-func (m Model) stepMark(s inspect.StepStatus) string {
-	switch s {
-	case inspect.StepApplied:
-		return m.st.Applied.Render("● applied   ")
-	case inspect.StepAbsent:
-		return m.st.Absent.Render("○ absent    ")
-	case inspect.StepDuplicated:
-		return m.st.Duplicated.Render("◉ DUPLICATED")
-	case inspect.StepUnknown:
-		return m.st.Unknown.Render("? UNKNOWN   ")
-	case inspect.StepAhead:
-		return m.st.Ahead.Render("» AHEAD     ")
-	}
-	return cell(string(s), 12)
-}
-
-func (m Model) reportBody(b *strings.Builder, d *detail) {
-	if d.op == nil {
-		if d.err != "" {
-			b.WriteString(m.st.Error.Render(d.err) + "\n")
-		}
-		return
-	}
-	r := d.op.Report
-	if len(d.others) > 0 {
-		b.WriteString(m.st.Watch.Render("also known to pipeline(s) "+shownJoin(d.others)+": to see it there, run opctl tui --pipeline NAME and go to the id") + "\n")
-	}
-	if r.Partial {
-		var why []string
-		for _, k := range r.Unread() {
-			why = append(why, k+": "+shown(r.Sources[k]))
-		}
-		b.WriteString(m.st.Watch.Render("PARTIAL: "+strings.Join(why, "; ")) + "\n")
-	}
-	if len(r.Steps) > 0 {
-		m.section(b, "STEPS")
-		n := len(r.Steps)
-		for i, s := range r.Steps {
-			link := "├─"
-			if i == n-1 {
-				link = "└─"
-			}
-			fmt.Fprintf(b, " %s %s %d. %-14s %-7s effects %d%s\n", link, m.stepMark(s.Status), s.Index, shown(s.Name), s.Kind, s.EvidenceCount, reachedNote(s))
-		}
-	}
-	m.section(b, "STATE")
-	b.WriteString(stateText(r) + "\n")
-	m.kafkaPanel(b, r.Kafka)
-	m.evidence(b, r)
-	if len(r.Idempotency) > 0 {
-		m.section(b, "IDEMPOTENCY")
-		for _, x := range r.Idempotency {
-			at := ""
-			if x.CreatedAt != nil {
-				at = "  " + fmtTS(*x.CreatedAt)
-			}
-			fmt.Fprintf(b, "  %s  %s%s\n", shown(x.Key), shown(x.Action), at)
-		}
-	}
-	if r.Entity != nil {
-		st := "not found"
-		if r.Entity.Found {
-			st = shown(r.Entity.Status)
-		}
-		b.WriteString("  entity: " + st + "\n")
-	}
-	m.section(b, "VERDICT")
-	b.WriteString(m.st.Severity(r.Verdict.Severity, string(r.Verdict.Code)) + "  " + shown(r.Verdict.Summary) + "\n")
-	if e, ok := inspect.Explain(r.Verdict.Code); ok {
-		b.WriteString(e.Meaning + "\n")
-		if e.Repair != "" {
-			b.WriteString(m.st.Dim.Render("repair: ") + e.Repair + "\n")
-		}
-	}
-	if len(r.Findings) > 0 {
-		m.section(b, "FINDINGS")
-		for _, f := range r.Findings {
-			b.WriteString("  " + shown(f.String()) + "\n")
-		}
-	}
-	if len(r.Verdict.Next) > 0 {
-		m.section(b, "NEXT")
-		for _, n := range r.Verdict.Next {
-			b.WriteString("  " + shown(n) + "\n")
-		}
-	}
-}
 
 func shownJoin(ss []string) string {
 	out := make([]string, len(ss))
@@ -630,263 +208,6 @@ func shownJoin(ss []string) string {
 		out[i] = shown(s)
 	}
 	return strings.Join(out, ", ")
-}
-
-func reachedNote(s inspect.StepView) string {
-	if s.Error != "" {
-		return "  error: " + shown(s.Error)
-	}
-	if s.Reached != nil && !*s.Reached && s.Status == inspect.StepAhead {
-		return "  (the state row has not reached it)"
-	}
-	return ""
-}
-
-// stateText is the state row as the panel's fields, one per column.
-func stateText(r inspect.Report) string {
-	s := r.State
-	if !s.Found {
-		return "  no state row"
-	}
-	field := func(k, v string) string { return k + " " + v }
-	parts := []string{field("status", shown(s.Status))}
-	if s.Version != nil {
-		parts = append(parts, field("version", fmt.Sprint(*s.Version)))
-	}
-	if s.UpdatedAt != nil {
-		parts = append(parts, field("updated", fmtTS(*s.UpdatedAt)))
-	}
-	parts = append(parts, field("owner", orDash(shown(s.Owner))))
-	if s.LeaseUntil != nil {
-		lease := "expired " + fmtTS(*s.LeaseUntil)
-		if s.LeaseActive {
-			lease = "LIVE until " + fmtTS(*s.LeaseUntil)
-		}
-		parts = append(parts, field("lease", lease))
-	}
-	return "  " + strings.Join(parts, "   ")
-}
-
-// kafkaPanel draws the message's partition as a bar: log start [, the
-// committed offset C, the message M, log end ].
-func (m Model) kafkaPanel(b *strings.Builder, k inspect.KafkaView) {
-	title := "KAFKA  " + shown(k.Topic)
-	if k.Partition != nil {
-		title += fmt.Sprintf(" partition %d", *k.Partition)
-	}
-	m.section(b, title)
-	if k.LogStart != nil && k.LogEnd != nil {
-		b.WriteString("  " + kafkaBar(*k.LogStart, *k.LogEnd, k.Committed, k.Offset, m.width-8) + "\n")
-		b.WriteString("  " + m.st.Dim.Render("[ log start · C committed · M message · * both · ] log end") + "\n")
-	}
-	val := func(p *int64) string {
-		if p == nil {
-			return "?"
-		}
-		return fmt.Sprint(*p)
-	}
-	committed := val(k.Committed)
-	if k.Committed == nil && k.LogStart != nil {
-		committed = "none"
-	}
-	fmt.Fprintf(b, "  log start %s · committed %s · message %s (%s) · log end %s\n", val(k.LogStart), committed, val(k.Offset), shown(k.Located), val(k.LogEnd))
-	line := "  lag " + val(k.Lag) + " · group lag " + val(k.GroupLag) + " · redelivery " + m.st.Bold.Render(string(k.Redelivery))
-	if k.GroupState != "" {
-		line += " · group " + shown(k.GroupState)
-	}
-	if k.PartitionOwner != "" {
-		line += " · owner " + shown(k.PartitionOwner)
-	}
-	b.WriteString(line + "\n")
-	if k.Detail != "" {
-		b.WriteString("  " + m.st.Dim.Render(shown(k.Detail)) + "\n")
-	}
-}
-
-// kafkaBar is a partition of width w: [ at the log start, ] at the log
-// end, C the committed offset, M the message (* when they meet).
-func kafkaBar(start, end int64, committed, msg *int64, w int) string {
-	if w < 12 {
-		w = 12
-	}
-	if w > 64 {
-		w = 64
-	}
-	inner := w - 2
-	bar := []rune(strings.Repeat("─", inner))
-	span := end - start
-	at := func(off int64) int {
-		if span <= 0 {
-			return 0
-		}
-		i := int((off - start) * int64(inner-1) / span)
-		return min(max(i, 0), inner-1)
-	}
-	put := func(off *int64, r rune) {
-		if off == nil || *off < start || *off > end {
-			return
-		}
-		i := at(*off)
-		if bar[i] != '─' && bar[i] != r {
-			r = '*'
-		}
-		bar[i] = r
-	}
-	put(committed, 'C')
-	put(msg, 'M')
-	return "[" + string(bar) + "]"
-}
-
-func (m Model) evidence(b *strings.Builder, r inspect.Report) {
-	var rows []string
-	for _, s := range r.Steps {
-		for _, e := range s.Evidence {
-			var kv []string
-			for i, c := range e.Columns {
-				kv = append(kv, shown(c)+"="+shown(inspect.IdentityString(e.Values[i])))
-			}
-			line := fmt.Sprintf("  %-10s %s", shown(s.Name), strings.Join(kv, " "))
-			if e.Reversed {
-				line += "  (reversed)"
-			}
-			rows = append(rows, line)
-		}
-		for _, in := range s.Intents {
-			line := fmt.Sprintf("  %-10s intent %s %s", shown(s.Name), shown(in.RequestID), in.Outcome)
-			if in.Probe != "" {
-				line += " [probe " + shown(in.Probe) + "]"
-			}
-			rows = append(rows, line)
-		}
-		if s.Probe != nil {
-			line := fmt.Sprintf("  %-10s probe %s", shown(s.Name), shown(s.Probe.Outcome))
-			if s.Probe.Count != nil {
-				line += fmt.Sprintf(" (count %d)", *s.Probe.Count)
-			}
-			rows = append(rows, line)
-		}
-	}
-	if len(rows) == 0 {
-		return
-	}
-	m.section(b, "EVIDENCE")
-	b.WriteString(strings.Join(rows, "\n") + "\n")
-}
-
-func (m Model) planBody(b *strings.Builder, d *detail) {
-	m.section(b, "PLAN")
-	if d.planErr != "" {
-		b.WriteString(m.st.Error.Render("no plan: ") + d.planErr + "\n")
-		if d.needAttest {
-			b.WriteString("\nPress t to enter the attestation" + map[bool]string{true: " and the downstream's outcome", false: ""}[d.needOutcome] + ", then the plan is built again.\n")
-		}
-		return
-	}
-	if d.plan == nil {
-		return
-	}
-	if d.needAttest && d.attest == "" {
-		b.WriteString(m.st.Watch.Render("This plan has a manual action: do it by hand, then press t to attest what was done. Dry run and apply are disabled until then.") + "\n\n")
-	}
-	_ = plans.Render(b, d.plan, plans.RenderOptions{Colorize: m.colorize})
-	b.WriteString("\n" + m.st.Dim.Render("d dry run · a apply (asks for the biz_id and a reason) · esc back") + "\n")
-}
-
-func (m Model) colorize(class, text string) string {
-	switch class {
-	case plans.ClassTitle:
-		return m.st.Bold.Render(text)
-	case plans.ClassAdd:
-		return m.st.OK.Render(text)
-	case plans.ClassRemove, plans.ClassManual:
-		return m.st.Action.Render(text)
-	case plans.ClassChange:
-		return m.st.Watch.Render(text)
-	case plans.ClassGuard, plans.ClassDim:
-		return m.st.Dim.Render(text)
-	}
-	return text
-}
-
-func (m Model) resultBody(b *strings.Builder, res *repair.Result, errText string, dry bool) {
-	title := "APPLY"
-	if dry {
-		title = "DRY RUN (each SQL action in a transaction that was rolled back; nothing sent)"
-	}
-	m.section(b, title)
-	if res != nil {
-		fmt.Fprintf(b, "plan %.12s: %s, %d/%d action(s)", res.PlanID, m.outcome(res.Outcome), res.Applied+res.Previously, res.Total)
-		if res.Previously > 0 {
-			fmt.Fprintf(b, " (%d by an earlier apply)", res.Previously)
-		}
-		b.WriteString("\n")
-		for _, a := range res.Actions {
-			fmt.Fprintf(b, "  %d. [%s] %s  %s\n", a.Index, a.Type, m.outcome(a.Outcome), shown(a.Summary))
-			for _, s := range a.Statements {
-				fmt.Fprintf(b, "       %d row(s): %s\n", s.Rows, shown(strings.Join(strings.Fields(s.SQL), " ")))
-			}
-			if p := a.Published; p != nil {
-				if p.Offset >= 0 {
-					fmt.Fprintf(b, "       written to %s partition %d offset %d\n", shown(p.Topic), p.Partition, p.Offset)
-				} else {
-					fmt.Fprintf(b, "       would be written to %s partition %d\n", shown(p.Topic), p.Partition)
-				}
-			}
-			if a.Detail != "" {
-				b.WriteString("       " + shown(a.Detail) + "\n")
-			}
-		}
-		for _, c := range res.Stale {
-			b.WriteString("  stale: " + shown(c.String()) + "\n")
-		}
-		if res.Refused != "" {
-			b.WriteString(m.st.Error.Render("refused: ") + shown(res.Refused) + "\n")
-		}
-	}
-	if errText != "" && (res == nil || res.Refused == "") {
-		b.WriteString(m.st.Error.Render("error: ") + errText + "\n")
-	}
-}
-
-func (m Model) outcome(o repair.Outcome) string {
-	switch o {
-	case repair.OutcomeApplied, repair.OutcomePublished, repair.OutcomeAlreadyApplied:
-		return m.st.OK.Render(string(o))
-	case repair.OutcomeWouldApply:
-		return m.st.Watch.Render("would apply")
-	case repair.OutcomeRefused, repair.OutcomeFailed:
-		return m.st.Action.Render(string(o))
-	}
-	return string(o)
-}
-
-func (m Model) auditBody(b *strings.Builder, d *detail) {
-	m.section(b, "AUDIT  "+shown(d.bizID))
-	if d.auditErr != "" {
-		b.WriteString(m.st.Error.Render("error: ") + d.auditErr + "\n")
-		return
-	}
-	if d.audit == nil {
-		return
-	}
-	type ev struct {
-		at   time.Time
-		text string
-	}
-	var evs []ev
-	for _, a := range d.audit.Actions {
-		evs = append(evs, ev{a.CreatedAt, fmt.Sprintf("%s  plan %.12s #%d %-17s %-10s %s: %s", fmtTS(a.CreatedAt), a.PlanID, a.ActionIndex, a.Action, a.Outcome, shown(a.Operator), shown(a.Reason))})
-	}
-	for _, a := range d.audit.Attempts {
-		evs = append(evs, ev{a.CreatedAt, fmt.Sprintf("%s  plan %.12s #%d attempt %-9s %s", fmtTS(a.CreatedAt), a.PlanID, a.ActionIndex, a.Outcome, shown(a.Operator))})
-	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
-	if len(evs) == 0 {
-		b.WriteString("  nothing in the audit for this id\n")
-	}
-	for _, e := range evs {
-		b.WriteString("  " + e.text + "\n")
-	}
 }
 
 func fmtTS(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") }

@@ -58,7 +58,7 @@ func TestColor(t *testing.T) {
 			f := newFake(t)
 			m := New(context.Background(), f.options(), NewStyles(color))
 			m = step(t, m, tea.WindowSizeMsg{Width: 120, Height: 40})
-			m = step(t, m, m.reconcileCmd(m.gen)())
+			m = step(t, m, m.reconcileCmd(m.list.gen)())
 			for _, v := range []string{m.View().Content, press(t, m, keys("j", keyEnter)...).View().Content} {
 				if has := strings.Contains(v, "\x1b["); has != color {
 					t.Fatalf("escape sequences %v, want %v:\n%q", has, color, v)
@@ -105,16 +105,16 @@ func TestValuesAreShownSafely(t *testing.T) {
 func TestHeaderNamesUncoveredSteps(t *testing.T) {
 	f := newFake(t)
 	m := New(context.Background(), f.options(), NewStyles(false))
-	m.width = 200
-	m.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
+	m.list.width = 200
+	m.list.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
 		{Pipeline: "fulfilment", Check: reconcile.CheckDuplicates, Uncovered: []string{"wms_lock: no scan block, and no state table"}},
 		{Pipeline: "fulfilment", Check: reconcile.CheckOrphans, Uncovered: []string{"wms_lock: no scan block", "notice: no scan block"}},
 		{Pipeline: "fulfilment", Check: reconcile.CheckSkipped, Uncovered: []string{"wms_lock: 3 SKIPPED record(s) whose message was not found"}},
 	}}
-	if got := m.counts(); !strings.Contains(got, "not covered: fulfilment/wms_lock") || strings.Count(got, "wms_lock") != 1 || strings.Contains(got, "notice") {
+	if got := m.list.counts(); !strings.Contains(got, "not covered: fulfilment/wms_lock") || strings.Count(got, "wms_lock") != 1 || strings.Contains(got, "notice") {
 		t.Errorf("header %q", got)
 	}
-	if got := m.title(); !strings.Contains(got, "older than") || !strings.Contains(got, "since 1h") {
+	if got := m.list.title(""); !strings.Contains(got, "older than") || !strings.Contains(got, "since 1h") {
 		t.Errorf("title %q does not name --since and --older-than", got)
 	}
 }
@@ -132,7 +132,7 @@ func TestColumnsShowWhatTheyMust(t *testing.T) {
 	}
 	f := newFake(t)
 	m := New(context.Background(), f.options(), NewStyles(false))
-	m = step(t, m, refreshMsg{gen: m.gen, items: items, sum: &reconcile.Summary{}})
+	m = step(t, m, refreshMsg{gen: m.list.gen, items: items, sum: &reconcile.Summary{}})
 	for _, w := range []int{200, 120, 100, 80, 72} {
 		m = step(t, m, tea.WindowSizeMsg{Width: w, Height: 24})
 		lines := strings.Split(m.View().Content, "\n")

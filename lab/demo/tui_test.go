@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/lab"
@@ -184,6 +186,26 @@ func TestConsoleUnderTmux(t *testing.T) {
 	t.Logf("after the attested apply:\n%s", s)
 	if n := count(t, env, "SELECT COUNT(*) FROM "+audit+" WHERE biz_id = 'F-U-1' AND action = 'manual' AND reason = 'INC-TMUX logistics attested' AND JSON_VALUE(after_image, '$.attest') = 'logistics team: shipment exists'"); n != 1 {
 		t.Errorf("%d manual audit rows for F-U-1 with the attestation, want 1", n)
+	}
+
+	// Back to the list, then 80×24: a verdict and a pipeline are never cut
+	// (docs/tui.md#terminal), and nothing is wider than the window.
+	p.keys("Escape")
+	time.Sleep(200 * time.Millisecond) // two quick escapes read as alt+esc
+	p.keys("Escape")
+	p.waitFor("opctl tui · every pipeline", "BIZ_ID")
+	p.tmux("resize-window", "-t", "console", "-x", "80", "-y", "24")
+	s = p.waitFor("PAY-E-1", "F-L-1")
+	t.Logf("list at 80x24:\n%s", s)
+	for _, want := range []*regexp.Regexp{regexp.MustCompile(`F-L-1 +fulfilment_anchored +IN_FLIGHT `), regexp.MustCompile(`PAY-E-1 +settlement +STRANDED `)} {
+		if !want.MatchString(s) {
+			t.Errorf("at 80x24 no row matches %s:\n%s", want, s)
+		}
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a line of %d characters at 80 columns: %q", n, l)
+		}
 	}
 
 	// q: the console quits and the shell is back.

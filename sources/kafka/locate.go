@@ -313,6 +313,9 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		}
 	}
 
+	if req.Newest && fellBack == "" {
+		fromDesc = fmt.Sprintf("timestamp %s, %s before now", fromTS, window)
+	}
 	if req.Newest && end-int64(limit) > start {
 		// Anchored at now: the newest Limit records of the window, not
 		// its oldest.

@@ -1,4 +1,4 @@
-package ui
+package render
 
 import (
 	"strings"
@@ -25,7 +25,7 @@ func TestWhereBinlogChange(t *testing.T) {
 		Timeline: []inspect.Event{{At: at.Add(-700 * time.Millisecond), Source: "kafka", What: "message produced"},
 			{At: at, Source: "binlog account_balance", What: "debit: change", Resolution: inspect.ResolutionSecond}}}
 	var b strings.Builder
-	if err := Where(&b, false, Styles{}, []inspect.Report{r}); err != nil {
+	if err := Where(&b, []inspect.Report{r}, WhereOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -56,7 +56,7 @@ func TestWhereBinlogAmbiguous(t *testing.T) {
 				Competitors: []sources.Competitor{{BizID: "PAY-2", Found: "message", Processed: "step ledger has an evidence row"}},
 				Shared:      []sources.SharedChange{{ID: "0-1-5#0", With: []string{"PAY-2"}}, {ID: "0-1-6#0", With: []string{"PAY-2"}}}}}}}
 	var b strings.Builder
-	if err := Where(&b, false, Styles{}, []inspect.Report{r}); err != nil {
+	if err := Where(&b, []inspect.Report{r}, WhereOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"ambiguous", "count 1 to 2", "shared with PAY-2 (message, ran: step ledger has an evidence row): 0-1-5#0, 0-1-6#0"} {

@@ -1,0 +1,194 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/reconcile/watch"
+	"github.com/opctl-dev/opctl/reconcile/watch/httpd"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// WatchOptions are the parsed flags of `opctl watch` and its dependencies.
+type WatchOptions struct {
+	IO      *iostreams.IOStreams
+	Timeout time.Duration
+	Config  func() (*config.Config, error)
+	// Reconcile runs the first sweep.
+	Reconcile func() (reconcile.Func, error)
+	// Triage triages one operation as `opctl where` does.
+	Triage func() (watch.TriageFunc, error)
+	// Walkers returns the read path of each pipeline for the poller.
+	Walkers func() (func(*config.Pipeline) watch.Walker, error)
+
+	Pipeline                   string
+	Since, OlderThan, Interval time.Duration
+	Listen                     string
+	// Events is the events file ("" for stdout).
+	Events string
+}
+
+// DefaultWatchListen is where watch serves HTTP unless --listen says.
+const DefaultWatchListen = "127.0.0.1:9464"
+
+// NewCmdWatch builds `opctl watch`. runF replaces the run function in tests.
+func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *cobra.Command {
+	opts := &WatchOptions{IO: f.IOStreams, Config: f.Config, Reconcile: f.Reconcile,
+		Triage: func() (watch.TriageFunc, error) {
+			tr, err := f.Triage()
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, pipeline, bizID string) (inspect.Report, error) {
+				res, err := tr.Triage(ctx, bizID, pipeline)
+				if err != nil {
+					return inspect.Report{}, err
+				}
+				if len(res.Ops) != 1 {
+					return inspect.Report{}, fmt.Errorf("pipeline %q: %d operations triaged", pipeline, len(res.Ops))
+				}
+				return res.Ops[0].Report, nil
+			}, nil
+		},
+		Walkers: func() (func(*config.Pipeline) watch.Walker, error) {
+			c, err := f.Clients()
+			if err != nil {
+				return nil, err
+			}
+			return func(p *config.Pipeline) watch.Walker { return c.ReaderFor(p) }, nil
+		}}
+	since := durationFlag{d: reconcile.DefaultSince}
+	older := durationFlag{d: reconcile.DefaultOlderThan}
+	interval := durationFlag{d: time.Second}
+	var repairVerdicts string
+	c := &cobra.Command{
+		Use:   "watch",
+		Short: "Flag half-completed operations as they happen (events, /metrics)",
+		Long: `Keep the set of operations that need action current (docs/watch.md): one
+reconcile sweep of --since first, then keyset polls of each pipeline's state
+and idempotency tables every --interval, each changed operation triaged with
+the rules of 'opctl where'; a non-terminal operation is looked at again when
+it crosses --older-than, so stuck is found on time.
+
+An operation is flagged when it becomes what 'opctl reconcile' reports as a
+target, changed when its verdict changes while flagged, cleared when it
+stops being one: one JSON line per transition on stdout (or --events FILE).
+Progress and a source lost or regained go to stderr.
+
+HTTP on --listen: /metrics (Prometheus), /targets (the flagged operations,
+JSON), /healthz, /readyz (the first sweep is done and the source answers).
+
+Not built yet: the binlog source, the state file (a restart sweeps again),
+the recovery worker (--repair) and leadership between two watchers.
+Ctrl-C (or SIGTERM) stops it within a second.`,
+		Example: `  opctl watch
+  opctl watch --pipeline settlement --interval 2s --events events.jsonl
+  curl -s 127.0.0.1:9464/targets`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if c.Flags().Changed("repair") {
+				return usageErrorf("--repair %q: the recovery worker is not built yet; watch only detects (docs/watch.md)", repairVerdicts)
+			}
+			opts.Since, opts.OlderThan, opts.Interval = since.d, older.d, interval.d
+			if opts.Since <= 0 || opts.OlderThan < 0 || opts.Interval < 10*time.Millisecond {
+				return usageErrorf("--since must be positive, --older-than not negative and --interval at least 10ms")
+			}
+			opts.Timeout = f.Globals.Timeout
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runWatch(c.Context(), opts)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&opts.Pipeline, "pipeline", "", "only this pipeline (default: every pipeline)")
+	fl.Var(&since, "since", "the first sweep's window (s, m, h, d: 7d, 36h)")
+	fl.Var(&older, "older-than", "stuck: minimum age of updated_at")
+	fl.Var(&interval, "interval", "time between two polls")
+	fl.StringVar(&opts.Listen, "listen", DefaultWatchListen, "serve /metrics, /targets, /healthz and /readyz on this address")
+	fl.StringVar(&opts.Events, "events", "", "append the event lines to this file instead of stdout")
+	fl.StringVar(&repairVerdicts, "repair", "", "not built yet: repair these verdicts as a recovery worker")
+	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
+	return c
+}
+
+func runWatch(ctx context.Context, opts *WatchOptions) error {
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	pipelines, err := cfg.Select(opts.Pipeline)
+	if err != nil {
+		return err
+	}
+	run, err := opts.Reconcile()
+	if err != nil {
+		return err
+	}
+	tr, err := opts.Triage()
+	if err != nil {
+		return err
+	}
+	walkers, err := opts.Walkers()
+	if err != nil {
+		return err
+	}
+	var events io.Writer = opts.IO.Out
+	if opts.Events != "" {
+		f, err := os.OpenFile(opts.Events, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		events = f
+	}
+	l, err := httpd.Listen(opts.Listen)
+	if err != nil {
+		return usageErrorf("--listen %s: %v", opts.Listen, err)
+	}
+	w := &watch.Watcher{Pipelines: pipelines, Triage: tr, Interval: opts.Interval, OlderThan: opts.OlderThan,
+		Events: events, Log: opts.IO.ErrOut,
+		Source: &watch.PollSource{Pipelines: pipelines, DBFor: walkers, Lookback: opts.OlderThan},
+		Sweep: func(ctx context.Context, emit func(reconcile.Result) error) error {
+			sum, err := run(ctx, reconcile.Options{Pipelines: pipelines, Since: opts.Since, OlderThan: opts.OlderThan, Timeout: opts.Timeout}, emit)
+			if err == nil && sum != nil {
+				for _, cs := range sum.Checks {
+					if cs.Status != reconcile.StatusOK && cs.Status != reconcile.StatusSkipped {
+						fmt.Fprintf(opts.IO.ErrOut, "watch: first sweep: %s %s: %s %s\n", cs.Pipeline, cs.Check, cs.Status, cs.Reason)
+					}
+				}
+			}
+			return err
+		}}
+	m := httpd.NewMetrics(w.Targets, nil)
+	w.Hooks = m.Hooks()
+	fmt.Fprintf(opts.IO.ErrOut, "watch: serving http://%s/metrics; first sweep of %s over %d pipelines\n", l.Addr(), (&durationFlag{d: opts.Since}).String(), len(pipelines))
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serr := make(chan error, 1)
+	go func() { serr <- httpd.Serve(ctx, l, httpd.Handler(w, m)) }()
+	werr := w.Run(ctx)
+	cancel()
+	if err := <-serr; err != nil && werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return werr
+	}
+	if err := parent.Err(); err != nil {
+		// A stop is an interrupt like every command's (exit 130,
+		// docs/exit-codes.md).
+		fmt.Fprintln(opts.IO.ErrOut, "watch: stopped")
+		return err
+	}
+	return nil
+}

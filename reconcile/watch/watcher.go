@@ -1,0 +1,353 @@
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// Change is one row change a ChangeSource saw, mapped to the operation it
+// touches.
+type Change struct {
+	Pipeline, BizID string
+	// Table is the changed table; Position the source's position of the
+	// change ("" for none).
+	Table, Position string
+	// CommittedAt is the change's commit time (a poll: the row's time
+	// column); nil when unknown.
+	CommittedAt *time.Time
+}
+
+// ChangeSource is where the watch learns of changes after its first sweep:
+// the keyset poller (PollSource) today, the binlog follower when it is
+// wired (docs/watch.md#sources).
+type ChangeSource interface {
+	// Name is the cause.source of its changes ("poll", "binlog").
+	Name() string
+	// Head is the position to follow from, taken before the first sweep so
+	// that no change committed during the sweep is missed.
+	Head(ctx context.Context) (string, error)
+	// Changes returns the changes after from and the position after them;
+	// it returns promptly (one poll) and the Watcher paces the calls.
+	Changes(ctx context.Context, from string) ([]Change, string, error)
+}
+
+// TriageFunc triages one operation in one pipeline with the rules of
+// `opctl where`.
+type TriageFunc func(ctx context.Context, pipeline, bizID string) (inspect.Report, error)
+
+// SweepFunc runs reconcile's checks over --since and emits every result
+// (only targets are acted on).
+type SweepFunc func(ctx context.Context, emit func(reconcile.Result) error) error
+
+// Hooks are told what the watch does (the metrics); every field may be nil.
+type Hooks struct {
+	Event    func(Event)
+	RowsRead func(source string, n int)
+	Triaged  func(result string)
+	Up       func(source string, up bool)
+}
+
+// Watcher keeps the set of flagged operations current (docs/watch.md).
+type Watcher struct {
+	Pipelines []*config.Pipeline
+	Triage    TriageFunc
+	Sweep     SweepFunc
+	// Source follows changes after the sweep; nil: the timer only.
+	Source ChangeSource
+	// Interval paces Source.Changes (default 1s).
+	Interval  time.Duration
+	OlderThan time.Duration
+	// Events receives one JSON line per transition; Log the progress and a
+	// source lost or regained.
+	Events, Log io.Writer
+	Hooks       Hooks
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	mu        sync.Mutex
+	tracker   *Tracker
+	deadlines *Deadlines
+	ready     bool
+	sourceUp  bool
+}
+
+// Targets returns the flagged operations (what /targets serves).
+func (w *Watcher) Targets() []Flag {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tracker == nil {
+		return nil
+	}
+	return w.tracker.Targets()
+}
+
+// Ready reports whether the first sweep is done and every source answers.
+func (w *Watcher) Ready() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ready && (w.Source == nil || w.sourceUp)
+}
+
+func (w *Watcher) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+func (w *Watcher) logf(format string, a ...any) {
+	if w.Log != nil {
+		fmt.Fprintf(w.Log, "watch: "+format+"\n", a...)
+	}
+}
+
+func (w *Watcher) pipeline(name string) *config.Pipeline {
+	for _, p := range w.Pipelines {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Run sweeps, then follows the source and the deadlines until ctx ends;
+// it returns nil when ctx is cancelled.
+func (w *Watcher) Run(ctx context.Context) error {
+	w.mu.Lock()
+	w.tracker, w.deadlines = NewTracker(), NewDeadlines()
+	w.mu.Unlock()
+	interval := w.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	var pos string
+	if w.Source != nil {
+		p, err := w.Source.Head(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: reading the head position: %w", w.Source.Name(), err)
+		}
+		pos = p
+		w.setUp(true)
+	}
+	if err := w.sweep(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w.mu.Lock()
+	w.ready = true
+	w.mu.Unlock()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		next, ok := w.deadlines.Next()
+		w.mu.Unlock()
+		timer.Stop()
+		if ok {
+			timer.Reset(max(0, next.Sub(w.now())))
+		}
+		var pollC <-chan time.Time
+		if w.Source != nil {
+			pollC = poll.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			w.mu.Lock()
+			keys, ats := w.deadlines.Due(w.now())
+			w.mu.Unlock()
+			for i, k := range keys {
+				at := ats[i]
+				w.look(ctx, k, Cause{Source: SourceTimer, CommittedAt: &at})
+			}
+		case <-pollC:
+			changes, np, err := w.Source.Changes(ctx, pos)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if w.setUp(false) {
+					w.logf("%s lost: %v", w.Source.Name(), err)
+				}
+			} else {
+				if w.setUp(true) {
+					w.logf("%s regained", w.Source.Name())
+				}
+				pos = np
+				if w.Hooks.RowsRead != nil {
+					w.Hooks.RowsRead(w.Source.Name(), len(changes))
+				}
+				seen := map[Key]bool{}
+				for _, c := range changes {
+					k := Key{c.Pipeline, c.BizID}
+					if seen[k] {
+						continue
+					}
+					seen[k] = true
+					cause := Cause{Source: w.Source.Name(), CommittedAt: c.CommittedAt}
+					if c.Table != "" {
+						cause.Table = &c.Table
+					}
+					if c.Position != "" {
+						cause.Position = &c.Position
+					}
+					w.look(ctx, k, cause)
+				}
+			}
+			poll.Reset(interval)
+		}
+	}
+}
+
+// setUp records whether the source answers; it returns true when that
+// changed.
+func (w *Watcher) setUp(up bool) bool {
+	w.mu.Lock()
+	changed := w.sourceUp != up
+	w.sourceUp = up
+	w.mu.Unlock()
+	if w.Hooks.Up != nil && w.Source != nil {
+		w.Hooks.Up(w.Source.Name(), up)
+	}
+	return changed
+}
+
+// sweep is the first sweep: reconcile's checks, then each target triaged
+// again and flagged with cause "sweep".
+func (w *Watcher) sweep(ctx context.Context) error {
+	if w.Sweep == nil {
+		return nil
+	}
+	var keys []Key
+	err := w.Sweep(ctx, func(r reconcile.Result) error {
+		if r.IsTarget() {
+			keys = append(keys, Key{r.Pipeline, r.BizID})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("first sweep: %w", err)
+	}
+	slices.SortFunc(keys, func(a, b Key) int {
+		if a.Pipeline != b.Pipeline {
+			return cmpStr(a.Pipeline, b.Pipeline)
+		}
+		return cmpStr(a.BizID, b.BizID)
+	})
+	keys = slices.Compact(keys)
+	w.logf("first sweep done: %d targets", len(keys))
+	for _, k := range keys {
+		w.look(ctx, k, Cause{Source: SourceSweep})
+	}
+	return nil
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// look triages one operation and applies the result: an event on a
+// transition, a deadline while it is non-terminal and not yet a target.
+func (w *Watcher) look(ctx context.Context, k Key, cause Cause) {
+	p := w.pipeline(k.Pipeline)
+	if p == nil || w.Triage == nil {
+		return
+	}
+	rep, err := w.Triage(ctx, k.Pipeline, k.BizID)
+	if err != nil {
+		if w.Hooks.Triaged != nil {
+			w.Hooks.Triaged("error")
+		}
+		if ctx.Err() == nil {
+			w.logf("triage %s %s: %v", k.Pipeline, k.BizID, err)
+		}
+		return
+	}
+	if w.Hooks.Triaged != nil {
+		w.Hooks.Triaged("ok")
+	}
+	now := w.now()
+	dbNow := now
+	if rep.DBNow != nil {
+		dbNow = *rep.DBNow
+	}
+	obs, due := Judge(p, rep, dbNow, w.OlderThan)
+	w.mu.Lock()
+	ev := w.tracker.Observe(obs, cause, now)
+	if due != nil && !obs.Target {
+		w.deadlines.Set(k, now.Add(due.Sub(dbNow)))
+	} else {
+		w.deadlines.Remove(k)
+	}
+	w.mu.Unlock()
+	if ev == nil {
+		return
+	}
+	// The metrics first: whoever reads the line finds them counted.
+	if w.Hooks.Event != nil {
+		w.Hooks.Event(*ev)
+	}
+	if w.Events != nil {
+		b, err := json.Marshal(ev)
+		if err == nil {
+			_, _ = w.Events.Write(append(b, '\n'))
+		}
+	}
+}
+
+// Judge decides whether rep is a target as reconcile does (a verdict of
+// severity action, or stuck: reconcile.StuckTarget, its severity then
+// raised to action) and, for a non-terminal state row, when it should be
+// looked at again (the database clock): when it crosses olderThan or its
+// lease ends, whichever is later. due is nil when no look is needed.
+func Judge(p *config.Pipeline, rep inspect.Report, dbNow time.Time, olderThan time.Duration) (Observation, *time.Time) {
+	o := Observation{Pipeline: p.Name, BizID: rep.BizID, Verdict: rep.Verdict.Code, Severity: rep.Verdict.Severity, Summary: rep.Verdict.Summary}
+	o.Target = rep.Verdict.Severity == inspect.SeverityAction
+	if !o.Target && reconcile.StuckTarget(p, rep, dbNow, olderThan) {
+		o.Target, o.Severity = true, inspect.SeverityAction
+	}
+	st := rep.State
+	if p.State == nil || !st.Found || slices.Contains(p.State.Terminal, st.Status) || slices.Contains(p.State.Failed, st.Status) {
+		return o, nil
+	}
+	var due time.Time
+	if st.UpdatedAt != nil {
+		due = st.UpdatedAt.Add(olderThan)
+	}
+	if st.LeaseUntil != nil && st.LeaseUntil.After(due) {
+		due = *st.LeaseUntil
+	}
+	if due.IsZero() {
+		return o, nil
+	}
+	// A deadline the triage already saw pass without a target (a lease
+	// just ended, clocks apart) is looked at again a second later, so the
+	// heap never spins on it.
+	if !due.After(dbNow) {
+		if o.Target {
+			return o, nil
+		}
+		due = dbNow.Add(time.Second)
+	}
+	return o, &due
+}

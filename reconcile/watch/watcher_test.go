@@ -1,0 +1,189 @@
+package watch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// fakeSource hands out queued changes, one batch per call.
+type fakeSource struct {
+	mu      sync.Mutex
+	batches [][]Change
+	fail    bool
+}
+
+func (f *fakeSource) Name() string                         { return SourcePoll }
+func (f *fakeSource) Head(context.Context) (string, error) { return "0", nil }
+func (f *fakeSource) push(c ...Change)                     { f.mu.Lock(); f.batches = append(f.batches, c); f.mu.Unlock() }
+func (f *fakeSource) Changes(_ context.Context, from string) ([]Change, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return nil, from, context.DeadlineExceeded
+	}
+	if len(f.batches) == 0 {
+		return nil, from, nil
+	}
+	b := f.batches[0]
+	f.batches = f.batches[1:]
+	return b, from + "+", nil
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) lines() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Event
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var e struct {
+			Event, Pipeline, Verdict string
+			BizID                    string `json:"biz_id"`
+			Cause                    struct{ Source string }
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			panic(err)
+		}
+		out = append(out, Event{Event: e.Event, Pipeline: e.Pipeline, BizID: e.BizID, Verdict: e.Verdict, Cause: Cause{Source: e.Cause.Source}})
+	}
+	return out
+}
+
+// TestWatcher drives the loop with a fake sweep, source and triage: the
+// sweep's target is flagged (sweep), a change clears it (poll), a
+// non-terminal operation is flagged stuck by the timer when it crosses
+// --older-than, and a lost source makes it not ready.
+func TestWatcher(t *testing.T) {
+	p := &config.Pipeline{Name: "pay", State: &config.State{Table: "ops", Key: "id", Status: "status", UpdatedAt: "updated_at", Terminal: []string{"DONE"}}}
+	var mu sync.Mutex
+	verdicts := map[string]inspect.Report{}
+	set := func(id string, r inspect.Report) { mu.Lock(); r.BizID = id; verdicts[id] = r; mu.Unlock() }
+	start := time.Now()
+	set("a", inspect.Report{Verdict: inspect.Verdict{Code: "STRANDED", Severity: inspect.SeverityAction, Summary: "s"}})
+	upd := start.Add(-100 * time.Millisecond)
+	set("s", inspect.Report{Verdict: inspect.Verdict{Code: "STATE_BEHIND", Severity: inspect.SeverityWatch}, State: inspect.StateView{Found: true, Status: "WORKING", UpdatedAt: &upd}})
+	src := &fakeSource{}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{p}, Source: src, Interval: 10 * time.Millisecond, OlderThan: 300 * time.Millisecond, Events: events,
+		Triage: func(_ context.Context, pipeline, id string) (inspect.Report, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			r := verdicts[id]
+			now := time.Now()
+			r.DBNow = &now
+			return r, nil
+		},
+		Sweep: func(_ context.Context, emit func(reconcile.Result) error) error {
+			r := reconcile.Result{Severity: inspect.SeverityAction}
+			r.BizID, r.Pipeline, r.Verdict = "a", "pay", "STRANDED"
+			return emit(r)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	wait := func(n int) []Event {
+		t.Helper()
+		for range 300 {
+			if ev := events.lines(); len(ev) >= n {
+				return ev
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("events %+v, want %d", events.lines(), n)
+		return nil
+	}
+	ev := wait(1)
+	if ev[0].Event != Flagged || ev[0].BizID != "a" || ev[0].Cause.Source != SourceSweep {
+		t.Fatalf("first event %+v", ev[0])
+	}
+	for range 100 {
+		if w.Ready() {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !w.Ready() {
+		t.Fatal("not ready after the sweep")
+	}
+	// "s" is seen by a poll, then crosses --older-than: the timer flags it.
+	src.push(Change{Pipeline: "pay", BizID: "s", Table: "ops"})
+	ev = wait(2)
+	if ev[1].Event != Flagged || ev[1].BizID != "s" || ev[1].Cause.Source != SourceTimer || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("second event %+v after %s", ev[1], time.Since(start))
+	}
+	set("a", inspect.Report{Verdict: inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}})
+	src.push(Change{Pipeline: "pay", BizID: "a", Table: "ops"})
+	ev = wait(3)
+	if ev[2].Event != Cleared || ev[2].BizID != "a" || ev[2].Cause.Source != SourcePoll {
+		t.Fatalf("third event %+v", ev[2])
+	}
+	if tg := w.Targets(); len(tg) != 1 || tg[0].BizID != "s" {
+		t.Fatalf("targets %+v", tg)
+	}
+	src.mu.Lock()
+	src.fail = true
+	src.mu.Unlock()
+	for range 100 {
+		if !w.Ready() {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w.Ready() {
+		t.Fatal("ready with its source failing")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Run did not stop within 1s of cancel")
+	}
+}
+
+func TestJudge(t *testing.T) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	p := &config.Pipeline{Name: "pay", State: &config.State{UpdatedAt: "u", Terminal: []string{"DONE"}, Failed: []string{"FAILED"}}}
+	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
+	for _, tc := range []struct {
+		name   string
+		rep    inspect.Report
+		target bool
+		due    *time.Time
+	}{
+		{"action verdict", inspect.Report{Verdict: inspect.Verdict{Code: "DUPLICATE_EFFECT", Severity: inspect.SeverityAction}, State: inspect.StateView{Found: true, Status: "DONE"}}, true, nil},
+		{"young non-terminal gets a deadline", inspect.Report{Verdict: inspect.Verdict{Code: "STATE_BEHIND", Severity: inspect.SeverityWatch}, State: inspect.StateView{Found: true, Status: "W", UpdatedAt: at(-time.Minute)}}, false, at(4 * time.Minute)},
+		{"old non-terminal is stuck", inspect.Report{Verdict: inspect.Verdict{Code: "STATE_BEHIND", Severity: inspect.SeverityWatch}, State: inspect.StateView{Found: true, Status: "W", UpdatedAt: at(-time.Hour)}}, true, nil},
+		{"in flight is never stuck; looked at when the lease ends", inspect.Report{Verdict: inspect.Verdict{Code: inspect.InFlight, Severity: inspect.SeverityOK}, State: inspect.StateView{Found: true, Status: "W", UpdatedAt: at(-time.Hour), LeaseActive: true, LeaseUntil: at(time.Minute)}}, false, at(time.Minute)},
+		{"terminal healthy: nothing", inspect.Report{Verdict: inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}, State: inspect.StateView{Found: true, Status: "DONE", UpdatedAt: at(-time.Hour)}}, false, nil},
+		{"failed: nothing", inspect.Report{Verdict: inspect.Verdict{Code: "FAILED", Severity: inspect.SeverityOK}, State: inspect.StateView{Found: true, Status: "FAILED", UpdatedAt: at(-time.Hour)}}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, due := Judge(p, tc.rep, now, 5*time.Minute)
+			if o.Target != tc.target || (due == nil) != (tc.due == nil) || (due != nil && !due.Equal(*tc.due)) {
+				t.Fatalf("target %v due %v; want %v %v", o.Target, due, tc.target, tc.due)
+			}
+			if o.Target && o.Severity != inspect.SeverityAction {
+				t.Fatalf("a target of severity %q", o.Severity)
+			}
+		})
+	}
+}
