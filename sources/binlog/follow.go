@@ -30,7 +30,9 @@ const (
 	followTick = time.Second
 	// FollowMaxChanges bounds the changes a follow buffers for one
 	// transaction: a larger transaction is emitted in chunks of this many
-	// (sources.BinlogTx.More), never held whole in memory.
+	// (and the rest of the rows event that reached it; sources.BinlogTx.More),
+	// never held whole in memory. The last chunk, empty when the rows
+	// ended at a chunk, carries the transaction's End.
 	FollowMaxChanges = 10000
 )
 
@@ -175,6 +177,9 @@ type follower struct {
 	// pendAmb[i], when set, is the table whose last DDL's second
 	// pending[i] was written in (held: see hold).
 	pendAmb []*followed
+	// chunked: a chunk of the transaction went out (its last, even
+	// empty, carries the End).
+	chunked bool
 	// held are the transactions kept back until each ambiguous change
 	// in them is resolved (see hold), in order.
 	held []heldTx
@@ -419,7 +424,7 @@ func (f *follower) event(ev *replication.BinlogEvent, pos uint32) error {
 			// The transaction's End is not known yet: a chunk resumes
 			// from before the transaction.
 			chunk, amb := f.pending, f.pendAmb
-			f.pending, f.pendAmb = nil, nil
+			f.pending, f.pendAmb, f.chunked = nil, nil, true
 			return f.out(sources.BinlogTx{Changes: chunk, End: f.safe, CommittedAt: at, More: true}, amb)
 		}
 	}
@@ -431,7 +436,7 @@ func (f *follower) begin() {
 	f.inTx = true
 }
 
-func (f *follower) reset() { f.inTx, f.pending, f.pendAmb = false, nil, nil }
+func (f *follower) reset() { f.inTx, f.pending, f.pendAmb, f.chunked = false, nil, nil, false }
 
 // add appends a change to the transaction; amb is its table when it was
 // written in the second of the table's last DDL.
@@ -513,10 +518,10 @@ func (f *follower) settleAll(ts int64, end bool) error {
 // position, emitting its changes of the followed tables.
 func (f *follower) commit(at time.Time) error {
 	f.safe = sources.BinlogPosition{File: f.st.file, Pos: f.st.pos, GTID: f.gtid}
-	changes, amb := f.pending, f.pendAmb
+	changes, amb, chunked := f.pending, f.pendAmb, f.chunked
 	f.reset()
 	f.gtid = ""
-	if len(changes) == 0 {
+	if len(changes) == 0 && !chunked {
 		return nil
 	}
 	return f.out(sources.BinlogTx{Changes: changes, End: f.safe, CommittedAt: at}, amb)

@@ -312,19 +312,26 @@ func TestFollowAlterTable(t *testing.T) {
 	}
 }
 
+// inSession runs the statements on one connection (a session's SET
+// applies to the statements after it).
+func inSession(t *testing.T, f *fixture, qs ...string) {
+	t.Helper()
+	conn, err := f.db.SQL.Conn(context.Background())
+	testenv.Must(t, err, "conn")
+	defer conn.Close()
+	for _, q := range qs {
+		_, err := conn.ExecContext(context.Background(), q)
+		testenv.Must(t, err, "%s", q)
+	}
+}
+
 // binlog_row_image=MINIMAL: the columns an image lacks are Missing, never
 // empty values.
 func TestFollowMinimalImage(t *testing.T) {
 	f := newFixture(t)
 	f.db.Exec(t, "INSERT INTO ledger_entry (id, biz_order_id, direction, amount) VALUES (1, 'PAY-M', 'DEBIT', 10)")
 	start := head(t, f.reader)
-	conn, err := f.db.SQL.Conn(context.Background())
-	testenv.Must(t, err, "conn")
-	defer conn.Close()
-	for _, q := range []string{"SET SESSION binlog_row_image = 'MINIMAL'", "UPDATE ledger_entry SET amount = 5 WHERE id = 1", "DELETE FROM ledger_entry WHERE id = 1"} {
-		_, err := conn.ExecContext(context.Background(), q)
-		testenv.Must(t, err, "%s", q)
-	}
+	inSession(t, f, "SET SESSION binlog_row_image = 'MINIMAL'", "UPDATE ledger_entry SET amount = 5 WHERE id = 1", "DELETE FROM ledger_entry WHERE id = 1")
 	got, err := follow(t, f.reader, start, []sources.FollowTable{{Schema: f.db.Name, Table: "ledger_entry"}}, 20*time.Second, count(2))
 	testenv.Must(t, err, "follow")
 	ch := changesOf(got)
@@ -344,14 +351,8 @@ func TestFollowStatementFormat(t *testing.T) {
 	f := newFixture(t)
 	f.db.Exec(t, "CREATE TABLE other_table (id INT PRIMARY KEY, n INT)")
 	start := head(t, f.reader)
-	conn, err := f.db.SQL.Conn(context.Background())
-	testenv.Must(t, err, "conn")
-	defer conn.Close()
-	for _, q := range []string{"SET SESSION binlog_format = 'STATEMENT'", "INSERT INTO other_table VALUES (1, 1)",
-		"INSERT INTO account_balance (account_id, balance) VALUES ('S-1', 100)"} {
-		_, err := conn.ExecContext(context.Background(), q)
-		testenv.Must(t, err, "%s", q)
-	}
+	inSession(t, f, "SET SESSION binlog_format = 'STATEMENT'", "INSERT INTO other_table VALUES (1, 1)",
+		"INSERT INTO account_balance (account_id, balance) VALUES ('S-1', 100)")
 	got, err := follow(t, f.reader, start, balanceTable(f), 20*time.Second, count(1))
 	testenv.Must(t, err, "follow")
 	ch := changesOf(got)
@@ -473,4 +474,56 @@ func BenchmarkFollow(b *testing.B) {
 	took := time.Since(t0).Seconds()
 	b.ReportMetric(float64(b.N*txs*perTx)/took, "rows/s")
 	b.ReportMetric(float64(b.N*txs)/took, "tx/s")
+}
+
+// A transaction larger than the buffer comes in chunks: every chunk but
+// the last has More and the position before the transaction (a resume
+// from it reads the whole transaction again), the last the position after.
+// Every row comes once.
+func TestFollowHugeTransaction(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, "CREATE TABLE big (id INT PRIMARY KEY)")
+	start := head(t, f.reader)
+	const n = FollowMaxChanges*2 + 3000
+	f.db.Exec(t, fmt.Sprintf("INSERT INTO big (id) SELECT seq FROM seq_1_to_%d", n))
+	// The chunks: from the first change to the first tx past the
+	// transaction (progress marks before it end at start).
+	chunksOf := func(got []sources.BinlogTx) (chunks []sources.BinlogTx, whole bool) {
+		for _, tx := range got {
+			if len(tx.Changes) > 0 || tx.End != start {
+				chunks = append(chunks, tx)
+				if !tx.More {
+					return chunks, true
+				}
+			}
+		}
+		return chunks, false
+	}
+	got, err := follow(t, f.reader, start, []sources.FollowTable{{Schema: f.db.Name, Table: "big"}}, 60*time.Second, func(got []sources.BinlogTx) bool {
+		_, whole := chunksOf(got)
+		return whole
+	})
+	testenv.Must(t, err, "follow")
+	chunks, _ := chunksOf(got)
+	// A chunk ends after the rows event that reached the buffer's size
+	// (an event holds at most binlog_row_event_max_size, 8 kB, of rows).
+	last := chunks[len(chunks)-1]
+	if len(chunks) < 3 || last.More {
+		t.Fatalf("%d chunks, the last with More %v; want at least 3, the last without", len(chunks), last.More)
+	}
+	for i, c := range chunks[:len(chunks)-1] {
+		if !c.More || c.End != start || len(c.Changes) < FollowMaxChanges || len(c.Changes) > FollowMaxChanges+8192 {
+			t.Errorf("chunk %d: More %v, End %s, %d changes; want More, %s, about %d", i, c.More, c.End, len(c.Changes), start, FollowMaxChanges)
+		}
+	}
+	if last.End == start || last.End.File == start.File && last.End.Pos <= start.Pos {
+		t.Errorf("last chunk's End %s; want after the transaction (started %s)", last.End, start)
+	}
+	seen := map[string]bool{}
+	for _, c := range changesOf(chunks) {
+		seen[c.Values["id"]] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct rows, want %d", len(seen), n)
+	}
 }
