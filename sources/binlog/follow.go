@@ -356,7 +356,7 @@ func (f *follower) event(ev *replication.BinlogEvent, pos uint32) error {
 			return err
 		}
 	}
-	if h.EventType == replication.HEARTBEAT_EVENT {
+	if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
 		// The server waits at the binlog's end: any DDL before it was read.
 		if err := f.settleAll(0, true); err != nil {
 			return err
