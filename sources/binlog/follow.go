@@ -95,9 +95,11 @@ func (r *Reader) Head(ctx context.Context) (sources.BinlogPosition, error) {
 // when ctx ends, and an *UnavailableError when an event fails its checksum:
 // no change is ever read from a damaged event. Columns are named from
 // information_schema, read again when a table map's column count is not the
-// table's or after a DDL statement; rows whose count still differs, and
-// statement-format changes of a followed table, are changes with Statement
-// set (their rows are unknown).
+// table's or after a DDL statement; rows whose count still differs, rows
+// written before the table's last ALTER that the follow started after
+// (rows of that very second are held until the stream shows which side
+// of the DDL they are on), and statement-format changes of a followed
+// table, are changes with Statement set (their rows are unknown).
 func (r *Reader) Follow(ctx context.Context, from sources.BinlogPosition, tables []sources.FollowTable, emit func(sources.BinlogTx) error) error {
 	f := &follower{r: r, ctx: ctx, emit: emit, byName: map[string]*followed{}}
 	srv, start, err := f.prepare(from, tables)
