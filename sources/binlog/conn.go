@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -58,7 +59,12 @@ func boundDial(ctx context.Context, network, addr string) (net.Conn, error) {
 // connect opens one SQL connection (handshake and authentication included)
 // bound to ctx.
 func (r *Reader) connect(ctx context.Context, what string) (*client.Conn, error) {
-	c, err := client.ConnectWithDialer(ctx, "tcp", r.addr, r.user, r.password, "", boundDial)
+	return r.connectWith(ctx, what, boundDial)
+}
+
+// connectWith is connect through dial.
+func (r *Reader) connectWith(ctx context.Context, what string, dial client.Dialer) (*client.Conn, error) {
+	c, err := client.ConnectWithDialer(ctx, "tcp", r.addr, r.user, r.password, "", dial)
 	if err != nil {
 		return nil, r.failed(ctx, fmt.Sprintf("connect as %s (%s)", r.user, what), err)
 	}
@@ -106,11 +112,30 @@ type stream struct {
 // open starts a dump of file from its first event. decode, when set,
 // decodes the rows events (the scan decodes only its tables').
 func (r *Reader) open(ctx context.Context, srv *server, file string, decode func(*replication.RowsEvent, []byte) error) (*stream, error) {
-	c, err := r.connect(ctx, "replica connection")
+	return r.openAt(ctx, srv, dump{file: file, pos: 4, flags: replication.BINLOG_DUMP_NON_BLOCK, dial: boundDial}, decode)
+}
+
+// dump is where and how a COM_BINLOG_DUMP starts.
+type dump struct {
+	file string
+	pos  uint32
+	// flags: BINLOG_DUMP_NON_BLOCK ends the dump at the binlog's end; 0
+	// waits for new events (a follow).
+	flags uint16
+	// heartbeat, when set, is the period of the server's heartbeat events
+	// while it has nothing to send.
+	heartbeat time.Duration
+	dial      client.Dialer
+}
+
+// openAt starts the dump d.
+func (r *Reader) openAt(ctx context.Context, srv *server, d dump, decode func(*replication.RowsEvent, []byte) error) (*stream, error) {
+	file := d.file
+	c, err := r.connectWith(ctx, "replica connection", d.dial)
 	if err != nil {
 		return nil, err
 	}
-	s := &stream{r: r, ctx: ctx, c: c, file: file, pos: 4}
+	s := &stream{r: r, ctx: ctx, c: c, file: file, pos: d.pos}
 	fail := func(what string, err error) (*stream, error) {
 		c.Close()
 		return nil, r.failed(ctx, what, err)
@@ -123,14 +148,17 @@ func (r *Reader) open(ctx context.Context, srv *server, file string, decode func
 	if srv.flavor == gomysql.MariaDBFlavor {
 		set += ", @mariadb_slave_capability = 4"
 	}
+	if d.heartbeat > 0 {
+		set += fmt.Sprintf(", @master_heartbeat_period = %d", d.heartbeat.Nanoseconds())
+	}
 	if _, err := c.Execute(set); err != nil {
 		return fail("announce the replica's capabilities", err)
 	}
 	c.ResetSequence()
 	pkt := make([]byte, 4+1+4+2+4+len(file))
 	pkt[4] = gomysql.COM_BINLOG_DUMP
-	binary.LittleEndian.PutUint32(pkt[5:], 4)
-	binary.LittleEndian.PutUint16(pkt[9:], replication.BINLOG_DUMP_NON_BLOCK)
+	binary.LittleEndian.PutUint32(pkt[5:], d.pos)
+	binary.LittleEndian.PutUint16(pkt[9:], d.flags)
 	binary.LittleEndian.PutUint32(pkt[11:], r.replicaID())
 	copy(pkt[15:], file)
 	if err := c.WritePacket(pkt); err != nil {

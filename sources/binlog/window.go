@@ -109,6 +109,13 @@ func (w *window) decode(e *replication.RowsEvent, data []byte) error {
 	if !w.isTarget(e.Table) && !w.isTx(e.Table) {
 		return nil
 	}
+	return decodeRows(e, data, pos, w.evType)
+}
+
+// decodeRows decodes a rows event's rows (its header decoded up to pos),
+// refusing the counts of a damaged event before go-mysql allocates by them.
+// evType, when set, is the type of the event (a compressed one is checked).
+func decodeRows(e *replication.RowsEvent, data []byte, pos int, evType *replication.EventType) error {
 	// go-mysql sizes a row by the event's column count: one that is not
 	// its table map's (a damaged event) is refused before it allocates.
 	if e.ColumnCount != e.Table.ColumnCount || e.ColumnCount > maxColumns {
@@ -120,7 +127,7 @@ func (w *window) decode(e *replication.RowsEvent, data []byte) error {
 	if !anyBit(e.ColumnBitmap1, n) || (e.ColumnBitmap2 != nil && !anyBit(e.ColumnBitmap2, n)) {
 		return fmt.Errorf("the rows event's image has no column: the event is damaged")
 	}
-	if w.evType != nil && compressedRows(*w.evType) && !compressedOK(data[pos:]) {
+	if evType != nil && compressedRows(*evType) && !compressedOK(data[pos:]) {
 		return fmt.Errorf("the compressed rows event declares more data than its compressed bytes can hold: the event is damaged")
 	}
 	return e.DecodeData(pos, data)
@@ -459,6 +466,8 @@ func rowsKind(t replication.EventType) replication.EnumRowsEventType {
 	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2,
 		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.PARTIAL_UPDATE_ROWS_EVENT:
 		return replication.EnumRowsEventTypeUpdate
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		return replication.EnumRowsEventTypeDelete
 	}
 	return replication.EnumRowsEventTypeUnknown
 }
