@@ -111,7 +111,7 @@ func (m listModel) clampCursor() listModel {
 
 // listRows is how many rows of the list fit.
 func (m listModel) listRows() int {
-	n := m.height - 5
+	n := m.height - 4 - len(m.countLines())
 	if n < 1 {
 		return 1
 	}
@@ -220,20 +220,37 @@ func (m listModel) title(spin string) string {
 	return m.st.Title.Render(t) + pad(m.width-ansi.StringWidth(t)-ansi.StringWidth(right)) + right
 }
 
-// counts is the header's count per verdict, most urgent first.
+// counts is the header's count per verdict, most urgent first, on one
+// line (countLines wraps it to the window).
 func (m listModel) counts() string {
+	var b strings.Builder
+	for _, t := range m.countTokens() {
+		b.WriteString(t.sep + t.text)
+	}
+	return b.String()
+}
+
+// countToken is one piece of the counts line and the separator before it:
+// the line wraps between pieces, never inside a verdict's name.
+type countToken struct{ sep, text string }
+
+func (m listModel) countTokens() []countToken {
 	n := m.perVerdict
-	var parts []string
+	var parts []countToken
 	for _, c := range inspect.Precedence() {
 		if n[c] > 0 {
-			parts = append(parts, m.st.Severity(inspect.SeverityOf(c), string(c))+" "+fmt.Sprint(n[c]))
+			sep := "  "
+			if len(parts) == 0 {
+				sep = " · "
+			}
+			parts = append(parts, countToken{sep, m.st.Severity(inspect.SeverityOf(c), string(c)) + " " + fmt.Sprint(n[c])})
 		}
 	}
 	head := fmt.Sprintf("%d operation(s)", len(m.items))
 	if m.filter != "" {
 		head += fmt.Sprintf(", %d match /%s", len(m.visible), shown(m.filter))
 	}
-	uncovered := ""
+	var uncovered []countToken
 	if m.summary != nil {
 		// What no check could reach is said, not hidden
 		// (docs/reconcile.md#steps-without-a-scan-block). orphans reaches
@@ -252,19 +269,61 @@ func (m listModel) counts() string {
 				}
 			}
 		}
-		if len(unc) > 0 {
-			uncovered = " · not covered: " + strings.Join(unc, ", ")
+		for i, u := range unc {
+			if i == 0 {
+				uncovered = append(uncovered, countToken{" · ", "not covered: " + u})
+			} else {
+				uncovered = append(uncovered, countToken{", ", u})
+			}
 		}
 	}
+	out := []countToken{{"", head}}
 	switch {
 	case len(parts) > 0:
-		return head + " · " + strings.Join(parts, "  ") + uncovered
+		out = append(out, parts...)
+		return append(out, uncovered...)
 	case m.summary == nil && m.listErr != "":
-		return head + " · not read: see the status line"
+		return append(out, countToken{" · ", "not read: see the status line"})
 	case m.summary == nil:
-		return head + " · reading…"
+		return append(out, countToken{" · ", "reading…"})
 	}
-	return head + " · nothing to act on or watch" + uncovered
+	out = append(out, countToken{" · ", "nothing to act on or watch"})
+	return append(out, uncovered...)
+}
+
+// maxCountLines bounds how many lines the counts may take from the list.
+const maxCountLines = 3
+
+// countLines is the counts line wrapped to the window's width between its
+// pieces, so that no verdict's name and no uncovered step is cut at 80
+// columns; a piece wider than the window alone is cut with …, and the
+// last allowed line ends with … when more did not fit.
+func (m listModel) countLines() []string {
+	toks := m.countTokens()
+	if m.width <= 0 {
+		return []string{m.counts()}
+	}
+	var lines []string
+	cur := ""
+	for i, t := range toks {
+		piece := t.sep + t.text
+		if cur != "" && ansi.StringWidth(cur+piece) > m.width {
+			if len(lines) == maxCountLines-1 {
+				cur = ansi.Truncate(cur+piece, m.width, "…")
+				if i < len(toks)-1 || ansi.StringWidth(cur) >= m.width {
+					cur = ansi.Truncate(cur, m.width-1, "") + "…"
+				}
+				return append(lines, cur)
+			}
+			lines, cur = append(lines, cur), ""
+			piece = strings.TrimLeft(t.sep, " ·,") + t.text
+		}
+		cur += piece
+		if ansi.StringWidth(cur) > m.width {
+			cur = ansi.Truncate(cur, m.width, "…")
+		}
+	}
+	return append(lines, cur)
 }
 
 // columns share the window's width by what each column must show: the
@@ -330,7 +389,9 @@ func (m listModel) row(it Item, c columns, selected bool) string {
 // line when open ("": the filter line or the key hints).
 func (m listModel) view(spin, foot string) []string {
 	c := m.columns()
-	lines := []string{m.title(spin), m.counts(), m.header(c)}
+	lines := append([]string{m.title(spin)}, m.countLines()...)
+	lines = append(lines, m.header(c))
+	top := len(lines)
 	rows := m.listRows()
 	end := m.offset + rows
 	if end > len(m.visible) {
@@ -347,7 +408,7 @@ func (m listModel) view(spin, foot string) []string {
 			lines = append(lines, m.st.Dim.Render("  no target and nothing to watch in the last "+fmtDur(m.opts.Since)+"; : opens any id"))
 		}
 	}
-	for len(lines) < 3+rows {
+	for len(lines) < top+rows {
 		lines = append(lines, "")
 	}
 	switch {

@@ -119,6 +119,54 @@ func TestHeaderNamesUncoveredSteps(t *testing.T) {
 	}
 }
 
+// At 80 columns the counts wrap between their pieces: every verdict's name
+// and every uncovered step stays whole (the lab's console showed
+// "WRONGLY_SK…" and would have hidden what was not covered), and the list
+// gives up the lines the counts take.
+func TestCountsWrapAtEightyColumns(t *testing.T) {
+	f := newFake(t)
+	m := New(context.Background(), f.options(), NewStyles(false))
+	m.list.width, m.list.height = 80, 24
+	m.list.items = make([]Item, 9)
+	codes := []inspect.Code{"IN_FLIGHT", "DUPLICATE_EFFECT", "UNKNOWN_OUTCOME", "WRONGLY_SKIPPED", "STATE_BEHIND", "STRANDED"}
+	m.list.perVerdict = map[inspect.Code]int{}
+	for i, c := range codes {
+		m.list.perVerdict[c] = i + 1
+	}
+	m.list.summary = &reconcile.Summary{Checks: []reconcile.CheckStats{
+		{Pipeline: "fulfilment_anchored", Check: reconcile.CheckDuplicates, Uncovered: []string{"wms_lock: no scan block"}},
+		{Pipeline: "settlement_seed", Check: reconcile.CheckStuck, Uncovered: []string{"notify: unverified"}},
+	}}
+	lines := m.list.countLines()
+	if len(lines) < 2 || len(lines) > maxCountLines {
+		t.Fatalf("%d count lines: %q", len(lines), lines)
+	}
+	all := strings.Join(lines, "\n")
+	for _, l := range lines {
+		if w := ansi.StringWidth(l); w > 80 {
+			t.Errorf("line of %d cells: %q", w, l)
+		}
+	}
+	for _, c := range codes {
+		if !strings.Contains(all, string(c)+" ") {
+			t.Errorf("%s cut or missing in %q", c, all)
+		}
+	}
+	for _, s := range []string{"fulfilment_anchored/wms_lock", "settlement_seed/notify"} {
+		if !strings.Contains(all, s) {
+			t.Errorf("%s not named in %q", s, all)
+		}
+	}
+	if got, want := m.list.listRows(), 24-4-len(lines); got != want {
+		t.Errorf("list rows %d, want %d", got, want)
+	}
+	// With room, one line as before.
+	m.list.width = 300
+	if n := len(m.list.countLines()); n != 1 {
+		t.Errorf("%d count lines at 300 columns", n)
+	}
+}
+
 // Columns get their width by what they must show: at 80 columns and on a
 // resize a verdict and a pipeline are never cut (two pipelines that share
 // a prefix stay apart), an id may be, with …; with room, nothing is.
