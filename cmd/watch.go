@@ -172,7 +172,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 		return usageErrorf("--listen %s: %v", opts.Listen, err)
 	}
 	w := &watch.Watcher{Pipelines: pipelines, Triage: tr, Interval: opts.Interval, OlderThan: opts.OlderThan,
-		Events: events, Log: opts.IO.ErrOut,
+		Timeout: opts.Timeout, Events: events, Log: opts.IO.ErrOut,
 		Source: &watch.PollSource{Pipelines: pipelines, DBFor: walkers, Lookback: opts.OlderThan},
 		Sweep: func(ctx context.Context, emit func(reconcile.Result) error) error {
 			sum, err := run(ctx, reconcile.Options{Pipelines: pipelines, Since: opts.Since, OlderThan: opts.OlderThan, Timeout: opts.Timeout}, emit)

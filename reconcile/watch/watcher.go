@@ -65,7 +65,12 @@ type Watcher struct {
 	// Source follows changes after the sweep; nil: the timer only.
 	Source ChangeSource
 	// Interval paces Source.Changes (default 1s).
-	Interval  time.Duration
+	Interval time.Duration
+	// Timeout bounds each read of the source (its head, one round of
+	// changes), as --timeout bounds every read of every command: a server
+	// that stops answering makes the round fail and the source read as
+	// lost, never a loop that waits forever (0: only the context).
+	Timeout   time.Duration
 	OlderThan time.Duration
 	// Events receives one JSON line per transition; Log the progress and a
 	// source lost or regained.
@@ -96,12 +101,22 @@ func (w *Watcher) head(ctx context.Context) (string, error) {
 	if w.Source == nil {
 		return "", nil
 	}
-	p, err := w.Source.Head(ctx)
+	rctx, cancel := w.bounded(ctx)
+	defer cancel()
+	p, err := w.Source.Head(rctx)
 	if err != nil {
 		return "", fmt.Errorf("%s: reading the head position: %w", w.Source.Name(), err)
 	}
 	w.setUp(true)
 	return p, nil
+}
+
+// bounded is ctx with the Timeout of one read of the source.
+func (w *Watcher) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.Timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, w.Timeout)
 }
 
 // Targets returns the flagged operations (what /targets serves).
@@ -242,7 +257,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.look(ctx, k, Cause{Source: SourceTimer, CommittedAt: &at})
 			}
 		case <-pollC:
-			changes, np, err := w.Source.Changes(ctx, pos)
+			rctx, cancel := w.bounded(ctx)
+			changes, np, err := w.Source.Changes(rctx, pos)
+			cancel()
 			if errors.Is(err, ErrPositionGone) {
 				w.logf("%s: %v: sweeping --since again", w.Source.Name(), err)
 				p, herr := w.head(ctx)

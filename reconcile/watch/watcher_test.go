@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +186,50 @@ func TestJudge(t *testing.T) {
 				t.Fatalf("a target of severity %q", o.Severity)
 			}
 		})
+	}
+}
+
+// stalledSource answers its head, then never answers a round of changes
+// until its context ends (a MySQL that stops answering mid-poll).
+type stalledSource struct{ rounds atomic.Int32 }
+
+func (s *stalledSource) Name() string                         { return SourcePoll }
+func (s *stalledSource) Head(context.Context) (string, error) { return "0", nil }
+func (s *stalledSource) Changes(ctx context.Context, from string) ([]Change, string, error) {
+	s.rounds.Add(1)
+	<-ctx.Done()
+	return nil, from, ctx.Err()
+}
+
+// A source that stops answering is bounded by Timeout: each round fails,
+// the source is said lost once, and the watch goes on polling instead of
+// waiting forever (without Timeout it would be stuck in its first round).
+func TestStalledSourceIsBoundedByTimeout(t *testing.T) {
+	p := &config.Pipeline{Name: "pay", State: &config.State{Table: "ops", Key: "id", Status: "status", UpdatedAt: "updated_at", Terminal: []string{"DONE"}}}
+	src := &stalledSource{}
+	logs := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{p}, Source: src, Interval: 10 * time.Millisecond, Timeout: 30 * time.Millisecond,
+		Events: &syncBuf{}, Log: logs,
+		Triage: func(context.Context, string, string) (inspect.Report, error) { return inspect.Report{}, nil },
+		Sweep:  func(context.Context, func(reconcile.Result) error) error { return nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for src.rounds.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := src.rounds.Load(); n < 3 {
+		t.Fatalf("%d rounds of changes: a stalled round was not bounded by Timeout", n)
+	}
+	logs.mu.Lock()
+	out := logs.b.String()
+	logs.mu.Unlock()
+	if strings.Count(out, "lost") != 1 {
+		t.Errorf("the stalled source should be said lost once:\n%s", out)
 	}
 }
