@@ -171,9 +171,13 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	if err != nil {
 		return usageErrorf("--listen %s: %v", opts.Listen, err)
 	}
+	poll := &watch.PollSource{Pipelines: pipelines, DBFor: walkers, Lookback: opts.OlderThan}
+	for _, name := range poll.Unfollowed() {
+		fmt.Fprintf(opts.IO.ErrOut, "watch: pipeline %s: polling reads none of its tables (no state table with updated_at, no idempotency table with created_at and biz_id): only the first sweep and --older-than's timer see it; restart the watch to sweep again (docs/watch.md#polling)\n", name)
+	}
 	w := &watch.Watcher{Pipelines: pipelines, Triage: tr, Interval: opts.Interval, OlderThan: opts.OlderThan,
 		Timeout: opts.Timeout, Events: events, Log: opts.IO.ErrOut,
-		Source: &watch.PollSource{Pipelines: pipelines, DBFor: walkers, Lookback: opts.OlderThan},
+		Source: poll,
 		Sweep: func(ctx context.Context, emit func(reconcile.Result) error) error {
 			sum, err := run(ctx, reconcile.Options{Pipelines: pipelines, Since: opts.Since, OlderThan: opts.OlderThan, Timeout: opts.Timeout}, emit)
 			if err == nil && sum != nil {

@@ -76,6 +76,26 @@ func (s *PollSource) tables() []pollTable {
 	return out
 }
 
+// Unfollowed names the pipelines of which polling reads no table: no state
+// table with updated_at and no idempotency table with created_at and a
+// biz_id column (seed 000's own schema has neither, seed 003's records
+// have no biz_id). Only the first sweep and the timer see them: the watch
+// says so on stderr instead of looking as if it followed them
+// (docs/watch.md#polling).
+func (s *PollSource) Unfollowed() []string {
+	polled := map[*config.Pipeline]bool{}
+	for _, t := range s.tables() {
+		polled[t.p] = true
+	}
+	var out []string
+	for _, p := range s.Pipelines {
+		if !polled[p] {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
 // Head is the database clock minus Lookback for every polled table.
 func (s *PollSource) Head(ctx context.Context) (string, error) {
 	pos := pollPos{}

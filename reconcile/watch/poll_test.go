@@ -83,3 +83,39 @@ func TestPollSource(t *testing.T) {
 		t.Fatalf("poll after an update, a silent update and a delete: %v; want only b", got)
 	}
 }
+
+// On the seeds' own schemas (SPEC's seeds as they are, presets
+// unmodified) polling follows seed 001's order table, and nothing of seed
+// 000 (no state, no idempotency table) nor of seed 003 (records without a
+// biz_id): those are named, never silently unwatched.
+func TestUnfollowedOnTheSeedsSchemas(t *testing.T) {
+	var pipes []*config.Pipeline
+	for _, preset := range []string{"seed000", "seed001", "seed003"} {
+		b, err := config.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Parse(preset+".yaml", b)
+		if err != nil {
+			t.Fatalf("%s: %v", preset, err)
+		}
+		for i := range cfg.Pipelines {
+			pipes = append(pipes, &cfg.Pipelines[i])
+		}
+	}
+	got := (&watch.PollSource{Pipelines: pipes}).Unfollowed()
+	names := map[string]bool{}
+	for _, n := range got {
+		names[n] = true
+	}
+	for _, p := range pipes {
+		followed := p.State != nil && p.State.UpdatedAt != ""
+		if names[p.Name] == followed {
+			t.Errorf("pipeline %s: unfollowed %v, but its state block is %+v and idempotency %+v", p.Name, names[p.Name], p.State, p.Idempotency)
+		}
+	}
+	if len(got) == 0 || len(got) == len(pipes) {
+		t.Errorf("unfollowed %v of %d seed pipelines: want seed 000's and 003's only", got, len(pipes))
+	}
+	t.Logf("unfollowed: %v", got)
+}
