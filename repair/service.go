@@ -121,10 +121,14 @@ func (s *Service) StoredPlan(ctx context.Context, id string) (*plans.Plan, error
 }
 
 // Plan builds the plan of an operation the read side triaged (it does not
-// read or diagnose it again), reading the redrive topic's partition count
-// when Kafka answered. Errors: those of plans.Build.
+// read or diagnose it again), with the redrive topic's partition count the
+// triage read (it reads it for every verdict that needs action), read here
+// only when the triage did not. Errors: those of plans.Build.
 func (s *Service) Plan(ctx context.Context, op *triage.Operation, o plans.Options) (*plans.Plan, error) {
-	parts := redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
+	parts := op.RedrivePartitions
+	if parts == 0 {
+		parts = redrivePartitions(ctx, s.Kafka, op.Pipeline, op.Evidence)
+	}
 	s.Collector.ReadActionColumn(ctx, &op.Evidence)
 	if o.Now.IsZero() && s.Now != nil {
 		o.Now = s.Now()
