@@ -91,6 +91,7 @@ func (w *Watcher) noteTriage(k Key, cause Cause, rep inspect.Report, err error) 
 		}
 		h.seq++
 		h.retry[k] = retryEntry{cause: cause, seq: h.seq}
+		w.dirty = true // saved: a restart tries it again (state.go)
 	} else {
 		delete(h.retry, k)
 	}
@@ -181,6 +182,11 @@ func (w *Watcher) retryDue(ctx context.Context) {
 func (w *Watcher) Retrying() []Key {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.retryKeys()
+}
+
+// retryKeys is Retrying with w.mu held.
+func (w *Watcher) retryKeys() []Key {
 	out := make([]Key, 0, len(w.health.retry))
 	for k := range w.health.retry {
 		out = append(out, k)

@@ -186,3 +186,15 @@ func TestFirstSweepWaitsForMySQL(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// An operation waiting for a retry is in the saved state (as a deadline
+// already passed): a restart during an outage does not forget it.
+func TestRetrySurvivesARestart(t *testing.T) {
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}}}
+	w.tracker, w.deadlines = NewTracker(), NewDeadlines()
+	w.noteTriage(Key{"pay", "m"}, Cause{Source: SourcePoll}, inspect.Report{}, &sources.ConnError{Err: errors.New("down")})
+	st := w.snapshot("p")
+	if len(st.Deadlines) != 1 || st.Deadlines[0].BizID != "m" || st.Deadlines[0].At.After(time.Now()) {
+		t.Fatalf("saved deadlines %+v", st.Deadlines)
+	}
+}
