@@ -17,7 +17,7 @@ func mapPipelines() []*config.Pipeline {
 	pay := &config.Pipeline{Name: "pay", MessageKey: "{biz_id}",
 		State:       &config.State{Table: "op_state", Key: "biz_id", UpdatedAt: "updated_at"},
 		Idempotency: &config.Idempotency{Table: "consumer_idempotency", Key: "msg_id", BizID: "biz_id", Action: "action"},
-		Steps: []config.Step{{Name: "debit", Scan: &config.Scan{Table: "balance_journal", Key: "biz_id", Time: "created_at"}}}}
+		Steps:       []config.Step{{Name: "debit", Scan: &config.Scan{Table: "balance_journal", Key: "biz_id", Time: "created_at"}}}}
 	// Seed 003: records without biz_id, an entity table.
 	orders := &config.Pipeline{Name: "orders", Topic: "order-event", MessageKey: "{biz_id}",
 		Idempotency: &config.Idempotency{Table: "s3.idempotent", Key: "msg_id", Action: "action", CreatedAt: "created_at", MsgIDPath: "$.msgId"},
