@@ -19,6 +19,7 @@ import (
 	"github.com/opctl-dev/opctl/reconcile/watch"
 	"github.com/opctl-dev/opctl/reconcile/watch/httpd"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // WatchOptions are the parsed flags of `opctl watch` and its dependencies.
@@ -32,6 +33,13 @@ type WatchOptions struct {
 	Triage func() (watch.TriageFunc, error)
 	// Walkers returns the read path of each pipeline for the poller.
 	Walkers func() (func(*config.Pipeline) watch.Walker, error)
+	// Clients opens the binlog followers and Kafka (binlog mode).
+	Clients func() (*connect.Clients, error)
+	// Source is --source: auto, binlog or poll (docs/watch.md#sources).
+	Source string
+	// SearchWindow is how long before a record its message is looked for
+	// (--search-window) when a binlog change is mapped through the topic.
+	SearchWindow time.Duration
 
 	Pipeline                   string
 	Since, OlderThan, Interval time.Duration
@@ -49,7 +57,7 @@ const DefaultWatchListen = "127.0.0.1:9464"
 
 // NewCmdWatch builds `opctl watch`. runF replaces the run function in tests.
 func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *cobra.Command {
-	opts := &WatchOptions{IO: f.IOStreams, Config: f.Config, Reconcile: f.Reconcile,
+	opts := &WatchOptions{IO: f.IOStreams, Config: f.Config, Reconcile: f.Reconcile, Clients: f.Clients,
 		Triage: func() (watch.TriageFunc, error) {
 			tr, err := f.Triage()
 			if err != nil {
@@ -127,7 +135,12 @@ Ctrl-C (or SIGTERM) stops it within a second.`,
 			if opts.Since <= 0 || opts.OlderThan < 0 || opts.Interval < 10*time.Millisecond {
 				return usageErrorf("--since must be positive, --older-than not negative and --interval at least 10ms")
 			}
-			opts.Timeout = f.Globals.Timeout
+			opts.Timeout, opts.SearchWindow = f.Globals.Timeout, f.Globals.SearchWindow
+			switch opts.Source {
+			case WatchSourceAuto, WatchSourceBinlog, WatchSourcePoll:
+			default:
+				return usageErrorf("--source %q: want auto, binlog or poll", opts.Source)
+			}
 			if opts.State == "" {
 				p, err := defaultWatchState(opts.Pipeline)
 				if err != nil {
@@ -147,6 +160,7 @@ Ctrl-C (or SIGTERM) stops it within a second.`,
 	fl.Var(&older, "older-than", "stuck: minimum age of updated_at")
 	fl.Var(&interval, "interval", "time between two polls")
 	fl.StringVar(&opts.Listen, "listen", DefaultWatchListen, "serve /metrics, /targets, /healthz and /readyz on this address")
+	fl.StringVar(&opts.Source, "source", WatchSourceAuto, "how changes are read: auto (the binlog where the server has a ROW binlog the account can follow, else polling), binlog (fail without one), poll")
 	fl.StringVar(&opts.Events, "events", "", "append the event lines to this file instead of stdout")
 	fl.StringVar(&opts.State, "state", "", "the state file (\"none\": none; default: watch[-PIPELINE].json in $XDG_STATE_HOME/opctl)")
 	addWatchRepairFlags(fl, &opts.Recovery, f)
@@ -188,13 +202,15 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	if err != nil {
 		return usageErrorf("--listen %s: %v", opts.Listen, err)
 	}
-	poll := &watch.PollSource{Pipelines: pipelines, DBFor: walkers, Lookback: opts.OlderThan}
-	for _, name := range poll.Unfollowed() {
-		fmt.Fprintf(opts.IO.ErrOut, "watch: pipeline %s: polling reads none of its tables (no state table with updated_at, no idempotency table with created_at and biz_id): only the first sweep and --older-than's timer see it; restart the watch to sweep again (docs/watch.md#polling)\n", name)
+	source, closeSource, err := watchSource(ctx, opts, pipelines, walkers)
+	if err != nil {
+		l.Close()
+		return err
 	}
+	defer closeSource()
 	w := &watch.Watcher{Pipelines: pipelines, Triage: tr, Interval: opts.Interval, OlderThan: opts.OlderThan,
 		Timeout: opts.Timeout, Events: events, Log: opts.IO.ErrOut,
-		Source: poll,
+		Source: source,
 		Sweep: func(ctx context.Context, emit func(reconcile.Result) error) error {
 			sum, err := run(ctx, reconcile.Options{Pipelines: pipelines, Since: opts.Since, OlderThan: opts.OlderThan, Timeout: opts.Timeout}, emit)
 			if err == nil && sum != nil {

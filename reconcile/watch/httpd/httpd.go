@@ -169,7 +169,13 @@ func Handler(w *watch.Watcher, m *Metrics) http.Handler {
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
 		if !w.Ready() {
-			http.Error(rw, "not ready: the first sweep is not done or a source does not answer", http.StatusServiceUnavailable)
+			// Which source is down, since when and why
+			// (docs/watch.md#when-mysql-or-kafka-is-down).
+			why := w.NotReady()
+			if why == "" {
+				why = "the first sweep is not done or a source does not answer"
+			}
+			http.Error(rw, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = rw.Write([]byte("ok\n"))
