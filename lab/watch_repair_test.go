@@ -471,3 +471,45 @@ func TestWatchRepairTakeover(t *testing.T) {
 	t.Logf("20 takeovers: p50 %d ms, max %d ms; %d operations, each repaired once; 0 double repairs; both repairing seen %d times",
 		percentile(takeovers, 0.5).Milliseconds(), percentile(takeovers, 1).Milliseconds(), len(f.ops), both)
 }
+
+// TestWatchRepairPause: a watch started with its pause file present
+// flags the operations and repairs none (one paused line,
+// opctl_watch_repair_state{state="paused"} 1); once the file is removed it
+// repairs each, writes a repaired line per operation and counts them in
+// opctl_watch_repairs_total.
+func TestWatchRepairPause(t *testing.T) {
+	f := newRepairFixture(t)
+	f.produceAll(4)
+	f.addBehind(4)
+	dir := t.TempDir()
+	pause, events := filepath.Join(dir, "pause"), filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(pause, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := f.startWatch("none", events, "--repair-pause-file", pause)
+	p.waitReady(t)
+	read := func() string { b, _ := os.ReadFile(events); return string(b) }
+	for i := 0; i < 200 && strings.Count(read(), `"event":"flagged"`) < 4; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(read(), `"event":"flagged"`); n != 4 {
+		t.Fatalf("%d flagged lines, want 4:\n%s", n, read())
+	}
+	_, m := p.get("/metrics")
+	if a := f.audit(); len(a.plans) != 0 || !strings.Contains(m, `opctl_watch_repair_state{state="paused"} 1`) ||
+		strings.Count(read(), `"event":"paused"`) != 1 {
+		t.Fatalf("paused: audit %v, events:\n%s\nmetrics:\n%s", a.plans, read(), m)
+	}
+	if err := os.Remove(pause); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 400 && strings.Count(read(), `"event":"repaired"`) < 4; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, m = p.get("/metrics")
+	if n := f.checkNoDouble(f.audit()); n != 4 || strings.Count(read(), `"event":"repaired"`) != 4 ||
+		!strings.Contains(m, `opctl_watch_repairs_total{outcome="repaired",verdict="STATE_BEHIND"} 4`) ||
+		!strings.Contains(m, `opctl_watch_repair_state{state="repairing"} 1`) || !strings.Contains(p.stderr.String(), "repairs resume") {
+		t.Fatalf("after the pause: %d repaired; events:\n%s\nmetrics:\n%s\nstderr:\n%s", n, read(), m, p.stderr)
+	}
+}
