@@ -40,6 +40,16 @@ func safe(f func() tea.Msg) tea.Cmd {
 // blocked).
 func (m Model) reconcileCmd(gen int) tea.Cmd {
 	ctx, o := m.ctx, m.opts
+	if o.Watch != "" {
+		return safe(func() tea.Msg {
+			u, err := WatchURL(o.Watch)
+			if err != nil {
+				return refreshMsg{gen: gen, err: err}
+			}
+			items, err := readTargets(ctx, o.HTTP, u, o.WatchTimeout, o.Now())
+			return refreshMsg{gen: gen, items: items, err: err}
+		})
+	}
 	return safe(func() tea.Msg {
 		run, err := o.Reconcile()
 		if err != nil {
