@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"runtime/debug"
+	"slices"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -47,6 +48,9 @@ func (m Model) reconcileCmd(gen int) tea.Cmd {
 				return refreshMsg{gen: gen, err: err}
 			}
 			items, err := readTargets(ctx, o.HTTP, u, o.WatchTimeout, o.Now())
+			if o.Pipeline != "" {
+				items = slices.DeleteFunc(items, func(it Item) bool { return it.Pipeline != o.Pipeline })
+			}
 			return refreshMsg{gen: gen, items: items, err: err}
 		})
 	}

@@ -37,8 +37,8 @@ type listModel struct {
 	// watchRead is when /targets last answered (--watch); zero: never.
 	watchRead time.Time
 	listErr   string
-	gen        int // refresh generation: a late answer of an older one is dropped
-	status     string
+	gen       int // refresh generation: a late answer of an older one is dropped
+	status    string
 }
 
 // resize fits the list to a window of w×h.
