@@ -25,6 +25,9 @@ type Change struct {
 	// CommittedAt is the change's commit time (a poll: the row's time
 	// column); nil when unknown.
 	CommittedAt *time.Time
+	// Source is the cause.source when it is not the ChangeSource's Name
+	// (a MultiSource's part); "" otherwise.
+	Source string
 }
 
 // ChangeSource is where the watch learns of changes after its first sweep:
@@ -239,12 +242,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 			timer.Reset(max(0, next.Sub(w.now())))
 		}
 		var pollC <-chan time.Time
+		var wakeC <-chan struct{}
 		if w.Source != nil {
 			pollC = poll.C
+			// A source that knows when it has changes (the binlog) is
+			// read at once, not at the next --interval.
+			if wk, ok := w.Source.(interface{ Wake() <-chan struct{} }); ok {
+				wakeC = wk.Wake()
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-wakeC:
+			poll.Reset(0)
 		case <-timer.C:
 			w.mu.Lock()
 			keys, ats := w.deadlines.Due(w.now())
@@ -267,21 +278,28 @@ func (w *Watcher) Run(ctx context.Context) error {
 				if herr != nil && ctx.Err() == nil {
 					w.logf("%v", herr)
 				}
-			} else if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if w.setUp(false) {
-					w.logf("%s lost: %v", w.Source.Name(), err)
-				}
-				// Every change source reads MySQL (its tables, its binlog).
-				w.setSourceUp(UpMySQL, false, true, err.Error(), len(w.Retrying()))
 			} else {
-				if w.setUp(true) {
-					w.logf("%s regained", w.Source.Name())
+				// A source that failed part-way returns what it read before
+				// the failure and the position after it (BinlogSource: its
+				// follow restarts there); a poll returns none.
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					if w.setUp(false) {
+						w.logf("%s lost: %v", w.Source.Name(), err)
+					}
+					// Every change source reads MySQL (its tables, its binlog).
+					w.setSourceUp(UpMySQL, false, true, err.Error(), len(w.Retrying()))
+				} else {
+					if w.setUp(true) {
+						w.logf("%s regained", w.Source.Name())
+					}
+					w.setSourceUp(UpMySQL, true, true, "", len(w.Retrying()))
 				}
-				w.setSourceUp(UpMySQL, true, true, "", len(w.Retrying()))
-				pos = np
+				if np != "" {
+					pos = np
+				}
 				if w.Hooks.RowsRead != nil {
 					n := len(changes)
 					if rr, ok := w.Source.(interface{ RowsRead() int }); ok {
@@ -297,6 +315,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 					}
 					seen[k] = true
 					cause := Cause{Source: w.Source.Name(), CommittedAt: c.CommittedAt}
+					if c.Source != "" {
+						cause.Source = c.Source
+					}
 					if c.Table != "" {
 						cause.Table = &c.Table
 					}
