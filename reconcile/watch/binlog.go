@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/opctl-dev/opctl/sources"
@@ -19,56 +18,62 @@ type Follower interface {
 	Follow(ctx context.Context, from sources.BinlogPosition, tables []sources.FollowTable, emit func(sources.BinlogTx) error) error
 }
 
-// BinlogSource is the ChangeSource of binlog mode: the follower runs in
-// the background from the position and each Changes call takes the
-// transactions it has read since, mapped to the operations they touch
-// (the state table's key, the idempotency table's biz_id). A change whose
-// rows are unknown (Statement set) and a purged position are
-// ErrPositionGone: the watch sweeps again. Not wired into opctl watch yet
-// (docs/watch.md).
+// BinlogSource is the ChangeSource of binlog mode (docs/watch.md#binlog-mode):
+// the follower runs in the background from the position and each Changes
+// call takes the transactions it has read since, mapped to the operations
+// they touch (planFollow: the state, idempotency, scan, entity and
+// binlog-step tables). A change whose rows are unknown (Statement set) and
+// a purged position are ErrPositionGone: the watch sweeps again.
 type BinlogSource struct {
 	Pipelines []*config.Pipeline
 	Follower  Follower
 	// Schema is the database of the table names that name none.
 	Schema string
+	// Topics maps the changes only a message can name (seed 003's SKIPPED
+	// records without biz_id, seed 000's binlog step); nil: they are
+	// counted in Unmapped and left to the timer and the next sweep.
+	Topics *Topics
+	// Notify, when set, receives a value (without blocking) when the
+	// follower delivered a transaction with changes: the watch reads it at
+	// once instead of at its next --interval.
+	Notify chan struct{}
+	// Log, when set, is told what the source cannot map.
+	Log func(format string, a ...any)
 
 	mu      sync.Mutex
 	txs     []sources.BinlogTx
 	err     error
 	cancel  context.CancelFunc
 	running bool
+	plan    *followPlan
+	rows    int
+	// unmapped counts the changes left unmapped (no Topics, or too many
+	// claimants).
+	unmapped int
 }
 
 // Name is the cause.source of binlog changes.
 func (s *BinlogSource) Name() string { return SourceBinlog }
 
-type binlogCol struct{ pipeline, col string }
+// Wake is Notify (the Watcher reads the source when it fires).
+func (s *BinlogSource) Wake() <-chan struct{} { return s.Notify }
 
-// tables maps schema.table to the pipelines and the column holding the
-// biz id.
-func (s *BinlogSource) tables() (map[string][]binlogCol, []sources.FollowTable) {
-	m := map[string][]binlogCol{}
-	var list []sources.FollowTable
-	add := func(p *config.Pipeline, table, col string) {
-		schema, name := s.Schema, table
-		if i := strings.IndexByte(table, '.'); i >= 0 {
-			schema, name = table[:i], table[i+1:]
-		}
-		k := schema + "." + name
-		if _, ok := m[k]; !ok {
-			list = append(list, sources.FollowTable{Schema: schema, Table: name})
-		}
-		m[k] = append(m[k], binlogCol{p.Name, col})
+// RowsRead is the row changes of the followed tables the last Changes
+// took, and the topic records it read to map them
+// (opctl_watch_rows_read_total).
+func (s *BinlogSource) RowsRead() int { return s.rows }
+
+// Tables are the tables the follow reads, with the columns it keeps.
+func (s *BinlogSource) Tables() []sources.FollowTable { return s.followPlan().tables }
+
+func (s *BinlogSource) followPlan() *followPlan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.plan == nil {
+		fp := planFollow(s.Pipelines, s.Schema)
+		s.plan = &fp
 	}
-	for _, p := range s.Pipelines {
-		if st := p.State; st != nil && st.Table != "" && st.Key != "" {
-			add(p, st.Table, st.Key)
-		}
-		if id := p.Idempotency; id != nil && id.Table != "" && id.BizID != "" {
-			add(p, id.Table, id.BizID)
-		}
-	}
-	return m, list
+	return s.plan
 }
 
 // Head is the server's binlog position.
@@ -82,9 +87,11 @@ func (s *BinlogSource) Head(ctx context.Context) (string, error) {
 }
 
 // Changes starts the follow from `from` when it is not running and
-// returns what it read since the last call.
+// returns what it read since the last call. On an error the changes read
+// before it and the position after them are returned too: the follow
+// restarts from that position.
 func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, string, error) {
-	m, list := s.tables()
+	plan := s.followPlan()
 	s.mu.Lock()
 	if !s.running {
 		var pos sources.BinlogPosition
@@ -92,52 +99,62 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 			s.mu.Unlock()
 			return nil, from, fmt.Errorf("binlog position %q: %w", from, err)
 		}
-		fctx, cancel := context.WithCancel(ctx)
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		s.cancel, s.running, s.err, s.txs = cancel, true, nil, nil
-		go func() {
-			err := s.Follower.Follow(fctx, pos, list, func(tx sources.BinlogTx) error {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if fctx.Err() != nil {
-					// Stopped: a later follow must not see this one's rows.
-					return fctx.Err()
-				}
-				s.txs = append(s.txs, tx)
-				return nil
-			})
-			s.mu.Lock()
-			if fctx.Err() == nil {
-				s.err = err
-				if err == nil {
-					s.err = errors.New("the binlog follow ended")
-				}
-			}
-			s.mu.Unlock()
-		}()
+		go s.follow(fctx, pos, plan.tables)
 	}
 	txs, ferr := s.txs, s.err
 	s.txs = nil
 	s.mu.Unlock()
 	var out []Change
+	byPipeline := map[string][]pendingChange{}
+	var order []*config.Pipeline
 	pos := from
+	s.rows = 0
 	for _, tx := range txs {
 		for _, c := range tx.Changes {
 			if c.Statement != "" {
 				s.stop()
-				return nil, pos, fmt.Errorf("%s.%s changed by a statement whose rows are unknown (%.80q): %w", c.Schema, c.Table, c.Statement, ErrPositionGone)
-			}
-			for _, bc := range m[c.Schema+"."+c.Table] {
-				if biz := c.Values[bc.col]; biz != "" {
-					at := tx.CommittedAt
-					out = append(out, Change{Pipeline: bc.pipeline, BizID: biz, Table: c.Table, Position: tx.End.String(), CommittedAt: &at})
-				}
+				return out, pos, fmt.Errorf("%s.%s changed by a statement whose rows are unknown (%.80q): %w", c.Schema, c.Table, c.Statement, ErrPositionGone)
 			}
 		}
-		b, err := json.Marshal(tx.End)
+		s.rows += len(tx.Changes)
+		direct, pending := plan.mapTx(tx)
+		out = append(out, direct...)
+		for _, pc := range pending {
+			if byPipeline[pc.rule.p.Name] == nil {
+				order = append(order, pc.rule.p)
+			}
+			byPipeline[pc.rule.p.Name] = append(byPipeline[pc.rule.p.Name], pc)
+		}
+		if !tx.More {
+			b, err := json.Marshal(tx.End)
+			if err != nil {
+				return out, pos, err
+			}
+			pos = string(b)
+		}
+	}
+	for _, p := range order {
+		pend := byPipeline[p.Name]
+		if s.Topics == nil || s.Topics.Kafka == nil {
+			s.unmap(len(pend), "pipeline %s: %d change(s) of %s name no operation and Kafka cannot be read to map them through their messages: the --older-than timer and the next sweep see them", p.Name, len(pend), pend[0].table)
+			continue
+		}
+		before := s.Topics.records
+		mapped, skipped, err := s.Topics.resolve(ctx, p, pend)
+		s.rows += s.Topics.records - before
 		if err != nil {
-			return nil, pos, err
+			// The follow goes on; these changes are left to the timer and
+			// the next sweep, and the source reads as lost until a read
+			// of the topic succeeds.
+			s.unmap(len(pend), "pipeline %s: %v", p.Name, err)
+			return out, pos, err
 		}
-		pos = string(b)
+		if skipped > 0 {
+			s.unmap(skipped, "pipeline %s: %d change(s) of %s are claimed by more than %d operations each: not triaged now (the timer and the next sweep see them)", p.Name, skipped, pend[0].table, maxClaimants)
+		}
+		out = append(out, mapped...)
 	}
 	if ferr != nil {
 		s.stop()
@@ -149,6 +166,47 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 	}
 	return out, pos, nil
 }
+
+// follow runs the follower until ctx ends, keeping what it delivers.
+func (s *BinlogSource) follow(ctx context.Context, pos sources.BinlogPosition, tables []sources.FollowTable) {
+	err := s.Follower.Follow(ctx, pos, tables, func(tx sources.BinlogTx) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ctx.Err() != nil {
+			// Stopped: a later follow must not see this one's rows.
+			return ctx.Err()
+		}
+		s.txs = append(s.txs, tx)
+		if len(tx.Changes) > 0 && s.Notify != nil {
+			select {
+			case s.Notify <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	})
+	s.mu.Lock()
+	if ctx.Err() == nil {
+		s.err = err
+		if err == nil {
+			s.err = errors.New("the binlog follow ended")
+		}
+	}
+	s.mu.Unlock()
+}
+
+func (s *BinlogSource) unmap(n int, format string, a ...any) {
+	s.unmapped += n
+	if s.Log != nil {
+		s.Log(format, a...)
+	}
+}
+
+// Unmapped is how many changes the source could not map to operations.
+func (s *BinlogSource) Unmapped() int { return s.unmapped }
+
+// Close ends the follow.
+func (s *BinlogSource) Close() { s.stop() }
 
 // stop ends the follow; the next Changes starts it again.
 func (s *BinlogSource) stop() {

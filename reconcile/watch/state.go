@@ -80,6 +80,14 @@ func (w *Watcher) snapshot(pos string) State {
 	for _, d := range w.deadlines.items {
 		st.Deadlines = append(st.Deadlines, SavedDeadline{Pipeline: d.key.Pipeline, BizID: d.key.BizID, At: d.at})
 	}
+	// An operation waiting for a retry of its triage is saved as a
+	// deadline already passed: a restart during an outage triages it at
+	// once instead of forgetting it (health.go).
+	for _, k := range w.retryKeys() {
+		if _, ok := w.deadlines.index[k]; !ok {
+			st.Deadlines = append(st.Deadlines, SavedDeadline{Pipeline: k.Pipeline, BizID: k.BizID, At: w.now()})
+		}
+	}
 	return st
 }
 

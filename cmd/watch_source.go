@@ -1,0 +1,118 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/opctl-dev/opctl/reconcile/watch"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// The values of `opctl watch --source`.
+const (
+	WatchSourceAuto   = "auto"
+	WatchSourceBinlog = "binlog"
+	WatchSourcePoll   = "poll"
+)
+
+// watchSource chooses, per server, how the watch learns of changes
+// (docs/watch.md#sources): the binlog when the server has a ROW binlog the
+// account can follow (--source auto or binlog), else keyset polling
+// (--source auto or poll); it says on stderr which and why. Pipelines on
+// several servers get one source per server (a watch.MultiSource). The
+// returned func closes the followers.
+func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pipeline, walkers func(*config.Pipeline) watch.Walker) (watch.ChangeSource, func(), error) {
+	errOut := opts.IO.ErrOut
+	poll := func(ps []*config.Pipeline, why string) watch.ChangeSource {
+		s := &watch.PollSource{Pipelines: ps, DBFor: walkers, Lookback: opts.OlderThan}
+		for _, p := range ps {
+			fmt.Fprintf(errOut, "watch: pipeline %s: polling every %s: %s\n", p.Name, (&durationFlag{d: opts.Interval}).String(), why)
+		}
+		for _, name := range s.Unfollowed() {
+			fmt.Fprintf(errOut, "watch: pipeline %s: polling reads none of its tables (no state table with updated_at, no idempotency table with created_at and biz_id, no entity table with updated_at): only the first sweep and --older-than's timer see it; restart the watch to sweep again (docs/watch.md#polling)\n", name)
+		}
+		return s
+	}
+	if opts.Source == WatchSourcePoll {
+		return poll(pipelines, "--source poll"), func() {}, nil
+	}
+	c, err := opts.Clients()
+	if err != nil {
+		return nil, nil, err
+	}
+	host, _ := os.Hostname()
+	servers, err := c.WatchServers(pipelines, host+"\x00"+opts.State)
+	if err != nil {
+		return nil, nil, err
+	}
+	var topics *watch.Topics
+	if rr, ok := any(c.Kafka).(sources.RecordReader); ok && c.Kafka != nil {
+		topics = &watch.Topics{Kafka: rr, SearchWindow: opts.SearchWindow}
+	}
+	notify := make(chan struct{}, 1)
+	multi := &watch.MultiSource{Parts: map[string]watch.ChangeSource{}, Notify: notify}
+	var closers []func()
+	closeAll := func() {
+		for _, f := range closers {
+			f()
+		}
+	}
+	for _, ws := range servers {
+		names := make([]string, len(ws.Pipelines))
+		for i, p := range ws.Pipelines {
+			names[i] = p.Name
+		}
+		head, err := ws.Probe(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				closeAll()
+				return nil, nil, ctx.Err()
+			}
+			if opts.Source == WatchSourceBinlog {
+				closeAll()
+				return nil, nil, fmt.Errorf("--source binlog: pipelines %s: %w (docs/watch.md#what-the-binlog-follower-needs; --source auto polls such a server)", strings.Join(names, ", "), err)
+			}
+			multi.Parts[ws.Label] = poll(ws.Pipelines, "no binlog to follow: "+err.Error())
+			multi.Labels = append(multi.Labels, ws.Label)
+			continue
+		}
+		bs := &watch.BinlogSource{Pipelines: ws.Pipelines, Follower: ws.Follower, Schema: ws.Schema, Topics: topics, Notify: notify,
+			Log: func(format string, a ...any) { fmt.Fprintf(errOut, "watch: binlog: "+format+"\n", a...) }}
+		closers = append(closers, bs.Close)
+		var tables []string
+		for _, t := range bs.Tables() {
+			tables = append(tables, t.Schema+"."+t.Table)
+		}
+		for _, n := range names {
+			fmt.Fprintf(errOut, "watch: pipeline %s: binlog mode (server %s, server_id %d, binlog head %s; following %s)\n", n, ws.Label, ws.ServerID, head, strings.Join(tables, ", "))
+		}
+		if topics == nil && needsTopic(ws.Pipelines) {
+			fmt.Fprintf(errOut, "watch: binlog: Kafka cannot be read (%s): changes that name no operation (records without biz_id, binlog steps without a transaction tie) are left to the timer and the next sweep\n", c.KafkaMissing)
+		}
+		multi.Parts[ws.Label] = bs
+		multi.Labels = append(multi.Labels, ws.Label)
+	}
+	if len(multi.Labels) == 1 {
+		return multi.Parts[multi.Labels[0]], closeAll, nil
+	}
+	return multi, closeAll, nil
+}
+
+// needsTopic reports whether a pipeline has tables whose changes only a
+// message maps to operations.
+func needsTopic(ps []*config.Pipeline) bool {
+	for _, p := range ps {
+		if id := p.Idempotency; id != nil && id.Table != "" && id.BizID == "" {
+			return true
+		}
+		for _, s := range p.Steps {
+			if s.Binlog != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

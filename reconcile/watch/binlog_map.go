@@ -1,0 +1,180 @@
+package watch
+
+import (
+	"strings"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// How a row change of a followed table names the operations it touches
+// (docs/watch.md#binlog-mode). The mapping is pure: BinlogSource applies it
+// to each transaction the follower delivers.
+
+// mapKind is how a column's value leads to operations.
+type mapKind int
+
+const (
+	// byBizID: the column holds the operation's biz_id (state.key,
+	// idempotency.biz_id, steps[].scan.key, entity.key, the column of a
+	// binlog step's transaction table).
+	byBizID mapKind = iota
+	// byMsgID: the column is the record key of an idempotency table without
+	// a biz_id column (seed 003's msg_id): a SKIPPED record is mapped to its
+	// operation through its message, read from the topic.
+	byMsgID
+	// byRowKey: the column is a binlog step's row key (seed 000's
+	// account_id): the operations whose message names that row within the
+	// step's window (its attribution's claimants) are looked at.
+	byRowKey
+)
+
+// mapRule is one way a followed table leads to operations of a pipeline.
+type mapRule struct {
+	p *config.Pipeline
+	// what names the role of the table (state, idempotency, scan, entity,
+	// transaction, binlog step) for the docs and the tests.
+	what string
+	col  string
+	kind mapKind
+	// action is the idempotency action column (byMsgID: only SKIPPED
+	// records are mapped, the only verdict a record decides alone).
+	action string
+	// step is the binlog step's index (byRowKey).
+	step int
+}
+
+// followPlan is what a binlog source follows: per schema.table the rules
+// that map its changes, and the tables with only the columns those rules
+// read (FollowTable.Columns kept minimal: the follower decodes every
+// column but keeps only these).
+type followPlan struct {
+	rules  map[string][]mapRule
+	tables []sources.FollowTable
+}
+
+// splitTable is schema.table; a name without a schema is in schema.
+func splitTable(schema, table string) (string, string) {
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		return table[:i], table[i+1:]
+	}
+	return schema, table
+}
+
+// planFollow lists the tables of pipelines a binlog follow reads and how
+// each change maps (docs/watch.md#binlog-mode).
+func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
+	fp := followPlan{rules: map[string][]mapRule{}}
+	idx := map[string]int{}
+	add := func(table string, r mapRule, cols ...string) {
+		s, t := splitTable(schema, table)
+		k := s + "." + t
+		i, ok := idx[k]
+		if !ok {
+			i = len(fp.tables)
+			idx[k] = i
+			fp.tables = append(fp.tables, sources.FollowTable{Schema: s, Table: t})
+		}
+		for _, c := range cols {
+			if c != "" && !containsFold(fp.tables[i].Columns, c) {
+				fp.tables[i].Columns = append(fp.tables[i].Columns, c)
+			}
+		}
+		fp.rules[k] = append(fp.rules[k], r)
+	}
+	for _, p := range pipelines {
+		if st := p.State; st != nil && st.Table != "" && st.Key != "" {
+			add(st.Table, mapRule{p: p, what: "state", col: st.Key}, st.Key)
+		}
+		if id := p.Idempotency; id != nil && id.Table != "" {
+			switch {
+			case id.BizID != "":
+				add(id.Table, mapRule{p: p, what: "idempotency", col: id.BizID}, id.BizID)
+			case id.Key != "" && id.Action != "" && p.MessageKey == config.DefaultMessageKey:
+				add(id.Table, mapRule{p: p, what: "idempotency", col: id.Key, kind: byMsgID, action: id.Action}, id.Key, id.Action)
+			}
+		}
+		for k, s := range p.Steps {
+			if s.Scan != nil && s.Scan.Table != "" && s.Scan.Key != "" {
+				add(s.Scan.Table, mapRule{p: p, what: "scan", col: s.Scan.Key}, s.Scan.Key)
+			}
+			if b := s.Binlog; b != nil && b.Table != "" {
+				if tt, tc := b.TransactionTable(); tt != "" {
+					add(tt, mapRule{p: p, what: "transaction", col: tc}, tc)
+				}
+				if b.Key != "" && b.MessageKey != "" {
+					add(b.Table, mapRule{p: p, what: "binlog step", col: b.Key, kind: byRowKey, step: k}, b.Key)
+				}
+			}
+		}
+		if e := p.Entity; e != nil && e.Table != "" && e.Key != "" {
+			add(e.Table, mapRule{p: p, what: "entity", col: e.Key}, e.Key)
+		}
+	}
+	return fp
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// value is a column of a change's image, the column name compared as
+// MySQL compares column names (case-insensitively).
+func value(c sources.RowChange, col string) (string, bool) {
+	if v, ok := c.Values[col]; ok {
+		return v, true
+	}
+	for k, v := range c.Values {
+		if strings.EqualFold(k, col) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// pendingChange is a change whose operations only the topic can name.
+type pendingChange struct {
+	rule  mapRule
+	value string
+	at    time.Time
+	table string
+	pos   string
+}
+
+// mapTx maps one transaction's row changes: the changes that name their
+// operation, and those left to the topic (byMsgID, byRowKey). A change
+// without the rule's column (a NULL, or an image without it) maps to
+// nothing by that rule.
+func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pendingChange) {
+	at := tx.CommittedAt
+	pos := tx.End.String()
+	for _, c := range tx.Changes {
+		for _, r := range fp.rules[c.Schema+"."+c.Table] {
+			v, ok := value(c, r.col)
+			if !ok || v == "" {
+				continue
+			}
+			switch r.kind {
+			case byBizID:
+				t := at
+				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: c.Table, Position: pos, CommittedAt: &t})
+			case byMsgID:
+				// A deleted record (a TTL purge, a flip_skipped reopen) and
+				// a DONE one decide no target by themselves.
+				if a, _ := value(c, r.action); c.Kind != sources.ChangeDelete && a == inspect.ActionSkipped {
+					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: c.Table, pos: pos})
+				}
+			case byRowKey:
+				pending = append(pending, pendingChange{rule: r, value: v, at: at, table: c.Table, pos: pos})
+			}
+		}
+	}
+	return direct, pending
+}
