@@ -354,6 +354,11 @@ type run struct {
 	// over the same window.
 	rangesMu sync.Mutex
 	ranges   map[string]rangeRows
+	// shares are the finished duplicates sweeps that also did the orphans
+	// check's read of a scan table, by that orphans check and table
+	// (orphanShare).
+	sharesMu sync.Mutex
+	shares   map[*checkState]map[string]*orphanShare
 
 	totalRows atomic.Int64
 	found     atomic.Int64
