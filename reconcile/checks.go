@@ -696,7 +696,12 @@ func stepStatuses(p *config.Pipeline) []string {
 // cover makes every operation whose state row was updated in [now −
 // since, now] a candidate of cs: how the duplicates check reaches the
 // steps without a scan block (docs/reconcile.md#steps-without-a-scan-block).
-func (r *run) cover(cs *checkState, q Requirement, a access) error {
+//
+// Over a window that holds most of the state table, when each such step
+// counts its effects by one query of one table by its key, the cover
+// sweeps those tables instead, for the keys of more than one row
+// (coverBySweep).
+func (r *run) cover(cs *checkState, q Requirement, a access, tables map[string]sources.TableInfo) error {
 	statuses, err := r.statuses(cs, a, nil)
 	if err != nil {
 		return err
@@ -707,11 +712,20 @@ func (r *run) cover(cs *checkState, q Requirement, a access) error {
 	}
 	before := cs.covered
 	cs.covering = true
-	err = r.walkStatuses(cs, q, a, statuses, r.now.Add(-r.o.Since), r.now)
+	from, to := r.now.Add(-r.o.Since), r.now
+	swept, err := r.coverBySweep(cs, a, statuses, tables, from, to)
+	if err == nil && !swept {
+		err = r.walkStatuses(cs, q, a, statuses, from, to)
+	}
 	if ferr := r.flush(cs); err == nil {
 		err = ferr
 	}
 	cs.covering = false
+	if swept {
+		cs.notes = append(cs.notes, fmt.Sprintf("steps without a scan block (%s) covered by triaging the operations of %s updated in the window with more than one row in those steps' tables: %d operation(s)",
+			strings.Join(Unscanned(cs.p), ", "), q.Table, cs.covered-before))
+		return err
+	}
 	cs.notes = append(cs.notes, fmt.Sprintf("steps without a scan block (%s) covered by triaging every operation of %s updated in the window: %d operation(s)",
 		strings.Join(Unscanned(cs.p), ", "), q.Table, cs.covered-before))
 	return err
@@ -1145,7 +1159,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 	// twice.
 	for i, q := range reqs {
 		if q.Cover {
-			if err := r.cover(cs, q, acc[i]); err != nil {
+			if err := r.cover(cs, q, acc[i], tables); err != nil {
 				return err
 			}
 		}
@@ -1537,11 +1551,15 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 				hits = unknown
 			}
 		}
-		if len(hits)+len(orphans) > 0 && sc.Time != "" {
+		in := sinceLookup{table: sc.Table, key: sc.Key, time: sc.Time}
+		if path.within != nil {
+			in = *path.within
+		}
+		if len(hits)+len(orphans) > 0 && in.time != "" {
 			// One lookup for the finds of both checks.
 			ask := dedupe(slices.Concat(hits, orphans))
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			in, err := r.db(cs.p).KeysSince(ctx, sc.Table, sc.Key, sc.Time, from, ask)
+			in, err := r.db(cs.p).KeysSince(ctx, in.table, in.key, in.time, from, ask)
 			cancel()
 			if err != nil {
 				return err
