@@ -182,8 +182,17 @@ func TestTopicsResolve(t *testing.T) {
 	if _, _, err := tp.resolve(context.Background(), settle, []pendingChange{{rule: rule(settle, "s0.account_balance"), value: "3001", at: t0.Add(5 * time.Second), table: "account_balance"}}); err != nil {
 		t.Fatal(err)
 	}
-	if r := topic.reads[n]; !r[0].Equal(t0.Add(time.Second - time.Second)) {
-		t.Errorf("second read from %v, want from the first read's end less a second (%v)", r[0], t0)
+	if r := topic.reads[n]; len(topic.reads) != n+1 || !r[0].Equal(t0.Add(time.Second-topicOverlap)) {
+		t.Errorf("reads %v after %d, want one from the first read's end less the overlap (%v)", topic.reads, n, t0.Add(time.Second-topicOverlap))
+	}
+	// A record whose message was appended late (stamped before the last
+	// read's end, less the overlap): its window is read again, once.
+	late := msg(7, -2*time.Minute, "8825", map[string]any{"msgId": "msg-late"})
+	topic.msgs = append(topic.msgs, late)
+	n = len(topic.reads)
+	out, _, err := tp.resolve(context.Background(), orders, []pendingChange{{rule: rule(orders, "s3.idempotent"), value: "msg-late", at: t0, table: "idempotent"}})
+	if err != nil || len(out) != 1 || out[0].BizID != "8825" || len(topic.reads) != n+1 {
+		t.Errorf("a late message: %v %v, %d reads: %v", out, err, len(topic.reads)-n, topic.reads[n:])
 	}
 }
 
