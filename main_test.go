@@ -103,6 +103,8 @@ func TestLinks(t *testing.T) {
 			exact: drivers.exact, prefixes: drivers.prefixes},
 		{pkg: "./reconcile/watch", name: "reconcile/watch", must: []string{"github.com/opctl-dev/opctl/reconcile"},
 			exact: drivers.exact, prefixes: drivers.prefixes},
+		{pkg: "./reconcile/watch/worker", name: "reconcile/watch/worker", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/reconcile/watch"},
+			exact: drivers.exact, prefixes: drivers.prefixes},
 		{pkg: "./sop", name: "sop", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/reconcile"},
 			exact: drivers.exact, prefixes: drivers.prefixes},
 		{pkg: "./tui", name: "tui", must: []string{"github.com/opctl-dev/opctl/repair", "github.com/opctl-dev/opctl/inspect/triage"},

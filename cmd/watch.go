@@ -48,6 +48,8 @@ type WatchOptions struct {
 	Events string
 	// State is the state file (docs/watch.md#state-file); "none" for none.
 	State string
+	// Recovery is the recovery worker's (cmd/watch_repair.go).
+	Recovery WatchRepairOptions
 }
 
 // DefaultWatchListen is where watch serves HTTP unless --listen says.
@@ -82,7 +84,6 @@ func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *c
 	since := durationFlag{d: reconcile.DefaultSince}
 	older := durationFlag{d: reconcile.DefaultOlderThan}
 	interval := durationFlag{d: time.Second}
-	var repairVerdicts string
 	c := &cobra.Command{
 		Use:   "watch",
 		Short: "Flag half-completed operations as they happen (events, /metrics)",
@@ -103,16 +104,32 @@ JSON), /healthz, /readyz (the first sweep is done and the source answers).
 --state (default $XDG_STATE_HOME/opctl/watch.json) keeps the position, the
 flags and the deadlines: a restart resumes without a sweep, and says so.
 
-Not built yet: the binlog source, the recovery worker (--repair) and
-leadership between two watchers.
+With --repair VERDICT,... it is also a recovery worker (docs/watch.md#recovery):
+each flagged operation of those verdicts is planned and applied exactly as
+'opctl repair plan' and 'opctl repair apply' do, operator opctl-watch@HOST,
+one at a time and triaged again after each; the first alone, then at most
+--max-repairs-per-minute. It stops repairing at the first failed apply or
+verdict after a repair that is not the expected one (a repair_failed line,
+/metrics opctl_watch_repairs_stopped), and starts none while
+--repair-pause-file exists. Of two watches of the same pipelines only the
+holder of their MySQL lock (GET_LOCK) repairs; the other takes over within
+seconds when it dies. Repairable: STATE_BEHIND, STRANDED, MISSING_EFFECT,
+WRONGLY_SKIPPED, DUPLICATE_EFFECT (a plan that needs an attestation is
+skipped and said on stderr).
+
+Not built yet: the binlog source.
 Ctrl-C (or SIGTERM) stops it within a second.`,
 		Example: `  opctl watch
   opctl watch --pipeline settlement --interval 2s --events events.jsonl
-  curl -s 127.0.0.1:9464/targets`,
+  curl -s 127.0.0.1:9464/targets
+  # a recovery worker, with a kill switch
+  opctl watch --repair STATE_BEHIND,STRANDED --max-repairs-per-minute 10 \
+    --repair-pause-file /run/opctl/pause
+  touch /run/opctl/pause    # no repair starts until it is removed`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if c.Flags().Changed("repair") {
-				return usageErrorf("--repair %q: the recovery worker is not built yet; watch only detects (docs/watch.md)", repairVerdicts)
+			if err := opts.Recovery.check(c.Flags()); err != nil {
+				return err
 			}
 			opts.Since, opts.OlderThan, opts.Interval = since.d, older.d, interval.d
 			if opts.Since <= 0 || opts.OlderThan < 0 || opts.Interval < 10*time.Millisecond {
@@ -145,8 +162,8 @@ Ctrl-C (or SIGTERM) stops it within a second.`,
 	fl.StringVar(&opts.Listen, "listen", DefaultWatchListen, "serve /metrics, /targets, /healthz and /readyz on this address")
 	fl.StringVar(&opts.Source, "source", WatchSourceAuto, "how changes are read: auto (the binlog where the server has a ROW binlog the account can follow, else polling), binlog (fail without one), poll")
 	fl.StringVar(&opts.Events, "events", "", "append the event lines to this file instead of stdout")
-	fl.StringVar(&opts.State, "state", "", "the state file (default $XDG_STATE_HOME/opctl/watch[-PIPELINE].json; \"none\": no state)")
-	fl.StringVar(&repairVerdicts, "repair", "", "not built yet: repair these verdicts as a recovery worker")
+	fl.StringVar(&opts.State, "state", "", "the state file (\"none\": none; default: watch[-PIPELINE].json in $XDG_STATE_HOME/opctl)")
+	addWatchRepairFlags(fl, &opts.Recovery, f)
 	_ = c.RegisterFlagCompletionFunc("pipeline", completePipelines(f))
 	return c
 }
@@ -226,6 +243,11 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	}
 	m := httpd.NewMetrics(w.Targets, nil)
 	w.Hooks = m.Hooks()
+	stopRepair, err := startWatchRepair(ctx, opts, w, m, pipelines)
+	if err != nil {
+		return err
+	}
+	defer stopRepair()
 	fmt.Fprintf(opts.IO.ErrOut, "watch: serving http://%s/metrics; first sweep of %s over %d pipelines\n", l.Addr(), (&durationFlag{d: opts.Since}).String(), len(pipelines))
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)

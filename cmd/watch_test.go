@@ -2,15 +2,21 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/inspect"
 )
 
 func TestNewCmdWatch(t *testing.T) {
@@ -27,7 +33,9 @@ func TestNewCmdWatch(t *testing.T) {
 		{[]string{"watch", "--interval", "250ms", "--listen", "127.0.0.1:0", "--since", "2d", "--pipeline", "settlement"}, 0, 250 * time.Millisecond, "127.0.0.1:0",
 			filepath.Join(xdg, "opctl", "watch-settlement.json")},
 		{[]string{"watch", "--state", "none"}, 0, time.Second, DefaultWatchListen, "none"},
-		{[]string{"watch", "--repair", "STRANDED"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--repair", "UNKNOWN_OUTCOME"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--repair", "STRANDED", "--max-repairs-per-minute", "0"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--repair-pause-file", "/tmp/pause"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "--interval", "1ms"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "extra"}, ExitUsage, 0, "", ""},
 	} {
@@ -48,6 +56,33 @@ func TestNewCmdWatch(t *testing.T) {
 		if got == nil || got.Interval != tc.interval || got.Listen != tc.listen || got.State != tc.state {
 			t.Errorf("%v: options %+v", tc.args, got)
 		}
+	}
+}
+
+// TestNewCmdWatchRepair: --repair's verdicts are parsed, the operator is
+// opctl-watch@host; one it does not repair is a usage error naming those
+// it does.
+func TestNewCmdWatchRepair(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	var got *WatchOptions
+	code := runReplaced(t, "watch", func(f *Factory) *cobra.Command {
+		return NewCmdWatch(f, func(_ context.Context, o *WatchOptions) error { got = o; return nil })
+	}, "watch", "--repair", "stranded,STATE_BEHIND", "--max-repairs-per-minute", "3", "--repair-pause-file", "/run/pause")
+	host, _ := os.Hostname()
+	if code != 0 || got == nil || fmt.Sprint(got.Recovery.Verdicts) != "[STRANDED STATE_BEHIND]" || got.Recovery.PerMinute != 3 ||
+		got.Recovery.PauseFile != "/run/pause" || got.Recovery.Operator != "opctl-watch@"+host {
+		t.Fatalf("exit %d options %+v", code, got)
+	}
+	ios, _, _, errOut := iostreams.Test()
+	if code := Run(context.Background(), ios, []string{"watch", "--repair", "UNKNOWN_OUTCOME"}); code != ExitUsage ||
+		!strings.Contains(errOut.String(), "UNKNOWN_OUTCOME is not repaired by the worker") || !strings.Contains(errOut.String(), "it repairs STATE_BEHIND, STRANDED, MISSING_EFFECT, WRONGLY_SKIPPED, DUPLICATE_EFFECT") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	// Every repairable verdict has a runbook that says what its repair
+	// leaves: the worker can verify it.
+	exp, err := repairExpect([]inspect.Code{inspect.StateBehind, inspect.Stranded, inspect.MissingEffect, inspect.WronglySkipped, inspect.DuplicateEffect})
+	if err != nil || !slices.Contains(exp[inspect.Stranded], inspect.WillRedeliver) || slices.Contains(exp[inspect.Stranded], inspect.Stranded) {
+		t.Fatalf("expect %v %v", exp, err)
 	}
 }
 

@@ -23,6 +23,15 @@
 #               client -h/-P, -u and --password derived from it
 #               (lab/bench/dsn.sh; startup.sh reads the same variable)
 #   WINDOW_H    the window of the every-few-minutes job, hours (default 24)
+#   KEEP        1: keep each size's database and manifest (in KEEP_DIR,
+#               default /var/tmp/opctl_bench) after the run, and reuse them
+#               instead of loading when both are there with the same SCHEMA
+#               and DAYS (loading 2M operations takes minutes on 2 cores);
+#               the anomalies age from the load on, so a reused database's
+#               window runs find fewer of them as hours pass (the whole
+#               history runs stay exact while the load is under a day old)
+#   ONLY        whole: skip the window runs (the every-few-minutes job), only
+#               the whole-history sweep and the naive statements
 #
 # The data is what a production table looks like to a job that runs every
 # few minutes: a steady N / DAYS operations a day over DAYS days, and the
@@ -70,10 +79,14 @@ bench_dsn
 MYSQL=("${CLIENT[@]}")
 DAYS=${DAYS:-50}
 WINDOW_H=${WINDOW_H:-24}
+KEEP=${KEEP:-0}
+KEEP_DIR=${KEEP_DIR:-/var/tmp/opctl_bench}
+ONLY=${ONLY:-}
+case $ONLY in ''|whole) ;; *) echo "$0: ONLY=$ONLY: want whole or nothing" >&2; exit 2;; esac
 TMP=$(mktemp -d)
 DBS=()
 cleanup() {
-  for d in "${DBS[@]:-}"; do [ -n "$d" ] && "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$d\`" || true; done
+  [ "$KEEP" = 1 ] || for d in "${DBS[@]:-}"; do [ -n "$d" ] && "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$d\`" || true; done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -140,37 +153,52 @@ recon3() {
 
 RESULTS=()
 PER_CHECK=()
+LOADS=()
 for n in "${SIZES[@]}"; do
   db="opctl_bench_$n"
   DBS+=("$db")
-  echo "== $n operations: loading $db" >&2
-  "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
-  "${MYSQL[@]}" "$db" < testdata/schema/settlement.sql
-  "${MYSQL[@]}" "$db" < testdata/schema/skip.sql
-  if [ "$SCHEMA" = production ]; then
-    "${MYSQL[@]}" "$db" < lab/bench/production.sql
-  else
-    "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$(bench_db_dsn "$db")" >&2
-    if [ "${COVERING:-1}" != 0 ]; then
-      "${MYSQL[@]}" "$db" -e "ALTER TABLE balance_journal ADD INDEX ix_opctl_created_at_biz_id (created_at, biz_id);
-        ALTER TABLE points_grant ADD INDEX ix_opctl_created_at_order_id (created_at, order_id)"
-    fi
-  fi
   days=$DAYS
   span=$(( days * 24 ))h
   aspan=$(( WINDOW_H - 1 ))h
   full=$(( days + 1 ))d
-  "$TMP/gen" -dsn "$(bench_db_dsn "$db")" -ops "$n" -span "$span" -anomaly-span "$aspan" -manifest "$TMP/manifest-$n.json"
-  "${MYSQL[@]}" "$db" -N -e "ANALYZE TABLE biz_operation, balance_journal, ledger_entry, step_intent, orders, consumer_idempotency, points_grant" >/dev/null
-
+  kept="$KEEP_DIR/$db.$SCHEMA.${DAYS}d.manifest.json"
+  if [ "$KEEP" = 1 ] && [ -s "$kept" ] && "${MYSQL[@]}" -N -e "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '$db'" | grep -q 1; then
+    echo "== $n operations: reusing $db and $kept (KEEP=1, loaded $(date -r "$kept" -u '+%F %T UTC'))" >&2
+    cp "$kept" "$TMP/manifest-$n.json"
+  else
+    echo "== $n operations: loading $db" >&2
+    "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
+    "${MYSQL[@]}" "$db" < testdata/schema/settlement.sql
+    "${MYSQL[@]}" "$db" < testdata/schema/skip.sql
+    if [ "$SCHEMA" = production ]; then
+      "${MYSQL[@]}" "$db" < lab/bench/production.sql
+    else
+      "$TMP/opctl" schema apply --indexes --yes --config testdata/config/reconcile.yaml --mysql-dsn "$(bench_db_dsn "$db")" >&2
+      if [ "${COVERING:-1}" != 0 ]; then
+        "${MYSQL[@]}" "$db" -e "ALTER TABLE balance_journal ADD INDEX ix_opctl_created_at_biz_id (created_at, biz_id);
+          ALTER TABLE points_grant ADD INDEX ix_opctl_created_at_order_id (created_at, order_id)"
+      fi
+    fi
+    "$TMP/gen" -dsn "$(bench_db_dsn "$db")" -ops "$n" -span "$span" -anomaly-span "$aspan" -manifest "$TMP/manifest-$n.json"
+    "${MYSQL[@]}" "$db" -N -e "ANALYZE TABLE biz_operation, balance_journal, ledger_entry, step_intent, orders, consumer_idempotency, points_grant" >/dev/null
+    if [ "$KEEP" = 1 ]; then
+      mkdir -p "$KEEP_DIR"
+      cp "$TMP/manifest-$n.json" "$kept"
+    fi
+  fi
   echo "== $n: reconcile ($days days of history)" >&2
-  r_all=$(recon3 "$db" "reconcile, all checks, --since ${WINDOW_H}h (median of 3)" --since "${WINDOW_H}h" --out "$TMP/targets-$n.jsonl")
-  exact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/targets-$n.jsonl" || true)
+  LOADS+=("$n operations: load average $(cut -d' ' -f1-3 /proc/loadavg) before reconcile")
   declare -A r_check exact_check f_check exact_fcheck
-  for c in stuck duplicates orphans skipped; do
-    r_check[$c]=$(recon3 "$db" "reconcile --check $c --since ${WINDOW_H}h (median of 3)" --check "$c" --since "${WINDOW_H}h" --out "$TMP/$c-$n.jsonl")
-    exact_check[$c]=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/$c-$n.jsonl" -check "$c" || true)
-  done
+  r_all="skipped (ONLY=whole)|0|0|0|"; exact="not run"
+  for c in stuck duplicates orphans skipped; do r_check[$c]="-|0|0|0|"; exact_check[$c]="not run seeded, found, not run"; done
+  if [ "$ONLY" != whole ]; then
+    r_all=$(recon3 "$db" "reconcile, all checks, --since ${WINDOW_H}h (median of 3)" --since "${WINDOW_H}h" --out "$TMP/targets-$n.jsonl")
+    exact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/targets-$n.jsonl" || true)
+    for c in stuck duplicates orphans skipped; do
+      r_check[$c]=$(recon3 "$db" "reconcile --check $c --since ${WINDOW_H}h (median of 3)" --check "$c" --since "${WINDOW_H}h" --out "$TMP/$c-$n.jsonl")
+      exact_check[$c]=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/$c-$n.jsonl" -check "$c" || true)
+    done
+  fi
   r_full=$(recon3 "$db" "reconcile, all checks, --since $full (whole history, median of 3)" --since "$full" --out "$TMP/full-$n.jsonl")
   exact_full=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/full-$n.jsonl" || true)
   for c in stuck duplicates orphans skipped; do
@@ -179,6 +207,7 @@ for n in "${SIZES[@]}"; do
   done
 
   echo "== $n: naive SQL" >&2
+  LOADS+=("$n operations: load average $(cut -d' ' -f1-3 /proc/loadavg) before the naive statements")
   SKIP="SELECT i.msg_id, i.biz_id FROM consumer_idempotency i %s JOIN orders o ON o.order_id = i.biz_id
         WHERE i.action = 'SKIPPED' AND o.status NOT IN ('REFUNDED', 'CANCELLED')
         AND NOT EXISTS (SELECT 1 FROM points_grant g WHERE g.order_id = i.biz_id)"
@@ -224,11 +253,12 @@ for n in "${SIZES[@]}"; do
     IFS='|' read -r _ ft frows frss _ <<<"${f_check[$c]}"
     PER_CHECK+=("$n|$c|$t|$rows|$ft|$frows|${n_t[$c]}|${n_rows[$c]}|$(awk "BEGIN{print ($rss>$frss)?$rss:$frss}")|${exact_check[$c]%% seeded*}: ${exact_check[$c]#*found, }|${exact_fcheck[$c]%% seeded*}: ${exact_fcheck[$c]#*found, }")
   done
-  "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`"
+  [ "$KEEP" = 1 ] || "${MYSQL[@]}" -e "DROP DATABASE IF EXISTS \`$db\`"
 done
 
 echo
 echo "SCHEMA=$SCHEMA; $DAYS days of history; the anomalies in the newest $((WINDOW_H - 1)) hours; MariaDB $("${MYSQL[@]}" -N -e 'SELECT VERSION()'), buffer pool $("${MYSQL[@]}" -N -e 'SELECT @@innodb_buffer_pool_size DIV 1048576') MiB; $(nproc) cores"
+printf '%s\n' "${LOADS[@]}" "load average at the end $(cut -d' ' -f1-3 /proc/loadavg) (the machine may be shared: compare runs at similar load)"
 echo "| operations | run | wall s | rows examined | peak RSS MiB | exit | exact? |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | --- |"
 for r in "${RESULTS[@]}"; do

@@ -56,15 +56,15 @@ func (f SavedFlag) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads what MarshalJSON wrote.
 func (f *SavedFlag) UnmarshalJSON(b []byte) error {
+	// Event.UnmarshalJSON reads at (eventjson.go).
 	var p struct {
-		Event savedEvent `json:"event"`
-		Since time.Time  `json:"since"`
+		Event Event     `json:"event"`
+		Since time.Time `json:"since"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	f.Event, f.Since = p.Event.Event, p.Since
-	f.Event.At = p.Event.At
+	f.Event, f.Since = p.Event, p.Since
 	return nil
 }
 
@@ -79,6 +79,14 @@ func (w *Watcher) snapshot(pos string) State {
 	}
 	for _, d := range w.deadlines.items {
 		st.Deadlines = append(st.Deadlines, SavedDeadline{Pipeline: d.key.Pipeline, BizID: d.key.BizID, At: d.at})
+	}
+	// An operation waiting for a retry of its triage is saved as a
+	// deadline already passed: a restart during an outage triages it at
+	// once instead of forgetting it (health.go).
+	for _, k := range w.retryKeys() {
+		if _, ok := w.deadlines.index[k]; !ok {
+			st.Deadlines = append(st.Deadlines, SavedDeadline{Pipeline: k.Pipeline, BizID: k.BizID, At: w.now()})
+		}
 	}
 	return st
 }

@@ -97,6 +97,9 @@ type Watcher struct {
 	sourceUp  bool
 	// dirty is true when a flag or deadline changed since the last save.
 	dirty bool
+	// health is MySQL's and Kafka's, and the operations to triage again
+	// (health.go).
+	health health
 }
 
 // head reads the source's head position ("" without a source).
@@ -136,7 +139,7 @@ func (w *Watcher) Targets() []Flag {
 func (w *Watcher) Ready() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.ready && (w.Source == nil || w.sourceUp)
+	return w.ready && (w.Source == nil || w.sourceUp) && len(w.health.down) == 0
 }
 
 func (w *Watcher) now() time.Time {
@@ -191,17 +194,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if w.Resume != nil {
 			w.logf("the state file holds no position of this source: sweeping --since again (%d flags restored)", len(restored))
 		}
-		p, err := w.head(ctx)
-		if err != nil {
+		p, err := w.start(ctx, interval)
+		if err != nil || ctx.Err() != nil {
 			return err
 		}
 		pos = p
-		if err := w.sweep(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
 	}
 	// A restored flag is looked at again: it may have cleared while the
 	// watch was down.
@@ -292,8 +289,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 					if w.setUp(false) {
 						w.logf("%s lost: %v", w.Source.Name(), err)
 					}
-				} else if w.setUp(true) {
-					w.logf("%s regained", w.Source.Name())
+					// Every change source reads MySQL (its tables, its binlog).
+					w.setSourceUp(UpMySQL, false, true, err.Error(), len(w.Retrying()))
+				} else {
+					if w.setUp(true) {
+						w.logf("%s regained", w.Source.Name())
+					}
+					w.setSourceUp(UpMySQL, true, true, "", len(w.Retrying()))
 				}
 				if np != "" {
 					pos = np
@@ -324,6 +326,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					}
 					w.look(ctx, k, cause)
 				}
+				w.retryDue(ctx)
 			}
 			save(false)
 			poll.Reset(interval)
@@ -385,21 +388,28 @@ func cmpStr(a, b string) int {
 }
 
 // look triages one operation and applies the result: an event on a
-// transition, a deadline while it is non-terminal and not yet a target.
-func (w *Watcher) look(ctx context.Context, k Key, cause Cause) {
+// transition, a deadline while it is non-terminal and not yet a target. A
+// triage that fails is kept to be tried again (health.go's retryDue), never
+// forgotten; look then reports false.
+func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	p := w.pipeline(k.Pipeline)
 	if p == nil || w.Triage == nil {
-		return
+		return true
 	}
 	rep, err := w.Triage(ctx, k.Pipeline, k.BizID)
-	if err != nil {
+	if ctx.Err() != nil {
+		return false // stopping: the state file keeps what was flagged
+	}
+	mysqlWasDown := w.sourceDown(UpMySQL)
+	if !w.noteTriage(k, cause, rep, err) {
 		if w.Hooks.Triaged != nil {
 			w.Hooks.Triaged("error")
 		}
-		if ctx.Err() == nil {
-			w.logf("triage %s %s: %v", k.Pipeline, k.BizID, err)
+		if !mysqlWasDown || !w.sourceDown(UpMySQL) {
+			// While MySQL is down its lost line said it once.
+			w.logf("triage %s %s: %v (tried again next round)", k.Pipeline, k.BizID, err)
 		}
-		return
+		return false
 	}
 	if w.Hooks.Triaged != nil {
 		w.Hooks.Triaged("ok")
@@ -420,7 +430,7 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) {
 	}
 	w.mu.Unlock()
 	if ev == nil {
-		return
+		return true
 	}
 	// The metrics first: whoever reads the line finds them counted.
 	if w.Hooks.Event != nil {
@@ -432,6 +442,7 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) {
 			_, _ = w.Events.Write(append(b, '\n'))
 		}
 	}
+	return true
 }
 
 // Judge decides whether rep is a target as reconcile does (a verdict of

@@ -229,7 +229,7 @@ func TestStalledSourceIsBoundedByTimeout(t *testing.T) {
 	logs.mu.Lock()
 	out := logs.b.String()
 	logs.mu.Unlock()
-	if strings.Count(out, "lost") != 1 {
-		t.Errorf("the stalled source should be said lost once:\n%s", out)
+	if strings.Count(out, "poll lost") != 1 || strings.Count(out, "mysql lost") != 1 {
+		t.Errorf("the stalled source (and MySQL behind it) should be said lost once:\n%s", out)
 	}
 }

@@ -51,7 +51,7 @@ func NewMetrics(targets func() []watch.Flag, now func() time.Time) *Metrics {
 		triages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opctl_watch_triages_total",
 			Help: "Operations triaged, by result (ok, error)."}, []string{"result"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opctl_watch_repairs_total",
-			Help: "Repairs applied by the recovery worker, by verdict and outcome (the worker is not built yet: always empty)."}, []string{"verdict", "outcome"}),
+			Help: "Repairs tried by the recovery worker (--repair), by the plan's verdict and outcome (repaired, failed, unexpected, skipped)."}, []string{"verdict", "outcome"}),
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opctl_watch_up",
 			Help: "1 when the source answers, 0 when it does not."}, []string{"source"}),
 		targets: targets, now: now,
@@ -81,6 +81,44 @@ func (m *Metrics) Hooks() watch.Hooks {
 			}
 			m.up.WithLabelValues(source).Set(v)
 		},
+	}
+}
+
+// Repaired counts one repair of the recovery worker
+// (opctl_watch_repairs_total).
+func (m *Metrics) Repaired(verdict, outcome string) {
+	m.repairs.WithLabelValues(verdict, outcome).Inc()
+}
+
+// RepairState registers the recovery worker's state gauges (only a watch
+// with --repair has them): opctl_watch_repair_state{state}, 1 for the
+// worker's state and 0 for the others, and
+// opctl_watch_repairs_stopped{reason}, 1 for the reason it stopped; every
+// series starts at 0. It returns the function that sets them (the
+// worker's State hook).
+func (m *Metrics) RepairState(states, reasons []string) func(state, reason string) {
+	st := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opctl_watch_repair_state",
+		Help: "1 for the recovery worker's state (standby: another watch holds the repair lock; repairing; paused: the pause file exists; stopped: a repair failed), 0 for the others."}, []string{"state"})
+	stopped := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opctl_watch_repairs_stopped",
+		Help: "1 when the recovery worker stopped repairing, by reason (apply_failed, unexpected_verdict); restart the watch to repair again."}, []string{"reason"})
+	m.Registry.MustRegister(st, stopped)
+	for _, s := range states {
+		st.WithLabelValues(s).Set(0)
+	}
+	for _, r := range reasons {
+		stopped.WithLabelValues(r).Set(0)
+	}
+	return func(state, reason string) {
+		for _, s := range states {
+			v := 0.0
+			if s == state {
+				v = 1
+			}
+			st.WithLabelValues(s).Set(v)
+		}
+		if reason != "" {
+			stopped.WithLabelValues(reason).Set(1)
+		}
 	}
 }
 
@@ -131,7 +169,13 @@ func Handler(w *watch.Watcher, m *Metrics) http.Handler {
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
 		if !w.Ready() {
-			http.Error(rw, "not ready: the first sweep is not done or a source does not answer", http.StatusServiceUnavailable)
+			// Which source is down, since when and why
+			// (docs/watch.md#when-mysql-or-kafka-is-down).
+			why := w.NotReady()
+			if why == "" {
+				why = "the first sweep is not done or a source does not answer"
+			}
+			http.Error(rw, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = rw.Write([]byte("ok\n"))

@@ -83,6 +83,11 @@ func TestEndpoints(t *testing.T) {
 	if tg := targets[0]; tg["event"] != "flagged" || tg["biz_id"] != "b-1" || tg["verdict"] != "STRANDED" || tg["pipeline"] != "pay" {
 		t.Fatalf("/targets[0] = %v", tg)
 	}
+	// The recovery worker's: a repair, and the stop it made.
+	setRepair := m.RepairState([]string{"standby", "repairing", "paused", "stopped"}, []string{"apply_failed", "unexpected_verdict"})
+	m.Repaired("STATE_BEHIND", "repaired")
+	setRepair("repairing", "")
+	setRepair("stopped", "unexpected_verdict")
 	code, metrics := get(t, srv.URL+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
@@ -95,13 +100,17 @@ func TestEndpoints(t *testing.T) {
 		`opctl_watch_rows_read_total{source="poll"}`,
 		`opctl_watch_triages_total{result="ok"} 1`,
 		`opctl_watch_up{source="poll"} 1`,
+		`opctl_watch_repairs_total{outcome="repaired",verdict="STATE_BEHIND"} 1`,
+		`opctl_watch_repair_state{state="stopped"} 1`,
+		`opctl_watch_repair_state{state="repairing"} 0`,
+		`opctl_watch_repairs_stopped{reason="unexpected_verdict"} 1`,
+		`opctl_watch_repairs_stopped{reason="apply_failed"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}
-	// repairs_total has no series until the recovery worker exists; it is
-	// registered all the same.
+	// repairs_total is registered whether or not the worker runs.
 	ch := make(chan *prometheus.Desc, 1)
 	m.repairs.Describe(ch)
 	if d := (<-ch).String(); !strings.Contains(d, `"opctl_watch_repairs_total"`) || !strings.Contains(d, "verdict") || !strings.Contains(d, "outcome") {

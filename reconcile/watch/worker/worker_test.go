@@ -1,0 +1,468 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
+	"github.com/opctl-dev/opctl/reconcile/watch"
+	"github.com/opctl-dev/opctl/repair"
+	"github.com/opctl-dev/opctl/repair/plans"
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// fakeOp is one operation of the fake write side: its verdict now, the
+// verdict an apply leaves, and how its plan or apply goes.
+type fakeOp struct {
+	verdict inspect.Code
+	after   inspect.Code
+	// planErr is PlanID's error; outcome Apply's (default applied).
+	planErr error
+	outcome repair.Outcome
+	// stored is the plan of a REPAIR_INCOMPLETE (StoredPlan).
+	stored *plans.Plan
+}
+
+// fakeService is the write side and the triage over fakeOps; every apply
+// is recorded.
+type fakeService struct {
+	mu      sync.Mutex
+	ops     map[string]*fakeOp
+	applied []string
+	// block, when set, makes Apply wait for ctx (a long apply).
+	block bool
+	// started is signalled when an apply starts.
+	started chan string
+}
+
+func (s *fakeService) PlanID(_ context.Context, bizID, pipeline string, o plans.Options) (*plans.Plan, *triage.Operation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	op := s.ops[bizID]
+	rep := inspect.Report{BizID: bizID, Pipeline: pipeline, Verdict: inspect.Verdict{Code: op.verdict, Severity: inspect.SeverityOf(op.verdict)}}
+	if op.stored != nil && op.verdict == inspect.RepairIncomplete {
+		rep.Repair = &inspect.RepairView{PlanID: op.stored.ID}
+	}
+	t := &triage.Operation{Report: rep}
+	if op.planErr != nil {
+		return nil, t, op.planErr
+	}
+	if len(plans.CalledFor(op.verdict)) == 0 || op.verdict == inspect.RepairIncomplete {
+		return nil, t, &plans.NothingToRepairError{Verdict: op.verdict}
+	}
+	return &plans.Plan{ID: "plan-" + bizID + "-0123456789", BizID: bizID, Pipeline: pipeline, Verdict: op.verdict, Operator: o.Operator, Reason: o.Reason}, t, nil
+}
+
+func (s *fakeService) StoredPlan(_ context.Context, id string) (*plans.Plan, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, op := range s.ops {
+		if op.stored != nil && op.stored.ID == id {
+			return op.stored, nil
+		}
+	}
+	return nil, errors.New("no such plan")
+}
+
+func (s *fakeService) Apply(ctx context.Context, p *plans.Plan, o repair.ApplyOptions) (*repair.Result, error) {
+	if s.started != nil {
+		s.started <- p.BizID
+	}
+	if s.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	op := s.ops[p.BizID]
+	out := op.outcome
+	if out == "" {
+		out = repair.OutcomeApplied
+	}
+	res := &repair.Result{PlanID: p.ID, BizID: p.BizID, Pipeline: p.Pipeline, Outcome: out, Total: 2, Applied: 2}
+	if out != repair.OutcomeApplied {
+		res.Applied, res.Refused = 0, "stale: the state row changed"
+		return res, errors.New("refused: stale")
+	}
+	s.applied = append(s.applied, p.BizID+" by "+o.Operator)
+	op.verdict = op.after
+	return res, nil
+}
+
+func (s *fakeService) Triage(_ context.Context, pipeline, bizID string) (inspect.Report, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	op := s.ops[bizID]
+	return inspect.Report{BizID: bizID, Pipeline: pipeline, Verdict: inspect.Verdict{Code: op.verdict, Severity: inspect.SeverityOf(op.verdict), Summary: "fake"}}, nil
+}
+
+func (s *fakeService) appliedNow() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.applied)
+}
+
+// targets is a flagged set the test changes.
+type targets struct {
+	mu    sync.Mutex
+	flags []watch.Flag
+}
+
+func (t *targets) get() []watch.Flag {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.flags)
+}
+
+func flag(biz string, v inspect.Code, since time.Time) watch.Flag {
+	return watch.Flag{Event: watch.Event{Event: watch.Flagged, Pipeline: "pay", BizID: biz, Verdict: string(v), Severity: "action",
+		Cause: watch.Cause{Source: watch.SourcePoll}}, Since: since}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuf) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
+func (b *syncBuf) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// lines are the event lines written so far.
+func (b *syncBuf) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("event line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func kinds(ls []map[string]any) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l["event"].(string)+" "+l["biz_id"].(string))
+	}
+	return out
+}
+
+// waitFor polls cond (the worker runs in its own goroutine) for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("never: %s", what)
+}
+
+// clock is a test clock the test moves.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+type fixture struct {
+	svc    *fakeService
+	tg     *targets
+	events *syncBuf
+	log    *syncBuf
+	w      *Worker
+	clock  *clock
+	states []string
+	counts map[string]int
+	mu     sync.Mutex
+}
+
+func newFixture(ops map[string]*fakeOp, order ...string) *fixture {
+	f := &fixture{svc: &fakeService{ops: ops}, tg: &targets{}, events: &syncBuf{}, log: &syncBuf{},
+		clock: &clock{now: time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)}, counts: map[string]int{}}
+	for i, biz := range order {
+		f.tg.flags = append(f.tg.flags, flag(biz, ops[biz].verdict, f.clock.now.Add(time.Duration(i)*time.Millisecond)))
+	}
+	f.w = &Worker{Verdicts: []inspect.Code{inspect.StateBehind, inspect.Stranded}, PerMinute: 2, Operator: OperatorPrefix + "test",
+		Service: f.svc, Triage: f.svc.Triage, Targets: f.tg.get, Retry: 10 * time.Millisecond,
+		Expect: func(inspect.Code) []inspect.Code {
+			return []inspect.Code{inspect.WillRedeliver, inspect.InFlight, inspect.CompleteUncommitted, inspect.Complete}
+		},
+		Events: f.events, Log: f.log, Now: f.clock.Now,
+		Hooks: Hooks{
+			Repair: func(v, o string) { f.mu.Lock(); f.counts[v+" "+o]++; f.mu.Unlock() },
+			State:  func(s, r string) { f.mu.Lock(); f.states = append(f.states, s+"/"+r); f.mu.Unlock() },
+		}}
+	return f
+}
+
+func (f *fixture) count(k string) int { f.mu.Lock(); defer f.mu.Unlock(); return f.counts[k] }
+
+func (f *fixture) run(t *testing.T) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.w.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func behind(after inspect.Code) *fakeOp {
+	return &fakeOp{verdict: inspect.StateBehind, after: after}
+}
+
+func TestWorker(t *testing.T) {
+	t.Run("staging: the first alone, then up to the rate", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"a": behind(inspect.WillRedeliver), "b": behind(inspect.Complete), "c": behind(inspect.WillRedeliver)}, "a", "b", "c")
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "two repairs", func() bool { return len(f.svc.appliedNow()) == 2 })
+		// The third waits for the minute of the first: a few loops later
+		// it has not started.
+		time.Sleep(100 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 2 || got[0] != "a by opctl-watch@test" || got[1] != "b by opctl-watch@test" {
+			t.Fatalf("applied %v: want a then b, by the worker's operator, and c held by the rate", got)
+		}
+		f.clock.add(61 * time.Second)
+		waitFor(t, "the third after a minute", func() bool { return len(f.svc.appliedNow()) == 3 })
+		waitFor(t, "three repaired lines", func() bool { return len(f.events.lines(t)) == 3 })
+		ls := f.events.lines(t)
+		if !slices.Equal(kinds(ls), []string{"repaired a", "repaired b", "repaired c"}) || ls[0]["verdict"] != "WILL_REDELIVER" || ls[1]["verdict"] != "COMPLETE" {
+			t.Errorf("events %v", f.events)
+		}
+		if f.count("STATE_BEHIND repaired") != 3 {
+			t.Errorf("counts %v", f.counts)
+		}
+		if !strings.Contains(f.log.String(), "the first repair is verified: up to 2 a minute") {
+			t.Errorf("stderr %s", f.log)
+		}
+	})
+	t.Run("the canary fails: nothing after it", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"a": behind(inspect.StateBehind), "b": behind(inspect.Complete)}, "a", "b")
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "stopped", func() bool { s, _ := f.w.State(); return s == StateStopped })
+		time.Sleep(100 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 1 {
+			t.Fatalf("applied %v: want only the canary", got)
+		}
+		ls := f.events.lines(t)
+		if !slices.Equal(kinds(ls), []string{"repair_failed a", "paused "}) || !strings.Contains(ls[0]["summary"].(string), "the verdict after it is STATE_BEHIND, not one of WILL_REDELIVER") {
+			t.Errorf("events %s", f.events)
+		}
+		if _, reason := f.w.State(); reason != ReasonUnexpected || f.count("STATE_BEHIND unexpected") != 1 {
+			t.Errorf("reason %q counts %v", reason, f.counts)
+		}
+		if !strings.Contains(f.log.String(), "repairs stopped (unexpected_verdict)") {
+			t.Errorf("stderr %s", f.log)
+		}
+	})
+	t.Run("stop at the first failed apply", func(t *testing.T) {
+		ops := map[string]*fakeOp{"a": behind(inspect.Complete), "b": behind(inspect.Complete), "c": behind(inspect.Complete)}
+		ops["b"].outcome = repair.OutcomeRefused
+		f := newFixture(ops, "a", "b", "c")
+		f.w.PerMinute = 10
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "stopped", func() bool { s, _ := f.w.State(); return s == StateStopped })
+		time.Sleep(100 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 1 || got[0] != "a by opctl-watch@test" {
+			t.Fatalf("applied %v: want a only (b refused, c never tried)", got)
+		}
+		ls := f.events.lines(t)
+		if !slices.Equal(kinds(ls), []string{"repaired a", "repair_failed b", "paused "}) || !strings.Contains(ls[1]["summary"].(string), "did not apply: refused: stale") {
+			t.Errorf("events %s", f.events)
+		}
+		if _, reason := f.w.State(); reason != ReasonApplyFailed || f.count("STATE_BEHIND failed") != 1 {
+			t.Errorf("reason %q counts %v", reason, f.counts)
+		}
+	})
+	t.Run("pause file", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"a": behind(inspect.Complete)}, "a")
+		f.w.PauseFile = filepath.Join(t.TempDir(), "pause")
+		if err := os.WriteFile(f.w.PauseFile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "paused", func() bool { s, _ := f.w.State(); return s == StatePaused })
+		time.Sleep(100 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 0 {
+			t.Fatalf("applied %v while paused", got)
+		}
+		if ls := f.events.lines(t); !slices.Equal(kinds(ls), []string{"paused "}) || !strings.Contains(ls[0]["summary"].(string), "pause file") {
+			t.Fatalf("events while paused (one paused line): %s", f.events)
+		}
+		if err := os.Remove(f.w.PauseFile); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "repaired after the pause", func() bool { return len(f.svc.appliedNow()) == 1 })
+		if !strings.Contains(f.log.String(), "repairs resume") {
+			t.Errorf("stderr %s", f.log)
+		}
+	})
+	t.Run("needs an attestation: skipped, the next one repaired", func(t *testing.T) {
+		ops := map[string]*fakeOp{"a": behind(inspect.Complete), "b": behind(inspect.Complete)}
+		ops["a"].planErr = &plans.InputError{Msg: "this plan has a manual action", Option: plans.OptAttest}
+		f := newFixture(ops, "a", "b")
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "b repaired", func() bool { return len(f.svc.appliedNow()) == 1 })
+		if got := f.svc.appliedNow(); got[0] != "b by opctl-watch@test" || f.count("STATE_BEHIND skipped") != 1 {
+			t.Errorf("applied %v counts %v", got, f.counts)
+		}
+		if !strings.Contains(f.log.String(), "a: not repaired: its plan needs an operator's attestation") {
+			t.Errorf("stderr %s", f.log)
+		}
+	})
+	t.Run("a verdict not given is not repaired", func(t *testing.T) {
+		ops := map[string]*fakeOp{"a": {verdict: inspect.MissingEffect, after: inspect.Complete}, "b": behind(inspect.Complete)}
+		f := newFixture(ops, "a", "b")
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "b repaired", func() bool { return len(f.svc.appliedNow()) == 1 })
+		time.Sleep(50 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 1 || got[0] != "b by opctl-watch@test" {
+			t.Errorf("applied %v", got)
+		}
+	})
+	t.Run("REPAIR_INCOMPLETE: its own plan finished, another's left", func(t *testing.T) {
+		ops := map[string]*fakeOp{
+			"a": {verdict: inspect.RepairIncomplete, after: inspect.WillRedeliver, stored: &plans.Plan{ID: "own-plan-0123456789", BizID: "a", Pipeline: "pay", Verdict: inspect.StateBehind, Operator: OperatorPrefix + "other-host"}},
+			"b": {verdict: inspect.RepairIncomplete, after: inspect.WillRedeliver, stored: &plans.Plan{ID: "alice-plan-0123456789", BizID: "b", Pipeline: "pay", Verdict: inspect.StateBehind, Operator: "alice"}},
+		}
+		f := newFixture(ops, "a", "b")
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "a finished", func() bool { return len(f.events.lines(t)) == 1 })
+		waitFor(t, "b left", func() bool {
+			return strings.Contains(f.log.String(), "b: REPAIR_INCOMPLETE: plan alice-plan-0 (STATE_BEHIND, by alice) is not a repair of this worker's")
+		})
+		if got := f.svc.appliedNow(); len(got) != 1 || got[0] != "a by opctl-watch@test" {
+			t.Errorf("applied %v", got)
+		}
+		if ls := f.events.lines(t); !strings.Contains(ls[0]["summary"].(string), "finished, applied 2/2") {
+			t.Errorf("events %s", f.events)
+		}
+	})
+	t.Run("leadership: standby, then leader, and a lost lock stops at once", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"a": behind(inspect.Complete), "b": behind(inspect.Complete)}, "a", "b")
+		f.svc.block, f.svc.started = true, make(chan string, 10)
+		var mu sync.Mutex
+		free := false
+		var held *fakeLock
+		f.w.Lock = func(context.Context) (sources.Lock, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !free {
+				return nil, &sources.LockHeldError{Name: "opctl-watch:x", Holder: sources.LockHolder{Connection: 7}}
+			}
+			free = false
+			held = &fakeLock{lost: make(chan struct{})}
+			return held, nil
+		}
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "standby", func() bool { s, _ := f.w.State(); return s == StateStandby })
+		if !strings.Contains(f.log.String(), "another watch holds the repair lock opctl-watch:x (MySQL connection 7)") {
+			t.Errorf("stderr %s", f.log)
+		}
+		select {
+		case b := <-f.svc.started:
+			t.Fatalf("an apply (%s) started without the lock", b)
+		case <-time.After(50 * time.Millisecond):
+		}
+		mu.Lock()
+		free = true
+		mu.Unlock()
+		var first string
+		select {
+		case first = <-f.svc.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no apply once the lock was free")
+		}
+		mu.Lock()
+		close(held.lost)
+		mu.Unlock()
+		waitFor(t, "standby after the loss", func() bool { s, _ := f.w.State(); return s == StateStandby })
+		select {
+		case b := <-f.svc.started:
+			t.Fatalf("an apply (%s) started after the lock was lost", b)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if first != "a" || !strings.Contains(f.log.String(), "was lost") || !held.released() {
+			t.Errorf("first %q released %v stderr %s", first, held.released(), f.log)
+		}
+	})
+}
+
+type fakeLock struct {
+	mu   sync.Mutex
+	lost chan struct{}
+	rel  bool
+}
+
+func (l *fakeLock) Name() string          { return "opctl-watch:x" }
+func (l *fakeLock) Contended() string     { return "" }
+func (l *fakeLock) Lost() <-chan struct{} { return l.lost }
+func (l *fakeLock) Release() error        { l.mu.Lock(); l.rel = true; l.mu.Unlock(); return nil }
+func (l *fakeLock) released() bool        { l.mu.Lock(); defer l.mu.Unlock(); return l.rel }
+
+func TestParseVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "STATE_BEHIND,stranded", want: "STATE_BEHIND STRANDED"},
+		{in: "STATE_BEHIND, STATE_BEHIND", want: "STATE_BEHIND"},
+		{in: "UNKNOWN_OUTCOME", err: "UNKNOWN_OUTCOME is not repaired by the worker: its plan always needs an operator's attestation"},
+		{in: "IN_FLIGHT", err: "release_lease is an operator's decision"},
+		{in: "COMPLETE", err: "COMPLETE is not repaired by the worker: it calls for no repair; it repairs STATE_BEHIND, STRANDED, MISSING_EFFECT, WRONGLY_SKIPPED, DUPLICATE_EFFECT"},
+		{in: "STRANDD", err: `"STRANDD" is not a verdict`},
+		{in: ",", err: "no verdict given"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseVerdicts(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			var s []string
+			for _, c := range got {
+				s = append(s, string(c))
+			}
+			if err != nil || strings.Join(s, " ") != tc.want {
+				t.Fatalf("%v %v, want %s", s, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLockName(t *testing.T) {
+	a, b := LockName([]string{"pay", "orders"}), LockName([]string{"orders", "pay"})
+	if a != b || len(a) > sources.MaxLockName || !strings.HasPrefix(a, "opctl-watch:") || a == LockName([]string{"pay"}) {
+		t.Fatalf("%q %q", a, b)
+	}
+}
