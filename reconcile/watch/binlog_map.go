@@ -35,8 +35,9 @@ const (
 type mapRule struct {
 	p *config.Pipeline
 	// what names the role of the table (state, idempotency, scan, entity,
-	// transaction, binlog step) for the docs and the tests.
-	what string
+	// transaction, binlog step) for the docs and the tests; table is its
+	// name as the configuration writes it (cause.table, as a poll's).
+	what, table string
 	col  string
 	kind mapKind
 	// action is the idempotency action column (byMsgID: only SKIPPED
@@ -82,6 +83,7 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 				fp.tables[i].Columns = append(fp.tables[i].Columns, c)
 			}
 		}
+		r.table = table
 		fp.rules[k] = append(fp.rules[k], r)
 	}
 	for _, p := range pipelines {
@@ -164,15 +166,15 @@ func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pend
 			switch r.kind {
 			case byBizID:
 				t := at
-				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: c.Table, Position: pos, CommittedAt: &t})
+				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: r.table, Position: pos, CommittedAt: &t})
 			case byMsgID:
 				// A deleted record (a TTL purge, a flip_skipped reopen) and
 				// a DONE one decide no target by themselves.
 				if a, _ := value(c, r.action); c.Kind != sources.ChangeDelete && a == inspect.ActionSkipped {
-					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: c.Table, pos: pos})
+					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos})
 				}
 			case byRowKey:
-				pending = append(pending, pendingChange{rule: r, value: v, at: at, table: c.Table, pos: pos})
+				pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos})
 			}
 		}
 	}

@@ -73,14 +73,14 @@ func TestMapTx(t *testing.T) {
 		{"NULL key", []sources.RowChange{ch("app", "op_state", sources.ChangeUpdate)}, nil, nil},
 		{"unfollowed table", []sources.RowChange{ch("app", "other", sources.ChangeInsert, "biz_id", "z")}, nil, nil},
 		{"same name, other schema", []sources.RowChange{ch("s3", "op_state", sources.ChangeInsert, "biz_id", "z")}, nil, nil},
-		{"entity status change", []sources.RowChange{ch("s3", "orders", sources.ChangeUpdate, "order_id", "8822")}, []string{"orders/8822@orders"}, nil},
-		{"SKIPPED record without biz_id", []sources.RowChange{ch("s3", "idempotent", sources.ChangeInsert, "msg_id", "msg-7391", "action", "SKIPPED")}, nil, []string{"orders/msg-7391@idempotent"}},
+		{"entity status change", []sources.RowChange{ch("s3", "orders", sources.ChangeUpdate, "order_id", "8822")}, []string{"orders/8822@s3.orders"}, nil},
+		{"SKIPPED record without biz_id", []sources.RowChange{ch("s3", "idempotent", sources.ChangeInsert, "msg_id", "msg-7391", "action", "SKIPPED")}, nil, []string{"orders/msg-7391@s3.idempotent"}},
 		{"DONE record without biz_id", []sources.RowChange{ch("s3", "idempotent", sources.ChangeInsert, "msg_id", "msg-7392", "action", "DONE")}, nil, nil},
 		{"SKIPPED record deleted (reopened)", []sources.RowChange{ch("s3", "idempotent", sources.ChangeDelete, "msg_id", "msg-7391", "action", "SKIPPED")}, nil, nil},
-		{"binlog step row", []sources.RowChange{ch("s0", "account_balance", sources.ChangeUpdate, "account_id", "3001")}, nil, []string{"settle/3001@account_balance"}},
+		{"binlog step row", []sources.RowChange{ch("s0", "account_balance", sources.ChangeUpdate, "account_id", "3001")}, nil, []string{"settle/3001@s0.account_balance"}},
 		{"binlog step tied by its transaction", []sources.RowChange{ch("s0", "fees", sources.ChangeUpdate, "account_id", "3001"), ch("s0", "fee_tx", sources.ChangeInsert, "biz_id", "PAY-9")},
-			[]string{"settle/PAY-9@fee_tx"}, []string{"settle/3001@fees"}},
-		{"scan step of seed 000", []sources.RowChange{ch("s0", "ledger_entry", sources.ChangeInsert, "biz_order_id", "PAY-BL-1")}, []string{"settle/PAY-BL-1@ledger_entry"}, nil},
+			[]string{"settle/PAY-9@s0.fee_tx"}, []string{"settle/3001@s0.fees"}},
+		{"scan step of seed 000", []sources.RowChange{ch("s0", "ledger_entry", sources.ChangeInsert, "biz_order_id", "PAY-BL-1")}, []string{"settle/PAY-BL-1@s0.ledger_entry"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := sources.BinlogTx{Changes: tc.changes, End: sources.BinlogPosition{File: "bin.000002", Pos: 900}, CommittedAt: at}
