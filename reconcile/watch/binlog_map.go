@@ -38,8 +38,8 @@ type mapRule struct {
 	// transaction, binlog step) for the docs and the tests; table is its
 	// name as the configuration writes it (cause.table, as a poll's).
 	what, table string
-	col  string
-	kind mapKind
+	col         string
+	kind        mapKind
 	// action is the idempotency action column (byMsgID: only SKIPPED
 	// records are mapped, the only verdict a record decides alone).
 	action string
