@@ -243,6 +243,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	}
 	m := httpd.NewMetrics(w.Targets, nil)
 	w.Hooks = m.Hooks()
+	reportBehind(source, m.BinlogBehind)
 	stopRepair, err := startWatchRepair(ctx, opts, w, m, pipelines)
 	if err != nil {
 		return err
