@@ -127,7 +127,11 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 			}
 		}
 		s.rows += len(tx.Changes)
-		direct, pending := plan.mapTx(tx)
+		direct, pending, unknown := plan.mapTx(tx)
+		if unknown != "" {
+			s.stop()
+			return out, pos, fmt.Errorf("%s: %w", unknown, ErrPositionGone)
+		}
 		out = append(out, direct...)
 		for _, pc := range pending {
 			if byPipeline[pc.rule.p.Name] == nil {

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -152,13 +153,18 @@ type pendingChange struct {
 
 // mapTx maps one transaction's row changes: the changes that name their
 // operation, and those left to the topic (byMsgID, byRowKey). A change
-// without the rule's column (a NULL, or an image without it) maps to
-// nothing by that rule.
-func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pendingChange) {
+// whose rule column is NULL maps to nothing by that rule; one whose image
+// does not hold it (binlog_row_image=MINIMAL for the session) is named in
+// unknown: which operation it touched cannot be told.
+func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pendingChange, unknown string) {
 	at := tx.CommittedAt
 	pos := tx.End.String()
 	for _, c := range tx.Changes {
 		for _, r := range fp.rules[c.Schema+"."+c.Table] {
+			if containsFold(c.Missing, r.col) || (r.kind == byMsgID && containsFold(c.Missing, r.action)) {
+				unknown = fmt.Sprintf("a row image of %s.%s at %s without its %s column (binlog_row_image=MINIMAL?)", c.Schema, c.Table, pos, r.col)
+				continue
+			}
 			v, ok := value(c, r.col)
 			if !ok || v == "" {
 				continue
@@ -178,5 +184,5 @@ func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pend
 			}
 		}
 	}
-	return direct, pending
+	return direct, pending, unknown
 }

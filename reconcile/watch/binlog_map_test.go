@@ -49,6 +49,17 @@ func TestPlanFollow(t *testing.T) {
 	}
 }
 
+// A row image without the column a rule maps by (MINIMAL for one
+// session) is not guessed at: the watch sweeps again.
+func TestMapTxMissingColumn(t *testing.T) {
+	fp := planFollow(mapPipelines(), "app")
+	tx := sources.BinlogTx{Changes: []sources.RowChange{{Schema: "s3", Table: "idempotent", Kind: sources.ChangeUpdate,
+		Values: map[string]string{"msg_id": "m"}, Missing: []string{"action"}}}}
+	if _, _, unknown := fp.mapTx(tx); !strings.Contains(unknown, "s3.idempotent") || !strings.Contains(unknown, "MINIMAL") {
+		t.Fatalf("unknown %q", unknown)
+	}
+}
+
 func TestMapTx(t *testing.T) {
 	fp := planFollow(mapPipelines(), "app")
 	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
@@ -84,7 +95,10 @@ func TestMapTx(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := sources.BinlogTx{Changes: tc.changes, End: sources.BinlogPosition{File: "bin.000002", Pos: 900}, CommittedAt: at}
-			direct, pending := fp.mapTx(tx)
+			direct, pending, unknown := fp.mapTx(tx)
+			if unknown != "" {
+				t.Fatalf("unknown: %s", unknown)
+			}
 			var gd, gp []string
 			for _, c := range direct {
 				gd = append(gd, c.Pipeline+"/"+c.BizID+"@"+c.Table)
