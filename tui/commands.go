@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"runtime/debug"
+	"slices"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -40,6 +41,19 @@ func safe(f func() tea.Msg) tea.Cmd {
 // blocked).
 func (m Model) reconcileCmd(gen int) tea.Cmd {
 	ctx, o := m.ctx, m.opts
+	if o.Watch != "" {
+		return safe(func() tea.Msg {
+			u, err := WatchURL(o.Watch)
+			if err != nil {
+				return refreshMsg{gen: gen, err: err}
+			}
+			items, err := readTargets(ctx, o.HTTP, u, o.WatchTimeout, o.Now())
+			if o.Pipeline != "" {
+				items = slices.DeleteFunc(items, func(it Item) bool { return it.Pipeline != o.Pipeline })
+			}
+			return refreshMsg{gen: gen, items: items, err: err}
+		})
+	}
 	return safe(func() tea.Msg {
 		run, err := o.Reconcile()
 		if err != nil {

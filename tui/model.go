@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 
@@ -81,6 +82,15 @@ func New(ctx context.Context, o Options, st Styles) Model {
 	}
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
+		if o.Watch != "" {
+			o.Refresh = DefaultWatchRefresh
+		}
+	}
+	if o.WatchTimeout <= 0 {
+		o.WatchTimeout = DefaultWatchTimeout
+	}
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{}
 	}
 	if o.Now == nil {
 		o.Now = time.Now

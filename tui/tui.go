@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -69,6 +70,15 @@ type Options struct {
 	Now func() time.Time
 	// Keys and Styles default to DefaultKeyMap and NewStyles.
 	Keys *KeyMap
+	// Watch, when set, is the base URL of a running `opctl watch`
+	// (--watch): the list is its /targets, read every Refresh (default
+	// DefaultWatchRefresh) within WatchTimeout (default
+	// DefaultWatchTimeout), instead of a reconcile (docs/tui.md#watch).
+	// The detail and the repair flow still triage through Triage.
+	Watch        string
+	WatchTimeout time.Duration
+	// HTTP reads /targets (nil: a client of the console's own).
+	HTTP *http.Client
 }
 
 // Defaults of the console (docs/tui.md).

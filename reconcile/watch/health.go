@@ -110,6 +110,9 @@ func (w *Watcher) noteTriage(k Key, cause Cause, rep inspect.Report, err error) 
 // as the change source's read found it), tells the Up hook, and says on
 // the log when that changed.
 func (w *Watcher) setSourceUp(name string, up, byChanges bool, why string, retries int) {
+	// One line on stderr and in /readyz: a driver's message may hold
+	// several (sarama's "run out of brokers" chains).
+	why = strings.Join(strings.Fields(why), " ")
 	w.mu.Lock()
 	if w.health.down == nil {
 		w.health.down = map[string]downState{}
