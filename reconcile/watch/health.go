@@ -264,3 +264,22 @@ func (w *Watcher) start(ctx context.Context, interval time.Duration) (string, er
 		}
 	}
 }
+
+// Recheck has k triaged again at the next round, with cause (safe from any
+// goroutine): what the recovery worker asks after a repair, whose writes
+// (a reversal, a compensation, a republished message) may touch no table
+// the change source reads, so that the flag clears when the repair landed
+// instead of staying until the next sweep.
+func (w *Watcher) Recheck(k Key, cause Cause) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &w.health
+	if h.retry == nil {
+		h.retry = map[Key]retryEntry{}
+	}
+	if _, ok := h.retry[k]; ok {
+		return
+	}
+	h.seq++
+	h.retry[k] = retryEntry{cause: cause, seq: h.seq}
+}
