@@ -55,6 +55,9 @@ type options struct {
 	TUI bool
 	// Watch runs the scenarios under a live opctl watch (watch.go).
 	Watch bool
+	// keepDir is where --watch --keep writes opctl-lab.yaml ("": the
+	// current directory, where its printed commands run; tests set it).
+	keepDir string
 	// selected are the scenarios to run: --scenario checked by lab.Select
 	// (every scenario without it), in the lab's order.
 	selected []lab.Scenario

@@ -153,6 +153,9 @@ func runWatchDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) 
 	cfgDir := dir
 	if opts.Keep {
 		cfgDir = "." // the commands printed for another terminal read ./opctl-lab.yaml
+		if opts.keepDir != "" {
+			cfgDir = opts.keepDir
+		}
 	}
 	cfgPath, err := writeKeptConfig(cfgDir, env)
 	if err != nil {
