@@ -87,8 +87,9 @@ func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pi
 			tables = append(tables, t.Schema+"."+t.Table)
 		}
 		for _, n := range names {
-			fmt.Fprintf(errOut, "watch: pipeline %s: binlog mode (server %s, server_id %d, binlog head %s; following %s)\n", n, ws.Label, ws.ServerID, head, strings.Join(tables, ", "))
+			fmt.Fprintf(errOut, "watch: pipeline %s: binlog mode (server %s, binlog head %s)\n", n, ws.Label, head)
 		}
+		fmt.Fprintf(errOut, "watch: binlog of %s: server_id %d, following %d tables: %s\n", ws.Label, ws.ServerID, len(tables), strings.Join(tables, ", "))
 		if topics == nil && needsTopic(ws.Pipelines) {
 			fmt.Fprintf(errOut, "watch: binlog: Kafka cannot be read (%s): changes that name no operation (records without biz_id, binlog steps without a transaction tie) are left to the timer and the next sweep\n", c.KafkaMissing)
 		}

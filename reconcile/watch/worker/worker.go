@@ -93,7 +93,7 @@ const DefaultPerMinute = 6
 
 // DefaultRetry is how often a standby watch asks for the repair lock again,
 // and a paused one looks at the pause file.
-const DefaultRetry = 2 * time.Second
+const DefaultRetry = time.Second
 
 // Repairable are the verdicts --repair accepts: those whose plan is made of
 // guarded actions with no operator's attestation. A DUPLICATE_EFFECT whose
