@@ -168,7 +168,18 @@ func (w *Watcher) retryDue(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		// Taken out first: a look that fails puts it back (with this
+		// cause), one that answers, or that has nothing to triage (its
+		// pipeline is no longer watched), leaves it out.
+		w.mu.Lock()
+		delete(w.health.retry, d.k)
+		w.mu.Unlock()
 		if !w.look(ctx, d.k, d.e.cause) {
+			w.mu.Lock()
+			if _, ok := w.health.retry[d.k]; !ok {
+				w.health.retry[d.k] = d.e // stopping: the state file keeps it
+			}
+			w.mu.Unlock()
 			return
 		}
 		w.mu.Lock()

@@ -233,3 +233,19 @@ func TestRecheckClearsARepairedFlag(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 }
+
+// An operation waiting for a retry whose pipeline is not watched (any
+// more) leaves the retry set instead of blocking it every round.
+func TestRetryOfAnUnwatchedPipelineIsDropped(t *testing.T) {
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}},
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			return inspect.Report{BizID: id, Verdict: inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}}, nil
+		}}
+	w.tracker, w.deadlines = NewTracker(), NewDeadlines()
+	w.Recheck(Key{"gone", "x"}, Cause{Source: SourceTimer})
+	w.Recheck(Key{"pay", "y"}, Cause{Source: SourceTimer})
+	w.retryDue(context.Background())
+	if got := w.Retrying(); len(got) != 0 {
+		t.Fatalf("still retrying %v", got)
+	}
+}
