@@ -1071,7 +1071,12 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		sum.MetricMeanMS = 1000 * (m1.LatSum - m0.LatSum) / n
 	}
 	// Incidents: their skipped commit (the consumer's event), their flag.
-	inc := b.rec.incidents()
+	// The run's incidents (the ladder's are its own).
+	all := b.rec.incidents()
+	inc := map[string]time.Time{}
+	for _, id := range st.incidents {
+		inc[id] = all[id]
+	}
 	sum.Incidents = len(inc)
 	sum.Causes = map[string]int{}
 	flagged := map[string]event{}
@@ -1226,7 +1231,9 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 	}
 	phases := int(period / time.Second)
 	var lat []float64
-	for _, at := range b.rec.incidents() {
+	times := b.rec.incidents()
+	for _, id := range st.incidents {
+		at := times[id]
 		if at.IsZero() {
 			continue
 		}
