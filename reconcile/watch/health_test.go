@@ -249,3 +249,49 @@ func TestRetryOfAnUnwatchedPipelineIsDropped(t *testing.T) {
 		t.Fatalf("still retrying %v", got)
 	}
 }
+
+// A flagged operation whose triage cannot read Kafka is not cleared by
+// that partial report (it would be flagged again when Kafka answers); it
+// is triaged again, and cleared when Kafka answers.
+func TestKafkaDownDoesNotClear(t *testing.T) {
+	var mu sync.Mutex
+	kafkaDown := false
+	verdict := inspect.Verdict{Code: "STRANDED", Severity: inspect.SeverityAction}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}}, Source: &fakeSource{}, Interval: 10 * time.Millisecond, Events: events,
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			r := inspect.Report{BizID: id, Verdict: verdict, Sources: map[string]string{"kafka": sources.StatusOK}}
+			if kafkaDown {
+				r.Sources["kafka"], r.Partial = "EOF", true
+				r.Verdict = inspect.Verdict{Code: "UNKNOWN", Severity: inspect.SeverityWatch}
+			}
+			return r, nil
+		},
+		Sweep: func(_ context.Context, emit func(reconcile.Result) error) error {
+			r := reconcile.Result{Severity: inspect.SeverityAction}
+			r.BizID, r.Pipeline, r.Verdict = "s", "pay", "STRANDED"
+			return emit(r)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	eventually(t, "flagged", func() bool { return len(events.lines()) == 1 })
+	mu.Lock()
+	kafkaDown = true
+	mu.Unlock()
+	w.Recheck(Key{"pay", "s"}, Cause{Source: SourcePoll})
+	eventually(t, "kafka down", func() bool { return !w.Ready() })
+	time.Sleep(50 * time.Millisecond)
+	if n := len(events.lines()); n != 1 {
+		t.Fatalf("a partial report changed the flag: %+v", events.lines())
+	}
+	mu.Lock()
+	kafkaDown, verdict = false, inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}
+	mu.Unlock()
+	eventually(t, "cleared once Kafka answers", func() bool { return len(events.lines()) == 2 })
+	if ev := events.lines()[1]; ev.Event != Cleared {
+		t.Fatalf("event %+v", ev)
+	}
+}

@@ -421,6 +421,12 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	obs, due := Judge(p, rep, dbNow, w.OlderThan)
 	w.mu.Lock()
+	if _, flagged := w.tracker.flags[k]; flagged && !obs.Target && kafkaUnread(rep) {
+		// A flag is not cleared by a triage that could not read Kafka: it
+		// is triaged again when Kafka answers (health.go).
+		w.mu.Unlock()
+		return true
+	}
 	ev := w.tracker.Observe(obs, cause, now)
 	w.dirty = true
 	if due != nil && !obs.Target {
