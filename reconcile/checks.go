@@ -1480,6 +1480,33 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			ranged = bounds != nil
 		}
 	}
+	// The pages of keys (orphans, and a sweep shared with orphans) are read
+	// one ahead: while the lookups of one page run, the next page is read
+	// on another connection, as a walk reads ahead (under --rate, one
+	// after another). The keys are filtered once the page is in hand: the
+	// candidates' sets are the scanner's alone.
+	type keyPage struct {
+		keys   []string
+		counts []int64
+		end    sources.SweepEnd
+		err    error
+	}
+	readKeys := func(after sources.Bound) keyPage {
+		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+		defer cancel()
+		var kp keyPage
+		kp.end, kp.err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, n int64) {
+			kp.keys = append(kp.keys, string(key))
+			kp.counts = append(kp.counts, n)
+		})
+		return kp
+	}
+	var ahead chan keyPage
+	defer func() {
+		if ahead != nil {
+			<-ahead
+		}
+	}()
 	page := 0
 	var after sources.Bound
 	var read int64
@@ -1509,29 +1536,44 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			}
 			page++
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
-		case share != nil:
-			// Every key of the page, for the merge, and those of more than
-			// one row, as SweepRange's HAVING would keep them.
-			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, n int64) {
-				if n > 1 && !cs.seen[string(key)] {
-					hits = append(hits, string(key))
-				}
-				if !share.seen[string(key)] {
-					keys = append(keys, string(key))
-				}
-			})
-			last = end.Keys < r.sweepPage()
-		case cs.check == CheckDuplicates:
+		case cs.check == CheckDuplicates && share == nil:
 			hits, end, err = r.db(cs.p).SweepMulti(ctx, s, after, r.sweepPage())
 			last = end.Keys < r.sweepPage()
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
 		default:
-			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
-				if !cs.seen[string(key)] {
-					keys = append(keys, string(key))
-				}
-			})
+			// Every key of the page for the merge; shared with orphans,
+			// also those of more than one row, as SweepRange's HAVING
+			// would keep them.
+			var kp keyPage
+			if ahead != nil {
+				kp = <-ahead
+				ahead = nil
+			} else {
+				kp = readKeys(after)
+			}
+			end, err = kp.end, kp.err
+			if err != nil {
+				break
+			}
 			last = end.Keys < r.sweepPage()
+			if !last && r.o.Rate <= 0 && !r.stopped() {
+				next := sources.Bound{Set: true, Value: end.Last.Value}
+				ch := make(chan keyPage, 1)
+				go func() { ch <- readKeys(next) }()
+				ahead = ch
+			}
+			merged := cs.seen
+			if share != nil {
+				merged = share.seen
+			}
+			for i, k := range kp.keys {
+				if share != nil && kp.counts[i] > 1 && !cs.seen[k] {
+					hits = append(hits, k)
+				}
+				if !merged[k] {
+					keys = append(keys, k)
+				}
+			}
 		}
 		cancel()
 		if err != nil {
