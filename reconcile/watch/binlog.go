@@ -58,6 +58,10 @@ type BinlogSource struct {
 	// unmapped counts the changes left unmapped (no Topics, or too many
 	// claimants).
 	unmapped int
+	// failed is the error that ended the last follow, until a follow
+	// started after it delivers something: a restarted follow has not
+	// regained the source before it reads from the server.
+	failed error
 }
 
 // Name is the cause.source of binlog changes.
@@ -113,6 +117,14 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 	}
 	txs, ferr := s.txs, s.err
 	s.txs = nil
+	if len(txs) > 0 {
+		s.failed = nil
+	}
+	var pe *sources.PurgedError
+	if ferr != nil && !errors.As(ferr, &pe) {
+		s.failed = ferr
+	}
+	failed := s.failed
 	s.mu.Unlock()
 	var out []Change
 	byPipeline := map[string][]pendingChange{}
@@ -182,11 +194,13 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 	}
 	if ferr != nil {
 		s.stop()
-		var pe *sources.PurgedError
 		if errors.As(ferr, &pe) {
 			return out, pos, fmt.Errorf("%v: %w", ferr, ErrPositionGone)
 		}
 		return out, pos, ferr
+	}
+	if failed != nil {
+		return out, pos, fmt.Errorf("reconnecting after: %w", failed)
 	}
 	return out, pos, nil
 }
