@@ -125,14 +125,17 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 		names[i] = p.Name
 	}
 	lockName := worker.LockName(names)
-	// The watcher and the worker write lines to one stream.
+	// The watcher and the worker write lines to one stream, and their
+	// progress to one stderr.
 	events := &lockedWriter{w: w.Events}
 	w.Events = events
+	logs := &lockedWriter{w: opts.IO.ErrOut}
+	opts.IO.ErrOut, w.Log = logs, logs
 	wk := &worker.Worker{Verdicts: o.Verdicts, PerMinute: o.PerMinute, PauseFile: o.PauseFile, Operator: o.Operator,
 		Service: svc, Triage: w.Triage, Targets: w.Targets,
 		Expect: func(c inspect.Code) []inspect.Code { return expect[c] },
 		Lock:   func(ctx context.Context) (sources.Lock, error) { return svc.Lock(ctx, lockName, 0) },
-		Events: events, Log: opts.IO.ErrOut,
+		Events: events, Log: logs,
 		Hooks: worker.Hooks{Repair: m.Repaired, State: m.RepairState(worker.States(), []string{worker.ReasonApplyFailed, worker.ReasonUnexpected})}}
 	hooks := w.Hooks
 	event := hooks.Event

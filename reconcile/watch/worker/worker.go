@@ -333,6 +333,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}()
 		}
 		w.repairLoop(lctx)
+		if _, reason := w.State(); reason != "" {
+			// Stopped: the lock is kept until the watch ends, so that the
+			// other watch does not carry on with what made this one stop.
+			<-ctx.Done()
+		}
 		cancel()
 		if lock != nil {
 			select {
@@ -341,12 +346,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			default:
 			}
 			_ = lock.Release()
-		}
-		if _, reason := w.State(); reason != "" {
-			// Stopped: the lock was held until now so that the other watch
-			// did not carry on with what made this one stop.
-			<-ctx.Done()
-			return nil
 		}
 	}
 	return nil
@@ -445,9 +444,12 @@ func (w *Worker) pausedNow() bool {
 	was := w.paused
 	w.paused = paused
 	w.mu.Unlock()
+	if paused {
+		// Also after a new leadership term began as repairing.
+		w.setState(StatePaused, "")
+	}
 	switch {
 	case paused && !was:
-		w.setState(StatePaused, "")
 		msg := fmt.Sprintf("repairs paused: the pause file %s exists; remove it to resume", w.PauseFile)
 		w.logf("%s", msg)
 		w.emit(watch.Event{Event: Paused, At: w.now(), Summary: msg, Cause: watch.Cause{Source: SourceRepair}})
