@@ -24,8 +24,8 @@ import (
 // watchLine is one event line as the tests read it.
 type watchLine struct {
 	Event, Pipeline, Verdict, Severity, At string
-	BizID                              string `json:"biz_id"`
-	Cause                              struct {
+	BizID                                  string `json:"biz_id"`
+	Cause                                  struct {
 		Source      string
 		Table       *string
 		Position    *string
