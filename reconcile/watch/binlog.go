@@ -47,6 +47,10 @@ type BinlogSource struct {
 	Behind func(time.Duration)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Location is the time zone the tables' DATETIMEs are written in
+	// (mysql.time_zone; nil: UTC): a row's time column inside its commit's
+	// second is its finer commit time (commitTime).
+	Location *time.Location
 
 	mu      sync.Mutex
 	txs     []sources.BinlogTx
@@ -139,7 +143,7 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 			}
 		}
 		s.rows += len(tx.Changes)
-		direct, pending, unknown := plan.mapTx(tx)
+		direct, pending, unknown := plan.mapTx(tx, s.Location)
 		if unknown != "" {
 			s.stop()
 			return out, pos, fmt.Errorf("%s: %w", unknown, ErrPositionGone)
