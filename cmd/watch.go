@@ -117,7 +117,6 @@ seconds when it dies. Repairable: STATE_BEHIND, STRANDED, MISSING_EFFECT,
 WRONGLY_SKIPPED, DUPLICATE_EFFECT (a plan that needs an attestation is
 skipped and said on stderr).
 
-Not built yet: the binlog source.
 Ctrl-C (or SIGTERM) stops it within a second.`,
 		Example: `  opctl watch
   opctl watch --pipeline settlement --interval 2s --events events.jsonl
