@@ -88,10 +88,18 @@ func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *c
 		Use:   "watch",
 		Short: "Flag half-completed operations as they happen (events, /metrics)",
 		Long: `Keep the set of operations that need action current (docs/watch.md): one
-reconcile sweep of --since first, then keyset polls of each pipeline's state
-and idempotency tables every --interval, each changed operation triaged with
-the rules of 'opctl where'; a non-terminal operation is looked at again when
-it crosses --older-than, so stuck is found on time.
+reconcile sweep of --since first, then the changes of each pipeline's tables,
+each changed operation triaged with the rules of 'opctl where'; a
+non-terminal operation is looked at again when it crosses --older-than, so
+stuck is found on time.
+
+Changes come, per server (--source auto), from its binlog as a replica when
+it has log_bin ON, binlog_format ROW and the binlog user can replicate
+(REPLICATION SLAVE, REPLICATION CLIENT): the state, idempotency, scan,
+entity and binlog-step tables, each change triaged as it commits; else from
+keyset polls of the state, idempotency and entity (entity.updated_at) tables
+every --interval. stderr says which and why. --source binlog fails (exit 1)
+where there is no binlog to follow; --source poll never reads one.
 
 An operation is flagged when it becomes what 'opctl reconcile' reports as a
 target, changed when its verdict changes while flagged, cleared when it
@@ -242,6 +250,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	}
 	m := httpd.NewMetrics(w.Targets, nil)
 	w.Hooks = m.Hooks()
+	reportBehind(source, m.BinlogBehind)
 	stopRepair, err := startWatchRepair(ctx, opts, w, m, pipelines)
 	if err != nil {
 		return err

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/opctl-dev/opctl/reconcile/watch"
 	"github.com/opctl-dev/opctl/sources"
@@ -116,4 +119,30 @@ func needsTopic(ps []*config.Pipeline) bool {
 		}
 	}
 	return false
+}
+
+// reportBehind feeds opctl_watch_binlog_behind_seconds from the binlog
+// parts of source: the furthest behind of them.
+func reportBehind(source watch.ChangeSource, set func(time.Duration)) {
+	var parts []*watch.BinlogSource
+	switch s := source.(type) {
+	case *watch.BinlogSource:
+		parts = append(parts, s)
+	case *watch.MultiSource:
+		for _, l := range s.Labels {
+			if b, ok := s.Parts[l].(*watch.BinlogSource); ok {
+				parts = append(parts, b)
+			}
+		}
+	}
+	var mu sync.Mutex
+	behind := make([]time.Duration, len(parts))
+	for i, b := range parts {
+		b.Behind = func(d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			behind[i] = d
+			set(slices.Max(behind))
+		}
+	}
 }

@@ -221,7 +221,7 @@ func TestWatchBinlogMode(t *testing.T) {
 	}
 	l := waitFlagged(t, w, "orders_seed", "8822", 30*time.Second)
 	check(l, "WRONGLY_SKIPPED")
-	if l.Cause.Table == nil || *l.Cause.Table != "orders" {
+	if l.Cause.Table == nil || !strings.HasSuffix(*l.Cause.Table, "_seed003.orders") {
 		t.Errorf("8822 flagged by a change of %v, want the entity table orders", deref(l.Cause.Table))
 	}
 	want = append(want, [2]string{"orders_seed", "8822"})
@@ -279,4 +279,52 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// TestWatchPollingSeed003Entity runs the watch on the machine's server,
+// which keeps no binlog: --source binlog refuses to start and says why;
+// --source auto polls and says why, and seed 003's preset (as it is:
+// entity.updated_at on its orders table) makes an entity's status change
+// re-review the order's skip within --interval: the refunded order 8822
+// whose PAID was rightly SKIPPED goes back to PAID and is flagged
+// WRONGLY_SKIPPED from a poll of orders.
+func TestWatchPollingSeed003Entity(t *testing.T) {
+	testenv.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := startSeedLab(ctx, t, testenv.RootDSN())
+	if env.Binlog {
+		t.Skip("the machine's server keeps a ROW binlog: TestWatchBinlogMode covers it")
+	}
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	stderr := &lockedBuf{}
+	code := cmd.Run(ctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: &lockedBuf{}, ErrOut: stderr},
+		[]string{"--config", env.ConfigPath, "watch", "--listen", "127.0.0.1:0", "--source", "binlog", "--state", "none"})
+	if code != 1 || !strings.Contains(stderr.String(), "--source binlog: pipelines ") || !strings.Contains(stderr.String(), "log_bin is OFF") {
+		t.Errorf("--source binlog without a binlog: exit %d, stderr:\n%s", code, stderr)
+	}
+	w := startWatch(ctx, t, env.ConfigPath, events, "--interval", "200ms", "--older-than", "10m", "--since", "1d", "--state", "none")
+	defer w.halt(t)
+	if !strings.Contains(w.stderr.String(), "watch: pipeline orders_seed: polling every 200ms: no binlog to follow: ") {
+		t.Fatalf("stderr does not say why it polls:\n%s", w.stderr)
+	}
+	var scs []lab.Scenario
+	for _, s := range lab.SeedScenarios() {
+		if s.Name == "order-wrongly-skipped-seed" {
+			scs = append(scs, s)
+		}
+	}
+	results, err := env.Run(ctx, scs, nil)
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("scenario: %v %v", err, results[0].Err)
+	}
+	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET status = 'PAID', updated_at = NOW(3) WHERE order_id = 8822"); err != nil {
+		t.Fatal(err)
+	}
+	l := waitFlagged(t, w, "orders_seed", "8822", 30*time.Second)
+	t.Logf("flagged %s %s %s from %s (%s), latency %v ms", l.Pipeline, l.BizID, l.Verdict, l.Cause.Source, deref(l.Cause.Table), *l.LatencyMS)
+	if l.Verdict != "WRONGLY_SKIPPED" || l.Cause.Source != "poll" || !strings.HasSuffix(deref(l.Cause.Table), "_seed003.orders") || l.LatencyMS == nil {
+		t.Errorf("8822: %+v: want WRONGLY_SKIPPED from a poll of orders with a latency", l)
+	}
 }

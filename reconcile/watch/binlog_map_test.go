@@ -49,6 +49,17 @@ func TestPlanFollow(t *testing.T) {
 	}
 }
 
+// A row image without the column a rule maps by (MINIMAL for one
+// session) is not guessed at: the watch sweeps again.
+func TestMapTxMissingColumn(t *testing.T) {
+	fp := planFollow(mapPipelines(), "app")
+	tx := sources.BinlogTx{Changes: []sources.RowChange{{Schema: "s3", Table: "idempotent", Kind: sources.ChangeUpdate,
+		Values: map[string]string{"msg_id": "m"}, Missing: []string{"action"}}}}
+	if _, _, unknown := fp.mapTx(tx); !strings.Contains(unknown, "s3.idempotent") || !strings.Contains(unknown, "MINIMAL") {
+		t.Fatalf("unknown %q", unknown)
+	}
+}
+
 func TestMapTx(t *testing.T) {
 	fp := planFollow(mapPipelines(), "app")
 	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
@@ -73,18 +84,21 @@ func TestMapTx(t *testing.T) {
 		{"NULL key", []sources.RowChange{ch("app", "op_state", sources.ChangeUpdate)}, nil, nil},
 		{"unfollowed table", []sources.RowChange{ch("app", "other", sources.ChangeInsert, "biz_id", "z")}, nil, nil},
 		{"same name, other schema", []sources.RowChange{ch("s3", "op_state", sources.ChangeInsert, "biz_id", "z")}, nil, nil},
-		{"entity status change", []sources.RowChange{ch("s3", "orders", sources.ChangeUpdate, "order_id", "8822")}, []string{"orders/8822@orders"}, nil},
-		{"SKIPPED record without biz_id", []sources.RowChange{ch("s3", "idempotent", sources.ChangeInsert, "msg_id", "msg-7391", "action", "SKIPPED")}, nil, []string{"orders/msg-7391@idempotent"}},
+		{"entity status change", []sources.RowChange{ch("s3", "orders", sources.ChangeUpdate, "order_id", "8822")}, []string{"orders/8822@s3.orders"}, nil},
+		{"SKIPPED record without biz_id", []sources.RowChange{ch("s3", "idempotent", sources.ChangeInsert, "msg_id", "msg-7391", "action", "SKIPPED")}, nil, []string{"orders/msg-7391@s3.idempotent"}},
 		{"DONE record without biz_id", []sources.RowChange{ch("s3", "idempotent", sources.ChangeInsert, "msg_id", "msg-7392", "action", "DONE")}, nil, nil},
 		{"SKIPPED record deleted (reopened)", []sources.RowChange{ch("s3", "idempotent", sources.ChangeDelete, "msg_id", "msg-7391", "action", "SKIPPED")}, nil, nil},
-		{"binlog step row", []sources.RowChange{ch("s0", "account_balance", sources.ChangeUpdate, "account_id", "3001")}, nil, []string{"settle/3001@account_balance"}},
+		{"binlog step row", []sources.RowChange{ch("s0", "account_balance", sources.ChangeUpdate, "account_id", "3001")}, nil, []string{"settle/3001@s0.account_balance"}},
 		{"binlog step tied by its transaction", []sources.RowChange{ch("s0", "fees", sources.ChangeUpdate, "account_id", "3001"), ch("s0", "fee_tx", sources.ChangeInsert, "biz_id", "PAY-9")},
-			[]string{"settle/PAY-9@fee_tx"}, []string{"settle/3001@fees"}},
-		{"scan step of seed 000", []sources.RowChange{ch("s0", "ledger_entry", sources.ChangeInsert, "biz_order_id", "PAY-BL-1")}, []string{"settle/PAY-BL-1@ledger_entry"}, nil},
+			[]string{"settle/PAY-9@s0.fee_tx"}, []string{"settle/3001@s0.fees"}},
+		{"scan step of seed 000", []sources.RowChange{ch("s0", "ledger_entry", sources.ChangeInsert, "biz_order_id", "PAY-BL-1")}, []string{"settle/PAY-BL-1@s0.ledger_entry"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := sources.BinlogTx{Changes: tc.changes, End: sources.BinlogPosition{File: "bin.000002", Pos: 900}, CommittedAt: at}
-			direct, pending := fp.mapTx(tx)
+			direct, pending, unknown := fp.mapTx(tx)
+			if unknown != "" {
+				t.Fatalf("unknown: %s", unknown)
+			}
 			var gd, gp []string
 			for _, c := range direct {
 				gd = append(gd, c.Pipeline+"/"+c.BizID+"@"+c.Table)
@@ -182,8 +196,17 @@ func TestTopicsResolve(t *testing.T) {
 	if _, _, err := tp.resolve(context.Background(), settle, []pendingChange{{rule: rule(settle, "s0.account_balance"), value: "3001", at: t0.Add(5 * time.Second), table: "account_balance"}}); err != nil {
 		t.Fatal(err)
 	}
-	if r := topic.reads[n]; !r[0].Equal(t0.Add(time.Second - time.Second)) {
-		t.Errorf("second read from %v, want from the first read's end less a second (%v)", r[0], t0)
+	if r := topic.reads[n]; len(topic.reads) != n+1 || !r[0].Equal(t0.Add(time.Second-topicOverlap)) {
+		t.Errorf("reads %v after %d, want one from the first read's end less the overlap (%v)", topic.reads, n, t0.Add(time.Second-topicOverlap))
+	}
+	// A record whose message was appended late (stamped before the last
+	// read's end, less the overlap): its window is read again, once.
+	late := msg(7, -2*time.Minute, "8825", map[string]any{"msgId": "msg-late"})
+	topic.msgs = append(topic.msgs, late)
+	n = len(topic.reads)
+	out, _, err := tp.resolve(context.Background(), orders, []pendingChange{{rule: rule(orders, "s3.idempotent"), value: "msg-late", at: t0, table: "idempotent"}})
+	if err != nil || len(out) != 1 || out[0].BizID != "8825" || len(topic.reads) != n+1 {
+		t.Errorf("a late message: %v %v, %d reads: %v", out, err, len(topic.reads)-n, topic.reads[n:])
 	}
 }
 
