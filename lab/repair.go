@@ -158,6 +158,21 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 	}
 }
 
+// DeployFixed starts the post-incident consumers of the named pipelines
+// (as Repair does after its repairs), stopped when the lab closes: what
+// reads the records a repair made elsewhere (opctl watch --repair)
+// republished.
+func (e *Env) DeployFixed(ctx context.Context, pipelines ...string) error {
+	for _, name := range pipelines {
+		c, err := e.startFixed(ctx, name)
+		if err != nil {
+			return err
+		}
+		e.onClose(c.Kill)
+	}
+	return nil
+}
+
 // startFixed starts the post-incident consumer of a pipeline: a naive
 // one with its fix (ResumeFromState), an anchored one as it is, and a
 // seed's own consumer as its team wrote it.

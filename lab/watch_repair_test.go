@@ -18,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/cmd"
+	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/lab"
+	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
@@ -530,4 +534,99 @@ func TestWatchRepairPause(t *testing.T) {
 		!strings.Contains(m, `opctl_watch_repair_state{state="repairing"} 1`) || !strings.Contains(p.stderr.String(), "repairs resume") {
 		t.Fatalf("after the pause: %d repaired; events:\n%s\nmetrics:\n%s\nstderr:\n%s", n, read(), m, p.stderr)
 	}
+}
+
+// TestWatchRepairsAnInjectedIncident: the lab's stranded-early-commit
+// incident (a consumer commits on receipt and dies after the debit) under
+// `opctl watch --repair STRANDED`: the worker repairs PAY-E-1 by itself
+// (rewind and republish, operator opctl-watch@host), the lab's fixed
+// consumer reads the republished record and finishes it, and every effect
+// is there exactly once: the debit (the balance), the ledger row, the
+// notify call at the downstream.
+func TestWatchRepairsAnInjectedIncident(t *testing.T) {
+	testenv.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env, err := lab.Start(ctx, lab.Options{MySQLDSN: testenv.RootDSN(), Timings: consumer.FastTimings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	for _, s := range schema.AuditDDL(env.Config.Audit.AuditTable()) {
+		if _, err := env.DB.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	stderr := &lockedBuf{}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- cmd.Run(wctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: &lockedBuf{}, ErrOut: stderr},
+			[]string{"--config", env.ConfigPath, "watch", "--listen", freeAddr(t), "--events", events,
+				"--interval", "200ms", "--older-than", "1s", "--since", "1d", "--state", "none", "--repair", "STRANDED"})
+	}()
+	var sc *lab.Scenario
+	for _, s := range lab.Scenarios() {
+		if s.Name == "stranded-early-commit" {
+			sc = &s
+		}
+	}
+	results, err := env.Run(ctx, []lab.Scenario{*sc}, nil)
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("scenario: %v %v", err, results[0].Err)
+	}
+	read := func() string { b, _ := os.ReadFile(events); return string(b) }
+	for i := 0; i < 600 && !strings.Contains(read(), `"event":"repaired","at"`); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(read(), `"biz_id":"PAY-E-1","verdict":"WILL_REDELIVER"`) {
+		t.Fatalf("PAY-E-1 not repaired by the watch; events:\n%s\nstderr:\n%s", read(), stderr)
+	}
+	if err := env.DeployFixed(ctx, "settlement"); err != nil {
+		t.Fatal(err)
+	}
+	svc, closeSvc, err := env.Service(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSvc()
+	var verdict string
+	for i := 0; i < 400 && verdict != "COMPLETE"; i++ {
+		r, err := env.Triage(ctx, svc, "settlement", "PAY-E-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdict = string(r.Verdict.Code)
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if verdict != "COMPLETE" {
+		t.Fatalf("PAY-E-1 after the repair and the fixed consumer: %s; events:\n%s", verdict, read())
+	}
+	inv, err := env.Invariants(ctx, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range inv {
+		if !i.Holds {
+			t.Errorf("invariant %s: %s", i.Name, i.Detail)
+		}
+	}
+	var ledger, plans int
+	var op string
+	if err := env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM ledger_entry WHERE biz_order_id = 'PAY-E-1'").Scan(&ledger); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.DB.QueryRowContext(ctx, "SELECT COUNT(DISTINCT plan_id), MIN(operator) FROM "+env.Config.Audit.AuditTable()+" WHERE biz_id = 'PAY-E-1'").Scan(&plans, &op); err != nil {
+		t.Fatal(err)
+	}
+	notify := env.Naive.Notify.Net("PAY-E-1")
+	if ledger != 1 || plans != 1 || !strings.HasPrefix(op, "opctl-watch@") || notify != 1 {
+		t.Errorf("PAY-E-1: %d ledger row(s), %d plan(s) by %q, %d notify effect(s): want 1, 1 by opctl-watch@host, 1", ledger, plans, op, notify)
+	}
+	t.Logf("events:\n%s", read())
 }
