@@ -342,6 +342,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if lock != nil {
 			select {
 			case <-lost:
+				if _, reason := w.State(); reason == "" {
+					w.setState(StateStandby, "")
+				}
 				w.logf("the repair lock %s was lost (its connection failed): no repair starts until it is taken again", lock.Name())
 			default:
 			}
