@@ -23,6 +23,7 @@ import (
 	"github.com/opctl-dev/opctl/lab"
 	"github.com/opctl-dev/opctl/lab/consumer"
 	"github.com/opctl-dev/opctl/lab/testenv"
+	"github.com/opctl-dev/opctl/reconcile/watch/worker"
 	"github.com/opctl-dev/opctl/sources/config"
 	kafkasrc "github.com/opctl-dev/opctl/sources/kafka"
 	"github.com/opctl-dev/opctl/sources/schema"
@@ -629,4 +630,42 @@ func TestWatchRepairsAnInjectedIncident(t *testing.T) {
 		t.Errorf("PAY-E-1: %d ledger row(s), %d plan(s) by %q, %d notify effect(s): want 1, 1 by opctl-watch@host, 1", ledger, plans, op, notify)
 	}
 	t.Logf("events:\n%s", read())
+}
+
+// TestWatchRepairLockLost: the server ends the connection that holds the
+// repair lock (KILL, as a failover or a network cut would): the watch
+// notices within its keep-alive, says the lock was lost, stops repairing,
+// takes the lock again and repairs the operations added after.
+func TestWatchRepairLockLost(t *testing.T) {
+	f := newRepairFixture(t)
+	f.produceAll(6)
+	f.addBehind(3)
+	dir := t.TempDir()
+	p := f.startWatch("none", filepath.Join(dir, "events.jsonl"))
+	p.waitReady(t)
+	for i := 0; i < 200 && len(f.audit().repaired()) < 3; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	name := worker.LockName([]string{"settlement"})
+	var conn int64
+	if err := f.db.SQL.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&conn); err != nil || conn == 0 {
+		t.Fatalf("nobody holds %s (%v); stderr:\n%s", name, err, p.stderr)
+	}
+	if _, err := f.db.SQL.Exec(fmt.Sprintf("KILL CONNECTION %d", conn)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200 && !strings.Contains(p.stderr.String(), "took the repair lock"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s := p.stderr.String(); !strings.Contains(s, "was lost (its connection failed)") || !strings.Contains(s, "took the repair lock") {
+		t.Fatalf("after the lock's connection was killed; stderr:\n%s", s)
+	}
+	f.addBehind(3)
+	for i := 0; i < 200 && len(f.audit().repaired()) < 6; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.kill()
+	if n := f.checkNoDouble(f.audit()); n != 6 {
+		t.Errorf("%d of 6 repaired; stderr:\n%s", n, p.stderr)
+	}
 }
