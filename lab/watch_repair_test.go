@@ -586,7 +586,7 @@ func TestWatchRepairsAnInjectedIncident(t *testing.T) {
 	if !strings.Contains(read(), `"biz_id":"PAY-E-1","verdict":"WILL_REDELIVER"`) {
 		t.Fatalf("PAY-E-1 not repaired by the watch; events:\n%s\nstderr:\n%s", read(), stderr)
 	}
-	if err := env.DeployFixed(ctx, "settlement"); err != nil {
+	if err := env.DeployFixed(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	svc, closeSvc, err := env.Service(5 * time.Second)

@@ -12,6 +12,11 @@
 //
 //   - settlement_anchored: the steady load, PAY-L-n messages (debit,
 //     ledger, notify with an intent; a state row with a lease);
+//   - settlement (seed 000's naive consumer), -naive-share of the
+//     operations, PAY-N-n: each effect and its state update are two
+//     statements, so a triage that falls between them flags a
+//     STATE_BEHIND that the next one clears (the race of event-driven
+//     detection on such a consumer; counted, not an incident);
 //   - orders (seed 003's naive consumer): ORD-L-n PAID events on PAID
 //     orders, and, for -incident-rate of the operations, seed 003's
 //     incident: SHIPPED reaches the log before PAID, PAID is recorded
@@ -77,6 +82,7 @@ type options struct {
 	CronEvery     time.Duration
 	Out           string
 	EvidenceIndex bool
+	NaiveShare    float64
 }
 
 func main() {
@@ -93,7 +99,8 @@ func main() {
 	flag.Float64Var(&o.IncidentRate, "incident-rate", 0.003, "share of the operations that are seed 003's wrongly skipped incident")
 	flag.DurationVar(&o.StuckEvery, "stuck-every", 15*time.Second, "a consumer dies mid-operation this often")
 	flag.DurationVar(&o.CronEvery, "cron-every", 5*time.Minute, "the period of the reconcile cron it is compared with")
-	flag.BoolVar(&o.EvidenceIndex, "evidence-index", true, "index balance_journal (reverses_id, kind) for the debit evidence's NOT EXISTS")
+	flag.BoolVar(&o.EvidenceIndex, "evidence-index", true, "index balance_journal and debit_log (reverses_id, kind) for the debit evidence's NOT EXISTS")
+	flag.Float64Var(&o.NaiveShare, "naive-share", 0.1, "share of the operations on seed 000's naive settlement consumer (effect and state in two statements: a triage between them flags a transient STATE_BEHIND)")
 	flag.StringVar(&o.Out, "out", "", "keep the events, stderr and metrics of the watch in this directory (default: a temporary one, removed)")
 	flag.Parse()
 	for _, s := range strings.Split(rates, ",") {
@@ -157,11 +164,13 @@ type bench struct {
 
 	seq      atomic.Int64
 	produced atomic.Int64 // operations produced (each counted once)
+	naive    atomic.Int64 // naive settlement operations produced
+	naive0   int64        // naive before the measured run
 	stuckMu  sync.Mutex
 	stuck    []stuckOp
-	// stuckEnd is when the watch cleared each stuck operation (resumed by
-	// the next consumer); zero when it was still stuck at the end.
-	stuckEnd map[string]time.Time
+	// clearedAt is each operation's last cleared line (a stuck one's:
+	// resumed by the next consumer); zero when it was still flagged.
+	clearedAt map[string]time.Time
 }
 
 // stuckOp is one operation left by a consumer that died mid-way.
@@ -261,6 +270,7 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	if err != nil {
 		return nil, err
 	}
+	b.naive0 = b.naive.Load()
 	st, err := b.load(ctx, rate, o.Duration, true)
 	if err != nil {
 		return nil, err
@@ -314,18 +324,19 @@ func (b *bench) close() {
 // for, opens accounts, and writes the watch's and the cron's configs (the
 // lab's, with a user of their own).
 func (b *bench) prepare(ctx context.Context) error {
-	// settlement_anchored's debit evidence (lab/opctl.yaml.tmpl) looks
-	// for a reversal with NOT EXISTS (... r.kind = 'REVERSAL' AND
+	// The settlement pipelines' debit evidence (lab/opctl.yaml.tmpl)
+	// looks for a reversal with NOT EXISTS (... r.kind = 'REVERSAL' AND
 	// r.reverses_id = j.id): without an index on reverses_id every triage
 	// reads the whole journal (rows read per operation grow with the
 	// table; `opctl schema check` checks the walks' indexes, not the
 	// evidence queries'). -evidence-index=false measures without it.
-	reverses := ""
+	var reverses [2]string
 	if b.o.EvidenceIndex {
-		reverses = "CREATE INDEX ix_reverses ON balance_journal (reverses_id, kind)"
+		reverses = [2]string{"CREATE INDEX ix_reverses ON balance_journal (reverses_id, kind)",
+			"CREATE INDEX ix_reverses ON debit_log (reverses_id, kind)"}
 	}
 	for _, q := range []string{
-		reverses,
+		reverses[0], reverses[1],
 		"CREATE INDEX ix_watch ON pay_state (updated_at, biz_id)",
 		"CREATE INDEX ix_watch ON ful_state (updated_at, biz_id)",
 		"CREATE INDEX ix_watch ON biz_operation (updated_at, biz_id)",
@@ -395,6 +406,11 @@ func (b *bench) startConsumers(ctx context.Context) error {
 	}
 	if _, err := b.start(ctx, b.consumerConfig("orders", "load-ord-1", consumer.Orders, consumer.Naive)); err != nil {
 		return err
+	}
+	if b.o.NaiveShare > 0 {
+		if _, err := b.start(ctx, b.consumerConfig("settlement", "load-naive-1", consumer.Settlement, consumer.Naive)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -552,7 +568,9 @@ func (b *bench) load(ctx context.Context, rate int, d time.Duration, measured bo
 		for ; n < want; n++ {
 			i := b.seq.Add(1)
 			var fn func() error
-			if i%3 != 0 {
+			if i%3 != 0 && b.o.NaiveShare > 0 && rnd.Float64() < b.o.NaiveShare*1.5 {
+				fn = b.naiveSettlement(i)
+			} else if i%3 != 0 {
 				fn = b.settlement(i)
 			} else if rnd.Float64() < b.o.IncidentRate*3 {
 				st.Incidents++
@@ -649,6 +667,24 @@ func (b *bench) settlement(i int64) func() error {
 	return func() error {
 		b.rec.expect(id, 1)
 		b.produced.Add(1)
+		_, _, err := consumer.ProduceMessage(b.producer, topic, m)
+		return err
+	}
+}
+
+// naiveSettlement is seed 000's consumer on its own design (lab
+// pipeline settlement): each effect and the state update that records it
+// are two statements, so the operation is STATE_BEHIND for the moment
+// between them; a triage that falls there flags it (and the next one
+// clears it).
+func (b *bench) naiveSettlement(i int64) func() error {
+	id := fmt.Sprintf("PAY-N-%d", i)
+	m := consumer.Message{BizID: id, MsgID: "m-" + id, AccountID: 100001 + i%1000, Amount: "1.00"}
+	topic := b.env.Config.Pipeline("settlement").Topic
+	return func() error {
+		b.rec.expect(id, 1)
+		b.produced.Add(1)
+		b.naive.Add(1)
 		_, _, err := consumer.ProduceMessage(b.producer, topic, m)
 		return err
 	}
@@ -960,7 +996,13 @@ type summary struct {
 	// between two writes of a consumer).
 	OtherFlags    int      `json:"other_flags"`
 	OtherExamples []string `json:"other_examples,omitempty"`
-	DoubleFlags   int      `json:"double_flags"`
+	// OtherFlagged is how long those stayed flagged (until their cleared
+	// line); NaiveFlags how many were naive settlement operations, of
+	// NaiveOps.
+	OtherFlagged dist  `json:"other_flagged_for"`
+	NaiveFlags   int   `json:"naive_flags"`
+	NaiveOps     int64 `json:"naive_ops"`
+	DoubleFlags  int   `json:"double_flags"`
 	// Causes counts the flagged lines of the run by cause.source.
 	Causes map[string]int `json:"causes"`
 
@@ -1030,7 +1072,12 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		sum.MetricMeanMS = 1000 * (m1.LatSum - m0.LatSum) / n
 	}
 	// Incidents: their skipped commit (the consumer's event), their flag.
-	inc := b.rec.incidents()
+	// The run's incidents (the ladder's are its own).
+	all := b.rec.incidents()
+	inc := map[string]time.Time{}
+	for _, id := range st.incidents {
+		inc[id] = all[id]
+	}
 	sum.Incidents = len(inc)
 	sum.Causes = map[string]int{}
 	flagged := map[string]event{}
@@ -1074,10 +1121,10 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 	sum.Stuck = len(stuck)
 	var sd []float64
 	isStuck := map[string]bool{}
-	b.stuckEnd = map[string]time.Time{}
+	b.clearedAt = map[string]time.Time{}
 	for _, e := range evs {
 		if e.Event == "cleared" {
-			b.stuckEnd[e.BizID] = e.At
+			b.clearedAt[e.BizID] = e.At
 		}
 	}
 	for _, s := range stuck {
@@ -1095,18 +1142,27 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		sd = append(sd, float64(e.At.Add(s.DBSkew).Sub(due).Microseconds())/1000)
 	}
 	sum.StuckDelay = distOf(sd)
+	sum.NaiveOps = b.naive.Load() - b.naive0
 	if b.o.Mode == "binlog" && sum.Causes["binlog"] == 0 {
 		return fmt.Errorf("-mode binlog: no flagged line has cause.source binlog (causes %v): the watch did not follow the binlog; -watch-args %q", sum.Causes, strings.Join(b.o.WatchArgs, " "))
 	}
+	var tr []float64
 	for id, e := range flagged {
 		if _, ok := inc[id]; ok || isStuck[id] {
 			continue
+		}
+		if strings.HasPrefix(id, "PAY-N-") {
+			sum.NaiveFlags++
+		}
+		if c, ok := b.clearedAt[id]; ok && c.After(e.At) {
+			tr = append(tr, float64(c.Sub(e.At).Microseconds())/1000)
 		}
 		sum.OtherFlags++
 		if len(sum.OtherExamples) < 5 {
 			sum.OtherExamples = append(sum.OtherExamples, id+" "+e.Verdict+" ("+e.Cause.Source+")")
 		}
 	}
+	sum.OtherFlagged = distOf(tr)
 	return nil
 }
 
@@ -1176,7 +1232,9 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 	}
 	phases := int(period / time.Second)
 	var lat []float64
-	for _, at := range b.rec.incidents() {
+	times := b.rec.incidents()
+	for _, id := range st.incidents {
+		at := times[id]
 		if at.IsZero() {
 			continue
 		}
@@ -1195,7 +1253,7 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 		if s.LeaseTo.Add(-s.DBSkew).After(due) {
 			due = s.LeaseTo.Add(-s.DBSkew)
 		}
-		until := b.stuckEnd[s.BizID]
+		until := b.clearedAt[s.BizID]
 		for ph := 0; ph < phases; ph++ {
 			all++
 			n := next(due, time.Duration(ph)*time.Second)
@@ -1220,7 +1278,8 @@ func report(w io.Writer, s *summary) {
 		s.Incidents, s.Flagged, s.LatencyEvent.P50, s.LatencyEvent.P99, s.LatencyEvent.Max, s.LatencyCommit.P50, s.LatencyCommit.P99, s.LatencyCommit.Max, s.MetricMeanMS)
 	fmt.Fprintf(w, "stuck: %d, %d flagged; delay after crossing --older-than p50 %.0f p99 %.0f max %.0f ms\n",
 		s.Stuck, s.StuckFlagged, s.StuckDelay.P50, s.StuckDelay.P99, s.StuckDelay.Max)
-	fmt.Fprintf(w, "other operations flagged: %d %v; flagged twice without a clear: %d; flags by cause %v\n", s.OtherFlags, s.OtherExamples, s.DoubleFlags, s.Causes)
+	fmt.Fprintf(w, "other operations flagged: %d (%d of %d naive settlement operations) %v, flagged for p50 %.0f max %.0f ms; flagged twice without a clear: %d; flags by cause %v\n",
+		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
 	fmt.Fprintf(w, "watch: CPU %.1f%% of one core, VmHWM %.1f MiB; rows: source %.0f (%.2f/op), watch user %d (%.2f/op, %.3g/h), %0.f triages\n",
 		s.CPUPercent, s.RSSMiB, s.SourceRows, s.SourcePerOp, s.WatchRows, s.WatchPerOp, s.WatchPerHour, s.Triages)
 	c := s.Cron

@@ -178,6 +178,9 @@ type Hooks struct {
 	// State is called when the state changes; reason is the stop reason
 	// with StateStopped, "" otherwise.
 	State func(state, reason string)
+	// Event is given every line the worker writes (cmd/watch_repair.go:
+	// the watch triages a repaired operation again).
+	Event func(watch.Event)
 }
 
 // Worker repairs flagged operations (docs/watch.md#recovery). Run it
@@ -303,6 +306,9 @@ func (w *Worker) setState(state, reason string) {
 }
 
 func (w *Worker) emit(ev watch.Event) {
+	if w.Hooks.Event != nil {
+		w.Hooks.Event(ev)
+	}
 	if w.Events == nil {
 		return
 	}
