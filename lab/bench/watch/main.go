@@ -227,7 +227,7 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	if err := b.startConsumers(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.startWatch(ctx); err != nil {
+	if err := b.startWatch(ctx, "ladder"); err != nil {
 		return nil, err
 	}
 	sum := &summary{Mode: o.Mode, Interval: o.Interval.String(), OlderThan: o.OlderThan.String(), WatchArgs: o.WatchArgs}
@@ -235,7 +235,10 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	// The ladder: the highest rate whose backlog stays under a second of
 	// load at the end of its step and whose incidents the watch flagged
 	// within its latency target.
-	rate := 0
+	// The ladder goes on while the consumers keep up (their highest rate
+	// is reported); the measured rate is the highest up to which the
+	// watch met its target at every step.
+	rate, watchOK := 0, true
 	for _, r := range o.Rates {
 		st, err := b.load(ctx, r, o.Step, false)
 		if err != nil {
@@ -244,16 +247,17 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 		sum.Ladder = append(sum.Ladder, st)
 		logf("ladder %d ops/s: produced %.0f ops/s, backlog %d at the end, drained in %.1fs; watch: %d incidents, %d not flagged 15s after, p99 %.0f max %.0f ms; load %s",
 			r, st.ProducedPerS, st.Backlog, st.DrainS, st.Incidents, st.Unflagged, st.WatchP99, st.WatchMax, st.Load)
-		if st.Kept {
-			sum.ConsumersMax = r
-		}
-		if !st.Kept || !st.WatchKept {
+		if !st.Kept {
 			break
 		}
-		rate = r
-		// Let the watch's queue empty before the next stretch.
-		if err := sleep(ctx, 5*time.Second); err != nil {
-			return nil, err
+		sum.ConsumersMax = r
+		watchOK = watchOK && st.WatchKept
+		if watchOK {
+			rate = r
+			// Let the watch catch up before the next stretch.
+			if err := b.quiesce(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if rate == 0 {
@@ -262,8 +266,16 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	}
 	sum.Rate = rate
 
-	// The measured run.
+	// The measured run, with a watch of its own (its CPU, VmHWM and
+	// events are the run's; its first sweep reads what the ladder left).
 	if err := b.settle(ctx); err != nil {
+		return nil, err
+	}
+	b.stopWatch()
+	if err := b.startWatch(ctx, "run"); err != nil {
+		return nil, err
+	}
+	if err := b.quiesce(ctx); err != nil {
 		return nil, err
 	}
 	m0, err := b.sample(ctx)
@@ -424,16 +436,16 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func (b *bench) startWatch(ctx context.Context) error {
+func (b *bench) startWatch(ctx context.Context, name string) error {
 	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	b.addr, b.events = addr, filepath.Join(b.dir, "events.jsonl")
+	b.addr, b.events = addr, filepath.Join(b.dir, "events-"+name+".jsonl")
 	args := append([]string{"--config", b.watchCfg, "watch", "--listen", addr, "--events", b.events,
 		"--interval", b.o.Interval.String(), "--older-than", fmtDur(b.o.OlderThan), "--since", "1h", "--state", "none"}, b.o.WatchArgs...)
 	logf("opctl %s", strings.Join(args, " "))
-	stderr, err := os.Create(filepath.Join(b.dir, "watch.stderr"))
+	stderr, err := os.Create(filepath.Join(b.dir, "watch-"+name+".stderr"))
 	if err != nil {
 		return err
 	}
@@ -451,7 +463,7 @@ func (b *bench) startWatch(ctx context.Context) error {
 		}
 		select {
 		case <-b.watchDone:
-			se, _ := os.ReadFile(filepath.Join(b.dir, "watch.stderr"))
+			se, _ := os.ReadFile(filepath.Join(b.dir, "watch-"+name+".stderr"))
 			return fmt.Errorf("opctl watch exited before it was ready:\n%s", se)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -769,6 +781,31 @@ func (b *bench) stuckLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// quiesce waits (at most 3 minutes) until the watch has caught up: fewer
+// than 3 triages in the last second, with no load running.
+func (b *bench) quiesce(ctx context.Context) error {
+	last := -1.0
+	for start := time.Now(); time.Since(start) < 3*time.Minute; {
+		_, body := b.get("/metrics")
+		n := 0.0
+		for _, l := range strings.Split(body, "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "opctl_watch_triages_total") {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				n += v
+			}
+		}
+		if last >= 0 && n-last < 3 {
+			return nil
+		}
+		last = n
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	logf("the watch was still triaging 3 minutes after the load stopped")
+	return nil
 }
 
 // settle waits until the backlog is drained.
