@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	stdio "io"
 	"path/filepath"
 	"strings"
@@ -87,5 +88,38 @@ func TestTUIRunsTheConsoleInProcess(t *testing.T) {
 	if got == nil || got.BizID != "PAY-1" || got.Pipeline != "settlement" || len(got.Pipelines) != 1 || got.Pipelines[0].Name != "settlement" ||
 		!got.ReadOnly || got.Incident != "INC-1" || got.Operator != "alice" || got.Color || got.Since != tui.DefaultSince || got.Refresh != tui.DefaultRefresh {
 		t.Fatalf("console options %+v", got)
+	}
+}
+
+// --watch URL is handed to the console with --timeout and a 2s refresh;
+// a URL that is not one, and --since with it, are usage errors.
+func TestTUIWatchFlag(t *testing.T) {
+	var timeout time.Duration
+	run := func(args ...string) (*tui.Options, error) {
+		ios, _, _, _ := iostreams.Test()
+		ios.SetStdinTTY(true)
+		ios.SetStdoutTTY(true)
+		f := NewFactory(ios, "test")
+		var got *tui.Options
+		c := NewCmdTUI(f, func(ctx context.Context, o *TUIOptions) error {
+			timeout = o.Timeout
+			o.Config = func() (*config.Config, error) { return nil, errors.New("no config here") }
+			o.Run = func(_ context.Context, _ stdio.Reader, _ stdio.Writer, to tui.Options) error { got = &to; return nil }
+			return runTUI(ctx, o)
+		})
+		f.Globals.Timeout = 3 * time.Second
+		c.SetArgs(args)
+		c.SetOut(ios.Out)
+		c.SetErr(ios.ErrOut)
+		return got, c.ExecuteContext(context.Background())
+	}
+	got, err := run("--watch", "http://127.0.0.1:9464")
+	if err != nil || got == nil || got.Watch != "http://127.0.0.1:9464" || got.Refresh != tui.DefaultWatchRefresh || got.Targets == nil || timeout != 3*time.Second {
+		t.Fatalf("err %v, options %+v", err, got)
+	}
+	for _, args := range [][]string{{"--watch", "127.0.0.1:9464"}, {"--watch", "http://x:1", "--since", "2h"}} {
+		if _, err := run(args...); err == nil || exitCode(err, false) != ExitUsage {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
 	}
 }

@@ -88,10 +88,18 @@ func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *c
 		Use:   "watch",
 		Short: "Flag half-completed operations as they happen (events, /metrics)",
 		Long: `Keep the set of operations that need action current (docs/watch.md): one
-reconcile sweep of --since first, then keyset polls of each pipeline's state
-and idempotency tables every --interval, each changed operation triaged with
-the rules of 'opctl where'; a non-terminal operation is looked at again when
-it crosses --older-than, so stuck is found on time.
+reconcile sweep of --since first, then the changes of each pipeline's tables,
+each changed operation triaged with the rules of 'opctl where'; a
+non-terminal operation is looked at again when it crosses --older-than, so
+stuck is found on time.
+
+Changes come, per server (--source auto), from its binlog as a replica when
+it has log_bin ON, binlog_format ROW and the binlog user can replicate
+(REPLICATION SLAVE, REPLICATION CLIENT): the state, idempotency, scan,
+entity and binlog-step tables, each change triaged as it commits; else from
+keyset polls of the state, idempotency and entity (entity.updated_at) tables
+every --interval. stderr says which and why. --source binlog fails (exit 1)
+where there is no binlog to follow; --source poll never reads one.
 
 An operation is flagged when it becomes what 'opctl reconcile' reports as a
 target, changed when its verdict changes while flagged, cleared when it
@@ -99,7 +107,13 @@ stops being one: one JSON line per transition on stdout (or --events FILE).
 Progress and a source lost or regained go to stderr.
 
 HTTP on --listen: /metrics (Prometheus), /targets (the flagged operations,
-JSON), /healthz, /readyz (the first sweep is done and the source answers).
+JSON; 'opctl tui --watch URL' lists them), /healthz, /readyz (the first sweep
+is done and every source answers).
+
+MySQL or Kafka down: the watch keeps running, opctl_watch_up{source="mysql"}
+or {source="kafka"} is 0, /readyz answers 503 naming it, stderr says it was
+lost and regained; operations whose triage failed are triaged again each
+round until it answers (docs/watch.md#when-mysql-or-kafka-is-down).
 
 --state (default $XDG_STATE_HOME/opctl/watch.json) keeps the position, the
 flags and the deadlines: a restart resumes without a sweep, and says so.
@@ -117,11 +131,12 @@ seconds when it dies. Repairable: STATE_BEHIND, STRANDED, MISSING_EFFECT,
 WRONGLY_SKIPPED, DUPLICATE_EFFECT (a plan that needs an attestation is
 skipped and said on stderr).
 
-Not built yet: the binlog source.
 Ctrl-C (or SIGTERM) stops it within a second.`,
 		Example: `  opctl watch
   opctl watch --pipeline settlement --interval 2s --events events.jsonl
   curl -s 127.0.0.1:9464/targets
+  curl -s 127.0.0.1:9464/readyz     # 503 and why while MySQL or Kafka is down
+  opctl tui --watch http://127.0.0.1:9464
   # a recovery worker, with a kill switch
   opctl watch --repair STATE_BEHIND,STRANDED --max-repairs-per-minute 10 \
     --repair-pause-file /run/opctl/pause
@@ -243,6 +258,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	}
 	m := httpd.NewMetrics(w.Targets, nil)
 	w.Hooks = m.Hooks()
+	reportBehind(source, m.BinlogBehind)
 	stopRepair, err := startWatchRepair(ctx, opts, w, m, pipelines)
 	if err != nil {
 		return err

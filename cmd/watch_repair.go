@@ -125,15 +125,26 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 		names[i] = p.Name
 	}
 	lockName := worker.LockName(names)
-	// The watcher and the worker write lines to one stream.
+	// The watcher and the worker write lines to one stream, and their
+	// progress to one stderr.
 	events := &lockedWriter{w: w.Events}
 	w.Events = events
+	logs := &lockedWriter{w: opts.IO.ErrOut}
+	opts.IO.ErrOut, w.Log = logs, logs
 	wk := &worker.Worker{Verdicts: o.Verdicts, PerMinute: o.PerMinute, PauseFile: o.PauseFile, Operator: o.Operator,
 		Service: svc, Triage: w.Triage, Targets: w.Targets,
 		Expect: func(c inspect.Code) []inspect.Code { return expect[c] },
 		Lock:   func(ctx context.Context) (sources.Lock, error) { return svc.Lock(ctx, lockName, 0) },
-		Events: events, Log: opts.IO.ErrOut,
-		Hooks: worker.Hooks{Repair: m.Repaired, State: m.RepairState(worker.States(), []string{worker.ReasonApplyFailed, worker.ReasonUnexpected})}}
+		Events: events, Log: logs,
+		Hooks: worker.Hooks{Repair: m.Repaired, State: m.RepairState(worker.States(), []string{worker.ReasonApplyFailed, worker.ReasonUnexpected}),
+			// A repair's writes may touch no table the watch follows (a
+			// reversal row, a compensation): the watch triages the
+			// operation again at its next round, so its flag clears.
+			Event: func(e watch.Event) {
+				if (e.Event == worker.Repaired || e.Event == worker.RepairFailed) && e.BizID != "" {
+					w.Recheck(watch.Key{Pipeline: e.Pipeline, BizID: e.BizID}, watch.Cause{Source: worker.SourceRepair})
+				}
+			}}}
 	hooks := w.Hooks
 	event := hooks.Event
 	hooks.Event = func(e watch.Event) {

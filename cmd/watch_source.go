@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/opctl-dev/opctl/reconcile/watch"
 	"github.com/opctl-dev/opctl/sources"
@@ -87,8 +90,9 @@ func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pi
 			tables = append(tables, t.Schema+"."+t.Table)
 		}
 		for _, n := range names {
-			fmt.Fprintf(errOut, "watch: pipeline %s: binlog mode (server %s, server_id %d, binlog head %s; following %s)\n", n, ws.Label, ws.ServerID, head, strings.Join(tables, ", "))
+			fmt.Fprintf(errOut, "watch: pipeline %s: binlog mode (server %s, binlog head %s)\n", n, ws.Label, head)
 		}
+		fmt.Fprintf(errOut, "watch: binlog of %s: server_id %d, following %d tables: %s\n", ws.Label, ws.ServerID, len(tables), strings.Join(tables, ", "))
 		if topics == nil && needsTopic(ws.Pipelines) {
 			fmt.Fprintf(errOut, "watch: binlog: Kafka cannot be read (%s): changes that name no operation (records without biz_id, binlog steps without a transaction tie) are left to the timer and the next sweep\n", c.KafkaMissing)
 		}
@@ -115,4 +119,30 @@ func needsTopic(ps []*config.Pipeline) bool {
 		}
 	}
 	return false
+}
+
+// reportBehind feeds opctl_watch_binlog_behind_seconds from the binlog
+// parts of source: the furthest behind of them.
+func reportBehind(source watch.ChangeSource, set func(time.Duration)) {
+	var parts []*watch.BinlogSource
+	switch s := source.(type) {
+	case *watch.BinlogSource:
+		parts = append(parts, s)
+	case *watch.MultiSource:
+		for _, l := range s.Labels {
+			if b, ok := s.Parts[l].(*watch.BinlogSource); ok {
+				parts = append(parts, b)
+			}
+		}
+	}
+	var mu sync.Mutex
+	behind := make([]time.Duration, len(parts))
+	for i, b := range parts {
+		b.Behind = func(d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			behind[i] = d
+			set(slices.Max(behind))
+		}
+	}
 }

@@ -73,6 +73,16 @@ type sweepPath struct {
 	lo, hi sources.Bound
 	est    int64
 	empty  bool
+	// within, when set, keeps the keys found that have a row in another
+	// table's window (the cover's state table: coverBySweep) instead of
+	// the scan table's own.
+	within *sinceLookup
+}
+
+// sinceLookup is a table whose rows with time >= the window's start name
+// the keys a sweep keeps (mysql.Reader.KeysSince).
+type sinceLookup struct {
+	table, key, time string
 }
 
 // pathKind is how duplicates or orphans read a scan table.

@@ -696,7 +696,12 @@ func stepStatuses(p *config.Pipeline) []string {
 // cover makes every operation whose state row was updated in [now −
 // since, now] a candidate of cs: how the duplicates check reaches the
 // steps without a scan block (docs/reconcile.md#steps-without-a-scan-block).
-func (r *run) cover(cs *checkState, q Requirement, a access) error {
+//
+// Over a window that holds most of the state table, when each such step
+// counts its effects by one query of one table by its key, the cover
+// sweeps those tables instead, for the keys of more than one row
+// (coverBySweep).
+func (r *run) cover(cs *checkState, q Requirement, a access, tables map[string]sources.TableInfo) error {
 	statuses, err := r.statuses(cs, a, nil)
 	if err != nil {
 		return err
@@ -707,11 +712,20 @@ func (r *run) cover(cs *checkState, q Requirement, a access) error {
 	}
 	before := cs.covered
 	cs.covering = true
-	err = r.walkStatuses(cs, q, a, statuses, r.now.Add(-r.o.Since), r.now)
+	from, to := r.now.Add(-r.o.Since), r.now
+	swept, err := r.coverBySweep(cs, a, statuses, tables, from, to)
+	if err == nil && !swept {
+		err = r.walkStatuses(cs, q, a, statuses, from, to)
+	}
 	if ferr := r.flush(cs); err == nil {
 		err = ferr
 	}
 	cs.covering = false
+	if swept {
+		cs.notes = append(cs.notes, fmt.Sprintf("steps without a scan block (%s) covered by triaging the operations of %s updated in the window with more than one row in those steps' tables: %d operation(s)",
+			strings.Join(Unscanned(cs.p), ", "), q.Table, cs.covered-before))
+		return err
+	}
 	cs.notes = append(cs.notes, fmt.Sprintf("steps without a scan block (%s) covered by triaging every operation of %s updated in the window: %d operation(s)",
 		strings.Join(Unscanned(cs.p), ", "), q.Table, cs.covered-before))
 	return err
@@ -1038,13 +1052,34 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			continue
 		}
 		sc := p.Steps[p.StepIndex(q.Step)].Scan
+		if cs.check == CheckOrphans {
+			if sh, ok := r.sharedOrphans(p, sc.Table); ok {
+				// The duplicates check's sweep of this table read it for
+				// both checks (orphanShare).
+				cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order once for both checks, by the duplicates check, which merged its keys with %s",
+					sc.Table, sh.index, lookupNames(sh.lookups)))
+				for _, k := range sh.keys {
+					if err := r.candidate(cs, k); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+		}
 		if path, err := r.accessPath(cs, sc, acc[i], tables, from); err != nil {
 			return err
 		} else if path.empty {
 			continue
 		} else if path.index != "" {
-			if err := r.sweep(cs, sc, path, lookups, tables, from); err != nil {
+			var share *orphanShare
+			if cs.check == CheckDuplicates {
+				share = r.shareWithOrphans(cs, sc, path, tables, from)
+			}
+			if err := r.sweep(cs, sc, path, lookups, tables, from, share); err != nil {
 				return err
+			}
+			if share != nil {
+				r.shareDone(share)
 			}
 			continue
 		}
@@ -1124,7 +1159,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 	// twice.
 	for i, q := range reqs {
 		if q.Cover {
-			if err := r.cover(cs, q, acc[i]); err != nil {
+			if err := r.cover(cs, q, acc[i], tables); err != nil {
 				return err
 			}
 		}
@@ -1391,10 +1426,21 @@ type sweepLookup struct {
 // table that cannot be swept alongside is asked by the page's keys). The
 // keys found are kept when a row of theirs lies in the window (one lookup
 // per page of keys found), and queued for the triage, which decides.
-func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]sources.TableInfo, from time.Time) error {
+//
+// With share (duplicates only, when the orphans check of the run would
+// sweep the same table through the same index: shareWithOrphans), every
+// page's keys also go through the orphans merge with share's lookup
+// tables, and the orphans found are kept in share for the orphans check:
+// the table is read once for both checks.
+func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []Requirement, tables map[string]sources.TableInfo, from time.Time, share *orphanShare) error {
 	s := sources.Sweep{Table: sc.Table, Index: path.index, KeyCol: sc.Key, Lo: path.lo, Hi: path.hi}
 	if r.o.Shards > 1 {
 		s.Shard, s.Shards = r.o.Shard, r.o.Shards
+	}
+	// mergeCS is the check the merge's reads and finds belong to.
+	mergeCS := cs
+	if share != nil {
+		lookups, mergeCS = share.lookups, share.os
 	}
 	var ls []sweepLookup
 	coll := tables[sc.Table].Collation(sc.Key)
@@ -1416,7 +1462,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 	// read each twice.
 	ranged := false
 	var bounds []sources.KeyCount
-	if cs.check == CheckDuplicates {
+	if cs.check == CheckDuplicates && share == nil {
 		per := int64(sweepRows)
 		if r.o.Rate > 0 {
 			per = int64(r.sweepPage())
@@ -1463,6 +1509,18 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			}
 			page++
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
+		case share != nil:
+			// Every key of the page, for the merge, and those of more than
+			// one row, as SweepRange's HAVING would keep them.
+			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, n int64) {
+				if n > 1 && !cs.seen[string(key)] {
+					hits = append(hits, string(key))
+				}
+				if !share.seen[string(key)] {
+					keys = append(keys, string(key))
+				}
+			})
+			last = end.Keys < r.sweepPage()
 		case cs.check == CheckDuplicates:
 			hits, end, err = r.db(cs.p).SweepMulti(ctx, s, after, r.sweepPage())
 			last = end.Keys < r.sweepPage()
@@ -1481,24 +1539,44 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		}
 		r.count(cs, end.Rows)
 		read += end.Rows
+		var orphans []string // share: the orphans check's finds
 		if len(keys) > 0 {
-			if hits, err = r.unknownKeys(cs, keys, after, end.Last, ls); err != nil {
+			unknown, err := r.unknownKeys(mergeCS, keys, after, end.Last, ls)
+			if err != nil {
 				return err
 			}
+			if share != nil {
+				orphans = unknown
+			} else {
+				hits = unknown
+			}
 		}
-		if len(hits) > 0 && sc.Time != "" {
+		in := sinceLookup{table: sc.Table, key: sc.Key, time: sc.Time}
+		if path.within != nil {
+			in = *path.within
+		}
+		if len(hits)+len(orphans) > 0 && in.time != "" {
+			// One lookup for the finds of both checks.
+			ask := dedupe(slices.Concat(hits, orphans))
 			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			in, err := r.db(cs.p).KeysSince(ctx, sc.Table, sc.Key, sc.Time, from, hits)
+			in, err := r.db(cs.p).KeysSince(ctx, in.table, in.key, in.time, from, ask)
 			cancel()
 			if err != nil {
 				return err
 			}
-			r.count(cs, int64(len(hits)))
+			r.count(cs, int64(len(ask)))
 			hits = slices.DeleteFunc(hits, func(k string) bool { return !in[k] })
+			orphans = slices.DeleteFunc(orphans, func(k string) bool { return !in[k] })
 		}
 		for _, k := range hits {
 			if err := r.candidate(cs, k); err != nil {
 				return err
+			}
+		}
+		for _, k := range orphans {
+			if !share.seen[k] {
+				share.seen[k] = true
+				share.keys = append(share.keys, k)
 			}
 		}
 		if !last {
@@ -1579,4 +1657,105 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after sources.Bound, la
 		}
 	}
 	return slices.DeleteFunc(keys, func(k string) bool { return known[k] }), nil
+}
+
+// orphanShare is the orphans check's part of a duplicates sweep that
+// reads a scan table for both checks (sweep): the orphans check's lookup
+// tables, and the orphans the merge found (bounded by the finds, as a
+// check's seen set is).
+type orphanShare struct {
+	os           *checkState // the orphans check of the same pipeline
+	table, index string
+	lookups      []Requirement
+	keys         []string
+	seen         map[string]bool
+}
+
+// shareWithOrphans decides whether the duplicates sweep of scan table sc
+// along path also does the orphans check's read of it: when the run has
+// the orphans check of the same pipeline still to run, that check's plan
+// passes without a full scan (its lookups have their indexes), and it would
+// sweep the same table whole through the same index (the same facts give
+// the same choice: accessPath). Both checks then cost one read of the
+// table instead of two (docs/reconcile.md#access-path). nil otherwise.
+func (r *run) shareWithOrphans(cs *checkState, sc *config.Scan, path sweepPath, tables map[string]sources.TableInfo, from time.Time) *orphanShare {
+	if path.lo.Set || path.hi.Set {
+		return nil
+	}
+	var os *checkState
+	for _, st := range r.states {
+		if st.p == cs.p && st.check == CheckOrphans && st.status == StatusNotRun {
+			os = st
+		}
+	}
+	if os == nil {
+		return nil
+	}
+	// The orphans check's own plan and path, on a state of its own: what
+	// they note is the orphans check's to say when it runs.
+	tmp := &checkState{p: cs.p, check: CheckOrphans, seen: map[string]bool{}, verdicts: map[inspect.Code]int64{}}
+	reqs, acc, ok := r.plan(tmp, tables)
+	if !ok || len(tmp.notes) > 0 {
+		return nil
+	}
+	share := &orphanShare{os: os, table: sc.Table, index: path.index, seen: map[string]bool{}}
+	found := false
+	for i, q := range reqs {
+		switch {
+		case q.Step == "" && !q.Cover:
+			share.lookups = append(share.lookups, q)
+		case q.Walk && !q.Cover && q.Step != "" && !found:
+			osc := cs.p.Steps[cs.p.StepIndex(q.Step)].Scan
+			if osc == nil || osc.Table != sc.Table || osc.Key != sc.Key || osc.Time != sc.Time {
+				continue
+			}
+			op, err := r.accessPath(tmp, osc, acc[i], tables, from)
+			if err != nil || op.empty || op.index != path.index || op.lo.Set || op.hi.Set {
+				return nil
+			}
+			found = true
+		}
+	}
+	if !found || len(share.lookups) == 0 {
+		return nil
+	}
+	return share
+}
+
+// shareDone keeps a finished shared sweep's orphans for the orphans check.
+func (r *run) shareDone(s *orphanShare) {
+	r.sharesMu.Lock()
+	defer r.sharesMu.Unlock()
+	if r.shares == nil {
+		r.shares = map[*checkState]map[string]*orphanShare{}
+	}
+	if r.shares[s.os] == nil {
+		r.shares[s.os] = map[string]*orphanShare{}
+	}
+	r.shares[s.os][s.table] = s
+}
+
+// sharedOrphans returns the finished duplicates sweep of table that did
+// the read of the orphans check of pipeline p (ok false: none did, the
+// orphans check reads the table itself).
+func (r *run) sharedOrphans(p *config.Pipeline, table string) (*orphanShare, bool) {
+	r.sharesMu.Lock()
+	defer r.sharesMu.Unlock()
+	for os, m := range r.shares {
+		if os.p == p {
+			if s, ok := m[table]; ok {
+				return s, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// lookupNames reads "biz_operation.biz_id and consumer_idempotency.biz_id".
+func lookupNames(lookups []Requirement) string {
+	var out []string
+	for _, l := range lookups {
+		out = append(out, l.Table+"."+l.Columns[0])
+	}
+	return strings.Join(out, " and ")
 }

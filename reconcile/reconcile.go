@@ -51,6 +51,7 @@ type DB interface {
 	SweepRange(ctx context.Context, s sources.Sweep, after, upTo sources.Bound) ([]string, sources.SweepEnd, error)
 	KeysSince(ctx context.Context, table, keyCol, timeCol string, from time.Time, keys []string) (map[string]bool, error)
 	RangeRows(ctx context.Context, table, index, col string, from time.Time) (int64, bool, error)
+	StatusRangeRows(ctx context.Context, table, index, statusCol, status, col string, from, to time.Time) (int64, bool, error)
 	KeyRangeRows(ctx context.Context, table, index, col string, lo, hi any) (int64, bool, error)
 	WindowKeys(ctx context.Context, table, index, keyCol, timeCol string, from, to time.Time) (lo, hi sources.KeyCount, rows int64, err error)
 	KeysExtent(ctx context.Context, table, index, keyCol string, keys []sources.KeyCount) (lo, hi sources.KeyCount, err error)
@@ -354,6 +355,11 @@ type run struct {
 	// over the same window.
 	rangesMu sync.Mutex
 	ranges   map[string]rangeRows
+	// shares are the finished duplicates sweeps that also did the orphans
+	// check's read of a scan table, by that orphans check and table
+	// (orphanShare).
+	sharesMu sync.Mutex
+	shares   map[*checkState]map[string]*orphanShare
 
 	totalRows atomic.Int64
 	found     atomic.Int64

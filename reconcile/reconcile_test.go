@@ -214,12 +214,18 @@ func TestChecksFindTheSeededAnomalies(t *testing.T) {
 	// read per candidate.
 	// The operations triaged only to cover notify (no scan block) are read
 	// but not reported.
+	// notify (no scan block) is covered over this whole history by the
+	// keys of more than one row of step_intent (TestCoverBySweep).
 	var coverOnly int64
+	covered := false
 	for _, ch := range sum.Checks {
 		coverOnly += ch.CoverOnly
+		for _, n := range ch.Notes {
+			covered = covered || ch.Check == reconcile.CheckDuplicates && strings.Contains(n, "steps without a scan block (notify) covered by triaging")
+		}
 	}
-	if coverOnly == 0 {
-		t.Error("notify has no scan block, but no operation was triaged to cover it")
+	if !covered {
+		t.Error("notify has no scan block, but the duplicates check does not say how it covered it")
 	}
 	if st := e.r.BatchStats(); st.Operations != len(c.results)+int(coverOnly) || st.Batches*10 > st.Operations {
 		t.Errorf("batch reads %+v for %d triaged candidates and %d triaged to cover notify: want them all read, at least 10 a batch on average", st, len(c.results), coverOnly)
@@ -828,6 +834,84 @@ func TestDuplicateSpelledTwiceSharded(t *testing.T) {
 		}
 		if n := found["PAY-TWICE"]; n < 1 || n > 2 || n == 2 && access != reconcile.AccessWalk {
 			t.Errorf("--access %s, 3 shards: PAY-TWICE reported %d times (%v)", access, n, found)
+		}
+	}
+}
+
+// TestCoverBySweep: notify (no scan block, counted by its intents) is
+// covered over a whole history by the keys of more than one row of
+// step_intent, and finds the same targets as the walk of every operation
+// (--access walk): an operation with a second acked notify intent whose
+// state row changed in the window is a DUPLICATE_EFFECT, one whose state
+// row did not is not reported, and a second unacked intent is not a
+// second effect.
+func TestCoverBySweep(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 400, AnomalyRate: 0, Seed: 13, Pipelines: []string{gen.Settlement}}, false)
+	var ids []string
+	rows, err := e.db.SQL.Query("SELECT o.biz_id FROM biz_operation o WHERE o.status = 'DONE' AND (SELECT COUNT(*) FROM step_intent i WHERE i.biz_id = o.biz_id AND i.acked_at IS NOT NULL) = 1 ORDER BY o.biz_id LIMIT 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) != 3 {
+		t.Fatalf("only %d done operations with one acked notify intent", len(ids))
+	}
+	twice, old, unacked := ids[0], ids[1], ids[2]
+	for _, id := range ids {
+		acked := "NOW(3)"
+		if id == unacked {
+			acked = "NULL"
+		}
+		e.db.Exec(t, "INSERT INTO step_intent (request_id, biz_id, step, attempt, sent_at, acked_at, result) VALUES (?, ?, 'notify', 2, NOW(3), "+acked+", 'OK')", id+"-again", id)
+	}
+	e.db.Exec(t, "UPDATE biz_operation SET updated_at = NOW(3) - INTERVAL 30 DAY WHERE biz_id = ?", old)
+	for _, access := range []string{reconcile.AccessAuto, reconcile.AccessSweep, reconcile.AccessWalk} {
+		o := baseOptions(e)
+		o.Access = access
+		o.Checks = []string{reconcile.CheckDuplicates}
+		var c collected
+		sum, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range c.results {
+			if r.IsTarget() && r.Step == "notify" {
+				got = append(got, r.BizID+" "+string(r.Verdict)+" "+r.Step)
+			}
+		}
+		if want := []string{twice + " DUPLICATE_EFFECT notify"}; !slices.Equal(got, want) {
+			t.Errorf("--access %s: targets %q, want %q", access, got, want)
+		}
+		swept := false
+		for _, cs := range sum.Checks {
+			if cs.Pipeline != gen.Settlement {
+				continue
+			}
+			for _, n := range cs.Notes {
+				if strings.Contains(n, "step_intent.biz_id, swept ix_biz_step") {
+					swept = true
+				}
+			}
+			// The sweep triages only the operations of more than one intent
+			// (the unacked one is read, and is not a target); the walk every
+			// operation of the window.
+			if want := int64(1); access != reconcile.AccessWalk && cs.CoverOnly != want {
+				t.Errorf("--access %s: %d operations triaged only for the cover, want %d (notes %q)", access, cs.CoverOnly, want, cs.Notes)
+			}
+			if access == reconcile.AccessWalk && cs.CoverOnly < 300 {
+				t.Errorf("--access walk: %d operations triaged for the cover, want every operation of the window", cs.CoverOnly)
+			}
+		}
+		if swept != (access != reconcile.AccessWalk) {
+			t.Errorf("--access %s: cover swept step_intent %v (notes %q)", access, swept, sum.Checks[0].Notes)
 		}
 	}
 }

@@ -40,6 +40,18 @@ func safe(f func() tea.Msg) tea.Cmd {
 // blocked).
 func (m Model) reconcileCmd(gen int) tea.Cmd {
 	ctx, o := m.ctx, m.opts
+	if o.Watch != "" {
+		return safe(func() tea.Msg {
+			if o.Targets == nil {
+				return refreshMsg{gen: gen, err: errors.New("no reader of the watch's /targets")}
+			}
+			evs, err := o.Targets(ctx)
+			if err != nil {
+				return refreshMsg{gen: gen, err: err}
+			}
+			return refreshMsg{gen: gen, items: watchItems(evs, o.Pipeline, o.Now())}
+		})
+	}
 	return safe(func() tea.Msg {
 		run, err := o.Reconcile()
 		if err != nil {

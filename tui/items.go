@@ -25,6 +25,9 @@ type Item struct {
 	Offset    int64 // -1 unknown
 	Owner     string
 	Partial   bool
+	// Summary is the verdict's summary a watch's /targets gives ("" for a
+	// reconcile's row).
+	Summary string
 	// search is the lower-case text the filter matches.
 	search string
 }
@@ -87,7 +90,7 @@ func (c *collector) add(r reconcile.Result) {
 func (c *collector) done() []Item {
 	for i := range c.items {
 		it := &c.items[i]
-		it.search = strings.ToLower(strings.Join([]string{it.BizID, it.Pipeline, string(it.Verdict), it.Step, it.Owner, it.Checks}, " "))
+		it.search = strings.ToLower(strings.Join([]string{it.BizID, it.Pipeline, string(it.Verdict), it.Step, it.Owner, it.Checks, it.Summary}, " "))
 	}
 	return c.items
 }

@@ -34,9 +34,11 @@ type listModel struct {
 	refreshing bool
 	refreshed  time.Time
 	summary    *reconcile.Summary
-	listErr    string
-	gen        int // refresh generation: a late answer of an older one is dropped
-	status     string
+	// watchRead is when /targets last answered (--watch); zero: never.
+	watchRead time.Time
+	listErr   string
+	gen       int // refresh generation: a late answer of an older one is dropped
+	status    string
 }
 
 // resize fits the list to a window of w×h.
@@ -49,11 +51,24 @@ func (m listModel) resize(w, h int) listModel {
 // kept on the same operation), its summary, or its error.
 func (m listModel) answer(msg refreshMsg) listModel {
 	m.refreshing = false
-	m.refreshed = m.opts.Now()
+	now := m.opts.Now()
 	m.listErr = ""
-	if msg.err != nil {
+	switch {
+	case m.opts.Watch != "" && msg.err != nil:
+		// The last list stays, and says how old it is (docs/tui.md#watch).
+		// How old the list is comes first: at 80 columns the reason may be
+		// cut, never that.
+		m.listErr = "watch unreachable: " + plans.Shown(msg.err.Error())
+		if !m.watchRead.IsZero() {
+			m.listErr = fmt.Sprintf("list of %s (%s ago): ", m.watchRead.Format("15:04:05"), fmtDur(now.Sub(m.watchRead))) + m.listErr
+		}
+		return m
+	case m.opts.Watch != "":
+		m.watchRead = now
+	case msg.err != nil:
 		m.listErr = "refresh failed: " + plans.Shown(msg.err.Error())
 	}
+	m.refreshed = now
 	if msg.sum != nil {
 		m.summary = msg.sum
 	}
@@ -193,6 +208,9 @@ func (m listModel) filterKey(k tea.KeyPressMsg) (listModel, tea.Cmd) {
 }
 
 func (m listModel) title(spin string) string {
+	if m.opts.Watch != "" {
+		return m.watchTitle(spin)
+	}
 	scope := "every pipeline"
 	if m.opts.Pipeline != "" {
 		scope = "pipeline " + shown(m.opts.Pipeline)
@@ -200,18 +218,24 @@ func (m listModel) title(spin string) string {
 	// Every filter in force is named: an operation younger than
 	// --older-than is not listed as stuck (docs/tui.md).
 	t := fmt.Sprintf("opctl tui · %s · since %s · older than %s · every %s", scope, fmtDur(m.opts.Since), fmtDur(m.opts.OlderThan), fmtDur(m.opts.Refresh))
-	if m.opts.Incident != "" {
-		t += " · incident " + shown(m.opts.Incident)
-	}
-	if m.opts.ReadOnly {
-		t += " · READONLY"
-	}
 	right := ""
 	switch {
 	case m.refreshing:
 		right = spin + " refreshing"
 	case !m.refreshed.IsZero():
 		right = "read " + m.refreshed.Format("15:04:05")
+	}
+	return m.titleLine(t, right)
+}
+
+// titleLine is the title t with the console's incident and READONLY, and
+// right (the refresh state) at the right edge.
+func (m listModel) titleLine(t, right string) string {
+	if m.opts.Incident != "" {
+		t += " · incident " + shown(m.opts.Incident)
+	}
+	if m.opts.ReadOnly {
+		t += " · READONLY"
 	}
 	if room := m.width - ansi.StringWidth(right) - 1; right != "" && ansi.StringWidth(t) > room && room > 10 {
 		// The refresh state stays in view; the title gives way.
@@ -282,9 +306,9 @@ func (m listModel) countTokens() []countToken {
 	case len(parts) > 0:
 		out = append(out, parts...)
 		return append(out, uncovered...)
-	case m.summary == nil && m.listErr != "":
+	case !m.read() && m.listErr != "":
 		return append(out, countToken{" · ", "not read: see the status line"})
-	case m.summary == nil:
+	case !m.read():
 		return append(out, countToken{" · ", "reading…"})
 	}
 	out = append(out, countToken{" · ", "nothing to act on or watch"})
@@ -404,6 +428,8 @@ func (m listModel) view(spin, foot string) []string {
 		switch {
 		case m.filter != "":
 			lines = append(lines, m.st.Dim.Render("  no operation matches /"+shown(m.filter)+" (esc clears the filter)"))
+		case m.opts.Watch != "" && m.read():
+			lines = append(lines, m.st.Dim.Render("  the watch flags no operation now; : opens any id"))
 		case m.summary != nil:
 			lines = append(lines, m.st.Dim.Render("  no target and nothing to watch in the last "+fmtDur(m.opts.Since)+"; : opens any id"))
 		}
@@ -450,4 +476,21 @@ func (m listModel) statusLine() string {
 		return ""
 	}
 	return m.st.Status.Render(strings.Join(parts, " · "))
+}
+
+// read reports whether a list was read: a reconcile's summary, or a
+// watch's /targets.
+func (m listModel) read() bool { return m.summary != nil || !m.watchRead.IsZero() }
+
+// watchTitle is the title of a list read from a running watch: its URL
+// and the refresh, the time of the last answer on the right.
+func (m listModel) watchTitle(spin string) string {
+	right := ""
+	switch {
+	case m.refreshing:
+		right = spin + " reading"
+	case !m.watchRead.IsZero():
+		right = "read " + m.watchRead.Format("15:04:05")
+	}
+	return m.titleLine(fmt.Sprintf("opctl tui · watch %s · every %s", shown(m.opts.Watch), fmtDur(m.opts.Refresh)), right)
 }

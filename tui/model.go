@@ -81,7 +81,11 @@ func New(ctx context.Context, o Options, st Styles) Model {
 	}
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
+		if o.Watch != "" {
+			o.Refresh = DefaultWatchRefresh
+		}
 	}
+
 	if o.Now == nil {
 		o.Now = time.Now
 	}

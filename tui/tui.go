@@ -18,6 +18,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/reconcile/watch"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -69,6 +70,14 @@ type Options struct {
 	Now func() time.Time
 	// Keys and Styles default to DefaultKeyMap and NewStyles.
 	Keys *KeyMap
+	// Watch, when set, is the base URL of a running `opctl watch`
+	// (--watch, shown in the title): the list is what Targets reads (its
+	// /targets, bounded by the wiring), every Refresh (default
+	// DefaultWatchRefresh), instead of a reconcile
+	// (docs/tui.md#the-console-on-a-watch). The detail and the repair
+	// flow still triage through Triage.
+	Watch   string
+	Targets func(ctx context.Context) ([]watch.Event, error)
 }
 
 // Defaults of the console (docs/tui.md).

@@ -246,7 +246,8 @@ for n in "${SIZES[@]}"; do
   done
   n_all="naive (all checks, 8 statements)|$n_all_t|$n_all_rows|$n_all_rss"
 
-  RESULTS+=("$n|$r_all|$exact" "$n|$r_full|$exact_full"
+  [ "$ONLY" = whole ] || RESULTS+=("$n|$r_all|$exact")
+  RESULTS+=("$n|$r_full|$exact_full"
     "$n|$n_seed|" "$n|$n_skip|" "$n|$n_seed_w|" "$n|$n_skip_w|" "$n|$n_stuck_ev|" "$n|$n_all|")
   for c in stuck duplicates orphans skipped; do
     IFS='|' read -r _ t rows rss _ <<<"${r_check[$c]}"

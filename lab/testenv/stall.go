@@ -43,7 +43,14 @@ func NewStallProxy(t testing.TB, target string, after int) *StallProxy {
 
 // StartStallProxy starts a StallProxy to target; Close stops it.
 func StartStallProxy(target string, after int) (*StallProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartStallProxyAt("127.0.0.1:0", target, after)
+}
+
+// StartStallProxyAt is StartStallProxy listening on addr: a proxy closed
+// and started again at its old Addr is a server that went down and came
+// back (clients keep their address, as they keep a DSN).
+func StartStallProxyAt(addr, target string, after int) (*StallProxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -39,6 +40,13 @@ type BinlogSource struct {
 	Notify chan struct{}
 	// Log, when set, is told what the source cannot map.
 	Log func(format string, a ...any)
+	// Behind, when set, is told after each Changes how far the follow is
+	// behind the server: 0 when its last delivery was a progress mark
+	// (it had read everything), else the time since the commit of the
+	// last transaction it delivered (opctl_watch_binlog_behind_seconds).
+	Behind func(time.Duration)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 
 	mu      sync.Mutex
 	txs     []sources.BinlogTx
@@ -119,7 +127,11 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 			}
 		}
 		s.rows += len(tx.Changes)
-		direct, pending := plan.mapTx(tx)
+		direct, pending, unknown := plan.mapTx(tx)
+		if unknown != "" {
+			s.stop()
+			return out, pos, fmt.Errorf("%s: %w", unknown, ErrPositionGone)
+		}
 		out = append(out, direct...)
 		for _, pc := range pending {
 			if byPipeline[pc.rule.p.Name] == nil {
@@ -133,6 +145,18 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 				return out, pos, err
 			}
 			pos = string(b)
+		}
+	}
+	if n := len(txs); n > 0 && s.Behind != nil {
+		if last := txs[n-1]; len(last.Changes) == 0 && !last.More {
+			s.Behind(0)
+		} else {
+			now := time.Now
+			if s.Now != nil {
+				now = s.Now
+			}
+			// The binlog's times are whole seconds.
+			s.Behind(max(0, now().Sub(last.CommittedAt)-time.Second))
 		}
 	}
 	for _, p := range order {

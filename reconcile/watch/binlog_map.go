@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -35,10 +36,11 @@ const (
 type mapRule struct {
 	p *config.Pipeline
 	// what names the role of the table (state, idempotency, scan, entity,
-	// transaction, binlog step) for the docs and the tests.
-	what string
-	col  string
-	kind mapKind
+	// transaction, binlog step) for the docs and the tests; table is its
+	// name as the configuration writes it (cause.table, as a poll's).
+	what, table string
+	col         string
+	kind        mapKind
 	// action is the idempotency action column (byMsgID: only SKIPPED
 	// records are mapped, the only verdict a record decides alone).
 	action string
@@ -82,6 +84,7 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 				fp.tables[i].Columns = append(fp.tables[i].Columns, c)
 			}
 		}
+		r.table = table
 		fp.rules[k] = append(fp.rules[k], r)
 	}
 	for _, p := range pipelines {
@@ -150,13 +153,18 @@ type pendingChange struct {
 
 // mapTx maps one transaction's row changes: the changes that name their
 // operation, and those left to the topic (byMsgID, byRowKey). A change
-// without the rule's column (a NULL, or an image without it) maps to
-// nothing by that rule.
-func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pendingChange) {
+// whose rule column is NULL maps to nothing by that rule; one whose image
+// does not hold it (binlog_row_image=MINIMAL for the session) is named in
+// unknown: which operation it touched cannot be told.
+func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pendingChange, unknown string) {
 	at := tx.CommittedAt
 	pos := tx.End.String()
 	for _, c := range tx.Changes {
 		for _, r := range fp.rules[c.Schema+"."+c.Table] {
+			if containsFold(c.Missing, r.col) || (r.kind == byMsgID && containsFold(c.Missing, r.action)) {
+				unknown = fmt.Sprintf("a row image of %s.%s at %s without its %s column (binlog_row_image=MINIMAL?)", c.Schema, c.Table, pos, r.col)
+				continue
+			}
 			v, ok := value(c, r.col)
 			if !ok || v == "" {
 				continue
@@ -164,17 +172,17 @@ func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pend
 			switch r.kind {
 			case byBizID:
 				t := at
-				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: c.Table, Position: pos, CommittedAt: &t})
+				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: r.table, Position: pos, CommittedAt: &t})
 			case byMsgID:
 				// A deleted record (a TTL purge, a flip_skipped reopen) and
 				// a DONE one decide no target by themselves.
 				if a, _ := value(c, r.action); c.Kind != sources.ChangeDelete && a == inspect.ActionSkipped {
-					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: c.Table, pos: pos})
+					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos})
 				}
 			case byRowKey:
-				pending = append(pending, pendingChange{rule: r, value: v, at: at, table: c.Table, pos: pos})
+				pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos})
 			}
 		}
 	}
-	return direct, pending
+	return direct, pending, unknown
 }

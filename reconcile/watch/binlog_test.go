@@ -56,7 +56,7 @@ func TestBinlogSource(t *testing.T) {
 		wantPos string
 		gone    bool
 	}{
-		{"rows to operations, position after the last", txs, nil, []string{"pay/a@st", "pay/b@idem"}, `{"file":"bin.000001","pos":300}`, false},
+		{"rows to operations, position after the last", txs, nil, []string{"pay/a@st", "pay/b@other.idem"}, `{"file":"bin.000001","pos":300}`, false},
 		{"purged", nil, &sources.PurgedError{Addr: "db:3306", From: sources.BinlogPosition{File: "bin.000001", Pos: 4}}, nil, "", true},
 		{"rows unknown", []sources.BinlogTx{{Changes: []sources.RowChange{{Schema: "app", Table: "st", Statement: "UPDATE st SET x=1"}}}}, nil, nil, "", true},
 	} {

@@ -21,10 +21,11 @@ type Walker interface {
 // at each call it reads, per pipeline, the state rows whose updated_at is
 // at or after its watermark and the idempotency records whose created_at
 // is, keyset-paginated on (time column, key), and maps each row to its
-// operation. It sees inserts and updates that move the time column; it
-// cannot see deletes, updates that leave the time column as it was, nor
-// tables without a time column (evidence, intents, entities: a change
-// there is seen when the state row moves, or by the timer).
+// operation; and the entity table by entity.updated_at when it is set. It
+// sees inserts and updates that move the time column; it cannot see
+// deletes, updates that leave the time column as it was, nor tables
+// without a time column (evidence, intents, scan tables: a change there
+// is seen when the state row moves, or by the timer).
 type PollSource struct {
 	Pipelines []*config.Pipeline
 	// DBFor is the read path of a pipeline.
@@ -72,14 +73,20 @@ func (s *PollSource) tables() []pollTable {
 		if id := p.Idempotency; id != nil && id.Table != "" && id.CreatedAt != "" && id.BizID != "" && id.Key != "" {
 			out = append(out, pollTable{p: p, table: id.Table, key: id.Key, timeCol: id.CreatedAt, bizCol: id.BizID})
 		}
+		// An entity's status change (entity.updated_at): its key is the
+		// biz_id, so the operation is triaged again and its SKIPPED
+		// records re-reviewed (seed 003's question 2).
+		if e := p.Entity; e != nil && e.Table != "" && e.Key != "" && e.UpdatedAt != "" {
+			out = append(out, pollTable{p: p, table: e.Table, key: e.Key, timeCol: e.UpdatedAt})
+		}
 	}
 	return out
 }
 
 // Unfollowed names the pipelines of which polling reads no table: no state
-// table with updated_at and no idempotency table with created_at and a
-// biz_id column (seed 000's own schema has neither, seed 003's records
-// have no biz_id). Only the first sweep and the timer see them: the watch
+// table with updated_at, no idempotency table with created_at and a biz_id
+// column, no entity table with updated_at (seed 000's own schema has
+// none). Only the first sweep and the timer see them: the watch
 // says so on stderr instead of looking as if it followed them
 // (docs/watch.md#polling).
 func (s *PollSource) Unfollowed() []string {

@@ -56,15 +56,15 @@ func (f SavedFlag) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads what MarshalJSON wrote.
 func (f *SavedFlag) UnmarshalJSON(b []byte) error {
+	// Event.UnmarshalJSON reads at (eventjson.go).
 	var p struct {
-		Event savedEvent `json:"event"`
-		Since time.Time  `json:"since"`
+		Event Event     `json:"event"`
+		Since time.Time `json:"since"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	f.Event, f.Since = p.Event.Event, p.Since
-	f.Event.At = p.Event.At
+	f.Event, f.Since = p.Event, p.Since
 	return nil
 }
 

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/opctl-dev/opctl/sources"
@@ -14,6 +15,10 @@ import (
 // otherwise triage the whole window at each change. Past it the change is
 // said on stderr and left to the timer and the next sweep.
 const maxClaimants = 100
+
+// topicOverlap is how far before the end of the last read of a topic the
+// next one starts.
+const topicOverlap = 5 * time.Second
 
 // Topics maps the changes that name no operation (a SKIPPED record of an
 // idempotency table without biz_id, a binlog step's row) to operations
@@ -98,9 +103,10 @@ func (t *Topics) resolve(ctx context.Context, p *config.Pipeline, pend []pending
 		t.idx[p.Name] = x
 	}
 	if hi.After(x.upTo) {
-		// A second of overlap: a record stamped just before the last
-		// read's end may have been appended after it.
-		from := x.upTo.Add(-time.Second)
+		// Some overlap: a record stamped just before the last read's end
+		// may have been appended after it (a producer's retries keep the
+		// first attempt's time).
+		from := x.upTo.Add(-topicOverlap)
 		if from.Before(x.from) {
 			from = x.from
 		}
@@ -110,20 +116,27 @@ func (t *Topics) resolve(ctx context.Context, p *config.Pipeline, pend []pending
 		x.upTo = hi
 	}
 	x.prune(lo)
+	// A record's message is always in the topic: one not found was
+	// appended after the read that passed its time (a retried produce);
+	// the window of the records missed is read again, once.
+	var mlo, mhi time.Time
 	for _, pc := range pend {
-		var cands []*topicEntry
-		if pc.rule.kind == byMsgID {
-			cands = x.byMsg[pc.value]
-		} else {
-			cands = x.byRow[rowRef{pc.rule.step, pc.value}]
-		}
-		from := pc.at.Add(-t.lookback(pc))
-		var bizs []string
-		for _, e := range cands {
-			if !e.at.Before(from) && !e.at.After(pc.at.Add(time.Second)) && e.biz != "" {
-				bizs = append(bizs, e.biz)
+		if pc.rule.kind == byMsgID && len(x.lookup(t, pc)) == 0 {
+			if from := pc.at.Add(-t.lookback(pc)); mlo.IsZero() || from.Before(mlo) {
+				mlo = from
+			}
+			if to := pc.at.Add(time.Second); to.After(mhi) {
+				mhi = to
 			}
 		}
+	}
+	if !mlo.IsZero() {
+		if err := t.read(ctx, p, x, mlo, mhi); err != nil {
+			return nil, 0, err
+		}
+	}
+	for _, pc := range pend {
+		bizs := x.lookup(t, pc)
 		if len(bizs) > maxClaimants {
 			skipped++
 			continue
@@ -134,6 +147,25 @@ func (t *Topics) resolve(ctx context.Context, p *config.Pipeline, pend []pending
 		}
 	}
 	return out, skipped, nil
+}
+
+// lookup is the operations whose message pc's value names within its
+// lookback.
+func (x *topicIndex) lookup(t *Topics, pc pendingChange) []string {
+	var cands []*topicEntry
+	if pc.rule.kind == byMsgID {
+		cands = x.byMsg[pc.value]
+	} else {
+		cands = x.byRow[rowRef{pc.rule.step, pc.value}]
+	}
+	from := pc.at.Add(-t.lookback(pc))
+	var bizs []string
+	for _, e := range cands {
+		if !e.at.Before(from) && !e.at.After(pc.at.Add(time.Second)) && e.biz != "" && !slices.Contains(bizs, e.biz) {
+			bizs = append(bizs, e.biz)
+		}
+	}
+	return bizs
 }
 
 // read indexes p's records stamped in [from, to].

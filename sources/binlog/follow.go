@@ -195,6 +195,8 @@ type followed struct {
 	cols []string
 	// keep are the positions of the columns kept in Values.
 	keep []int
+	// enums are the ENUM and SET columns' values, by position (enum.go).
+	enums map[int]labels
 	// altered is the second of the table's last CREATE or ALTER
 	// (information_schema's CREATE_TIME; 0 unknown). Until the stream
 	// passes that DDL (settled), a row written in or before that second
@@ -288,6 +290,19 @@ func (f *follower) readColumns(ctx context.Context, conn *client.Conn, ft *follo
 			return err
 		}
 		keep = append(keep, i)
+	}
+	ls, err := f.r.readLabels(ctx, conn, t.Schema, t.Table)
+	if err != nil {
+		return err
+	}
+	ft.enums = nil
+	for _, p := range keep {
+		if l, ok := ls[cols[p]]; ok {
+			if ft.enums == nil {
+				ft.enums = map[int]labels{}
+			}
+			ft.enums[p] = l
+		}
 	}
 	res, err := f.r.query(ctx, conn, "read when "+t.Schema+"."+t.Table+" was last altered",
 		"SELECT COALESCE(UNIX_TIMESTAMP(CREATE_TIME), 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Table)
@@ -601,11 +616,11 @@ func (f *follower) rows(e *replication.RowsEvent, kind replication.EnumRowsEvent
 			switch {
 			case p < len(img) && hasColumn(bits, p):
 				if img[p] != nil {
-					c.Values[name] = text(img[p])
+					c.Values[name] = ft.text(p, img[p])
 				}
 			case before != nil && p < len(before) && hasColumn(e.ColumnBitmap1, p):
 				if before[p] != nil {
-					c.Values[name] = text(before[p])
+					c.Values[name] = ft.text(p, before[p])
 				}
 			default:
 				c.Missing = append(c.Missing, name)
@@ -613,6 +628,16 @@ func (f *follower) rows(e *replication.RowsEvent, kind replication.EnumRowsEvent
 		}
 		f.add(c, amb)
 	}
+}
+
+// text is column p's value as text: an ENUM's or a SET's by its labels.
+func (ft *followed) text(p int, v any) string {
+	if l, ok := ft.enums[p]; ok {
+		if s, ok := l.label(v); ok {
+			return s
+		}
+	}
+	return text(v)
 }
 
 // idleConn fails a read that waits longer than its limit: a follow's

@@ -315,9 +315,14 @@ type Entity struct {
 	// When set, reconcile's skipped check reads the status of a whole chunk
 	// of candidates in one statement and triages only those whose status
 	// does not cancel the effect.
-	Table      string   `yaml:"table"`
-	Key        string   `yaml:"key"`
-	Status     string   `yaml:"status"`
+	Table  string `yaml:"table"`
+	Key    string `yaml:"key"`
+	Status string `yaml:"status"`
+	// UpdatedAt (optional, with Table and Key) is the entity table's time
+	// column that a status change moves: `opctl watch` polls it, so that
+	// an entity's status change re-triages its SKIPPED records when no
+	// binlog is read (docs/watch.md#polling).
+	UpdatedAt  string   `yaml:"updated_at"`
 	Lifecycle  []string `yaml:"lifecycle"`
 	Cancels    []string `yaml:"cancels"`
 	EffectStep string   `yaml:"effect_step"`

@@ -569,6 +569,12 @@ func (v *validator) entity(p *Pipeline, ep, label string) {
 		v.ident(ep+".key", label, "entity.key", e.Key, false, true)
 		v.ident(ep+".status", label, "entity.status", e.Status, false, true)
 	}
+	if e.UpdatedAt != "" {
+		if e.Table == "" {
+			v.at(ep+".updated_at", "%sentity.updated_at needs entity.table, entity.key and entity.status: it is a column of that table (watch polls it by (updated_at, key))", label)
+		}
+		v.ident(ep+".updated_at", label, "entity.updated_at", e.UpdatedAt, false, true)
+	}
 	switch {
 	case e.EffectStep == "":
 		v.at(ep+".effect_step", "%sentity.effect_step is required: the step whose effect a skip may have swallowed%s", label, v.c.unsetHint(ep+".effect_step"))

@@ -195,6 +195,18 @@ func (r *Reader) RangeRows(ctx context.Context, table, index, col string, from t
 	return r.explainRange(ctx, table, index, col, ">= ?", from)
 }
 
+// StatusRangeRows estimates, as RangeRows does, how many rows of table
+// have statusCol = status and col in [from, to) through index (whose
+// leading columns are statusCol, col): the range a walk of one status
+// reads (reconcile's cover, docs/reconcile.md#steps-without-a-scan-block).
+func (r *Reader) StatusRangeRows(ctx context.Context, table, index, statusCol, status, col string, from, to time.Time) (n int64, ok bool, err error) {
+	c, err := qident(col)
+	if err != nil {
+		return 0, false, err
+	}
+	return r.explainRange(ctx, table, index, statusCol, "= ? AND "+c+" >= ? AND "+c+" < ?", status, from, to)
+}
+
 // KeyRangeRows estimates, as RangeRows does, how many entries of index
 // (whose leading column is col) have col in [lo, hi].
 func (r *Reader) KeyRangeRows(ctx context.Context, table, index, col string, lo, hi any) (n int64, ok bool, err error) {

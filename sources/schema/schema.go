@@ -386,7 +386,7 @@ func configuredColumns(p *config.Pipeline) []tableCols {
 		}
 	}
 	if e := p.Entity; e != nil && e.Table != "" {
-		out = append(out, tableCols{e.Table, nonEmpty(e.Key, e.Status), "entity table"})
+		out = append(out, tableCols{e.Table, nonEmpty(e.Key, e.Status, e.UpdatedAt), "entity table"})
 	}
 	return out
 }

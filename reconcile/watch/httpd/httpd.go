@@ -84,6 +84,10 @@ func (m *Metrics) Hooks() watch.Hooks {
 	}
 }
 
+// BinlogBehind sets opctl_watch_binlog_behind_seconds: how far the
+// binlog follower is behind the server (0 when it has read everything).
+func (m *Metrics) BinlogBehind(d time.Duration) { m.binlogBehind.Set(max(0, d.Seconds())) }
+
 // Repaired counts one repair of the recovery worker
 // (opctl_watch_repairs_total).
 func (m *Metrics) Repaired(verdict, outcome string) {

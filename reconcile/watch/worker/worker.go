@@ -93,7 +93,7 @@ const DefaultPerMinute = 6
 
 // DefaultRetry is how often a standby watch asks for the repair lock again,
 // and a paused one looks at the pause file.
-const DefaultRetry = 2 * time.Second
+const DefaultRetry = time.Second
 
 // Repairable are the verdicts --repair accepts: those whose plan is made of
 // guarded actions with no operator's attestation. A DUPLICATE_EFFECT whose
@@ -178,6 +178,9 @@ type Hooks struct {
 	// State is called when the state changes; reason is the stop reason
 	// with StateStopped, "" otherwise.
 	State func(state, reason string)
+	// Event is given every line the worker writes (cmd/watch_repair.go:
+	// the watch triages a repaired operation again).
+	Event func(watch.Event)
 }
 
 // Worker repairs flagged operations (docs/watch.md#recovery). Run it
@@ -301,6 +304,9 @@ func (w *Worker) setState(state, reason string) {
 }
 
 func (w *Worker) emit(ev watch.Event) {
+	if w.Hooks.Event != nil {
+		w.Hooks.Event(ev)
+	}
 	if w.Events == nil {
 		return
 	}
@@ -333,6 +339,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}()
 		}
 		w.repairLoop(lctx)
+		if _, reason := w.State(); reason != "" {
+			// Stopped: the lock is kept until the watch ends, so that the
+			// other watch does not carry on with what made this one stop.
+			<-ctx.Done()
+		}
 		cancel()
 		if lock != nil {
 			select {
@@ -341,12 +352,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			default:
 			}
 			_ = lock.Release()
-		}
-		if _, reason := w.State(); reason != "" {
-			// Stopped: the lock was held until now so that the other watch
-			// did not carry on with what made this one stop.
-			<-ctx.Done()
-			return nil
 		}
 	}
 	return nil
@@ -445,9 +450,12 @@ func (w *Worker) pausedNow() bool {
 	was := w.paused
 	w.paused = paused
 	w.mu.Unlock()
+	if paused {
+		// Also after a new leadership term began as repairing.
+		w.setState(StatePaused, "")
+	}
 	switch {
 	case paused && !was:
-		w.setState(StatePaused, "")
 		msg := fmt.Sprintf("repairs paused: the pause file %s exists; remove it to resume", w.PauseFile)
 		w.logf("%s", msg)
 		w.emit(watch.Event{Event: Paused, At: w.now(), Summary: msg, Cause: watch.Cause{Source: SourceRepair}})

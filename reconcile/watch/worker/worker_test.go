@@ -283,10 +283,20 @@ func TestWorker(t *testing.T) {
 		ops["b"].outcome = repair.OutcomeRefused
 		f := newFixture(ops, "a", "b", "c")
 		f.w.PerMinute = 10
+		lock := &fakeLock{lost: make(chan struct{})}
+		f.w.Lock = func(context.Context) (sources.Lock, error) { return lock, nil }
 		stop := f.run(t)
-		defer stop()
 		waitFor(t, "stopped", func() bool { s, _ := f.w.State(); return s == StateStopped })
 		time.Sleep(100 * time.Millisecond)
+		// A stopped worker keeps the lock: the other watch does not carry
+		// on with what stopped this one; it gives it back when it ends.
+		if lock.released() {
+			t.Error("the lock was released by the stop")
+		}
+		stop()
+		if !lock.released() {
+			t.Error("the lock was not released when the worker ended")
+		}
 		if got := f.svc.appliedNow(); len(got) != 1 || got[0] != "a by opctl-watch@test" {
 			t.Fatalf("applied %v: want a only (b refused, c never tried)", got)
 		}
