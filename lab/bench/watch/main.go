@@ -162,12 +162,14 @@ type bench struct {
 	addr              string
 	events            string
 
-	seq      atomic.Int64
-	produced atomic.Int64 // operations produced (each counted once)
-	naive    atomic.Int64 // naive settlement operations produced
-	naive0   int64        // naive before the measured run
-	stuckMu  sync.Mutex
-	stuck    []stuckOp
+	seq       atomic.Int64
+	produced  atomic.Int64 // operations produced (each counted once)
+	naive     atomic.Int64 // naive settlement operations produced
+	naive0    int64        // naive before the measured run
+	anchored  atomic.Int64 // settlement_anchored operations produced
+	anchored0 int64
+	stuckMu   sync.Mutex
+	stuck     []stuckOp
 	// clearedAt is each operation's last cleared line (a stuck one's:
 	// resumed by the next consumer); zero when it was still flagged.
 	clearedAt map[string]time.Time
@@ -282,7 +284,7 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b.naive0 = b.naive.Load()
+	b.naive0, b.anchored0 = b.naive.Load(), b.anchored.Load()
 	st, err := b.load(ctx, rate, o.Duration, true)
 	if err != nil {
 		return nil, err
@@ -679,6 +681,7 @@ func (b *bench) settlement(i int64) func() error {
 	return func() error {
 		b.rec.expect(id, 1)
 		b.produced.Add(1)
+		b.anchored.Add(1)
 		_, _, err := consumer.ProduceMessage(b.producer, topic, m)
 		return err
 	}
@@ -1039,7 +1042,12 @@ type summary struct {
 	OtherFlagged dist  `json:"other_flagged_for"`
 	NaiveFlags   int   `json:"naive_flags"`
 	NaiveOps     int64 `json:"naive_ops"`
-	DoubleFlags  int   `json:"double_flags"`
+	// AnchoredFlags are settlement_anchored operations flagged (no
+	// incident was injected there), of AnchoredOps, by verdict.
+	AnchoredFlags    int            `json:"anchored_flags"`
+	AnchoredOps      int64          `json:"anchored_ops"`
+	AnchoredVerdicts map[string]int `json:"anchored_verdicts"`
+	DoubleFlags      int            `json:"double_flags"`
 	// Causes counts the flagged lines of the run by cause.source.
 	Causes map[string]int `json:"causes"`
 
@@ -1184,12 +1192,18 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		return fmt.Errorf("-mode binlog: no flagged line has cause.source binlog (causes %v): the watch did not follow the binlog; -watch-args %q", sum.Causes, strings.Join(b.o.WatchArgs, " "))
 	}
 	var tr []float64
+	sum.AnchoredVerdicts = map[string]int{}
+	sum.AnchoredOps = b.anchored.Load() - b.anchored0
 	for id, e := range flagged {
 		if _, ok := inc[id]; ok || isStuck[id] {
 			continue
 		}
-		if strings.HasPrefix(id, "PAY-N-") {
+		switch {
+		case strings.HasPrefix(id, "PAY-N-"):
 			sum.NaiveFlags++
+		case strings.HasPrefix(id, "PAY-L-"):
+			sum.AnchoredFlags++
+			sum.AnchoredVerdicts[e.Verdict]++
 		}
 		if c, ok := b.clearedAt[id]; ok && c.After(e.At) {
 			tr = append(tr, float64(c.Sub(e.At).Microseconds())/1000)
@@ -1315,8 +1329,8 @@ func report(w io.Writer, s *summary) {
 		s.Incidents, s.Flagged, s.LatencyEvent.P50, s.LatencyEvent.P99, s.LatencyEvent.Max, s.LatencyCommit.P50, s.LatencyCommit.P99, s.LatencyCommit.Max, s.MetricMeanMS)
 	fmt.Fprintf(w, "stuck: %d, %d flagged; delay after crossing --older-than p50 %.0f p99 %.0f max %.0f ms\n",
 		s.Stuck, s.StuckFlagged, s.StuckDelay.P50, s.StuckDelay.P99, s.StuckDelay.Max)
-	fmt.Fprintf(w, "other operations flagged: %d (%d of %d naive settlement operations) %v, flagged for p50 %.0f max %.0f ms; flagged twice without a clear: %d; flags by cause %v\n",
-		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
+	fmt.Fprintf(w, "other operations flagged: %d (%d of %d naive settlement operations, %d of %d anchored ones %v) %v, flagged for p50 %.0f max %.0f ms; flagged twice without a clear: %d; flags by cause %v\n",
+		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.AnchoredFlags, s.AnchoredOps, s.AnchoredVerdicts, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
 	fmt.Fprintf(w, "watch: CPU %.1f%% of one core, VmHWM %.1f MiB; rows: source %.0f (%.2f/op), watch user %d (%.2f/op, %.3g/h), %0.f triages\n",
 		s.CPUPercent, s.RSSMiB, s.SourceRows, s.SourcePerOp, s.WatchRows, s.WatchPerOp, s.WatchPerHour, s.Triages)
 	c := s.Cron
