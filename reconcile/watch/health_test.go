@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +294,56 @@ func TestKafkaDownDoesNotClear(t *testing.T) {
 	eventually(t, "cleared once Kafka answers", func() bool { return len(events.lines()) == 2 })
 	if ev := events.lines()[1]; ev.Event != Cleared {
 		t.Fatalf("event %+v", ev)
+	}
+}
+
+// alwaysGone says the position is gone until the watch follows from the
+// head a sweep gave it ("1").
+type alwaysGone struct{ fakeSource }
+
+func (g *alwaysGone) Head(context.Context) (string, error) { return "1", nil }
+func (g *alwaysGone) Changes(ctx context.Context, from string) ([]Change, string, error) {
+	if from != "1" {
+		return nil, from, fmt.Errorf("binlog purged: %w", ErrPositionGone)
+	}
+	return nil, from, nil
+}
+
+// A sweep again after the position is gone that fails (MySQL down) is
+// tried again next round, from the gone position, instead of following
+// from a head no sweep covered; MySQL is said down meanwhile.
+func TestResweepIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	sweeps := 0
+	ups := &upRecorder{up: map[string]bool{}}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}}, Source: &alwaysGone{}, Interval: 10 * time.Millisecond,
+		Events: events, Log: &syncBuf{}, Hooks: Hooks{Up: ups.set},
+		Resume: &State{Version: StateVersion, Source: SourcePoll, Position: "0"},
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			return inspect.Report{BizID: id, Verdict: inspect.Verdict{Code: "STRANDED", Severity: inspect.SeverityAction}}, nil
+		},
+		Sweep: func(_ context.Context, emit func(reconcile.Result) error) error {
+			mu.Lock()
+			sweeps++
+			n := sweeps
+			mu.Unlock()
+			if n == 1 {
+				return &sources.ConnError{Err: errors.New("mysql: connection refused")}
+			}
+			r := reconcile.Result{Severity: inspect.SeverityAction}
+			r.BizID, r.Pipeline, r.Verdict = "s", "pay", "STRANDED"
+			return emit(r)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	eventually(t, "mysql down after the failed sweep", func() bool { v, ok := ups.get(UpMySQL); return ok && !v })
+	eventually(t, "flagged by the second sweep", func() bool { return len(events.lines()) == 1 })
+	eventually(t, "mysql up again", func() bool { v, _ := ups.get(UpMySQL); return v })
+	mu.Lock()
+	defer mu.Unlock()
+	if sweeps != 2 {
+		t.Fatalf("%d sweeps, want 2", sweeps)
 	}
 }
