@@ -194,7 +194,7 @@ for n in "${SIZES[@]}"; do
   LOADS+=("$n operations: load average $(cut -d' ' -f1-3 /proc/loadavg) before reconcile")
   declare -A r_check exact_check f_check exact_fcheck
   r_all="skipped (ONLY=whole)|0|0|0|"; exact="not run"
-  for c in stuck duplicates orphans skipped; do r_check[$c]="-|0|0|0|"; exact_check[$c]="not run seeded, found, not run"; done
+  for c in stuck duplicates orphans skipped; do r_check[$c]="-|-|-|0|"; exact_check[$c]="- seeded, found, not run"; done
   if [ "$ONLY" != whole ]; then
     r_all=$(recon3 "$db" "reconcile, all checks, --since ${WINDOW_H}h (median of 3)" --since "${WINDOW_H}h" --out "$TMP/targets-$n.jsonl")
     exact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/targets-$n.jsonl" || true)
@@ -299,7 +299,7 @@ echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---
 for r in "${PER_CHECK[@]}"; do
   IFS='|' read -r n c t rows ft frows nt nrows rss ex fex <<<"$r"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s× | %s× | %s | %s | %s |\n' "$n" "$c" "$t" "$rows" "$ft" "$frows" "$nt" "$nrows" \
-    "$(awk "BEGIN{printf \"%.1f\", $nt/($t>0?$t:0.01)}")" "$(awk "BEGIN{printf \"%.2f\", $nt/($ft>0?$ft:0.01)}")" "$rss" "$ex" "$fex"
+    "$([ "$t" = - ] && echo - || awk "BEGIN{printf \"%.1f\", $nt/($t>0?$t:0.01)}")" "$(awk "BEGIN{printf \"%.2f\", $nt/($ft>0?$ft:0.01)}")" "$rss" "$ex" "$fex"
 done
 
 if [ ${#PAIRS[@]} -gt 0 ]; then
