@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,8 @@ import (
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/reconcile/watch"
+	"github.com/opctl-dev/opctl/reconcile/watch/httpd"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -87,7 +90,7 @@ row made from the console. Needs a terminal.`,
 			}
 			opts.Since, opts.OlderThan, opts.Refresh = since.d, older.d, refresh.d
 			if opts.Watch != "" {
-				if _, err := tui.WatchURL(opts.Watch); err != nil {
+				if _, err := httpd.TargetsURL(opts.Watch); err != nil {
 					return usageErrorf("%s", err.Error())
 				}
 				if c.Flags().Changed("since") || c.Flags().Changed("older-than") {
@@ -161,10 +164,26 @@ func runTUI(ctx context.Context, opts *TUIOptions) error {
 		Reconcile: opts.Reconcile,
 		Pipelines: ps, Pipeline: opts.Pipeline, Since: opts.Since, OlderThan: opts.OlderThan, Refresh: opts.Refresh,
 		ReadOnly: opts.ReadOnly, Incident: opts.Incident, Operator: opts.Operator, BizID: opts.BizID, Color: opts.IO.ColorEnabled(),
-		Watch: opts.Watch, WatchTimeout: opts.Timeout,
+		Watch: opts.Watch, Targets: watchTargets(opts.Watch, opts.Timeout),
 	})
 	if errors.Is(err, context.Canceled) {
 		return exitWith(ExitInterrupted)
 	}
 	return err
+}
+
+// watchTargets reads the /targets of the watch at base (--watch), each
+// read bounded by timeout (--timeout); nil without --watch.
+func watchTargets(base string, timeout time.Duration) func(context.Context) ([]watch.Event, error) {
+	if base == "" {
+		return nil
+	}
+	client := &http.Client{}
+	return func(ctx context.Context) ([]watch.Event, error) {
+		u, err := httpd.TargetsURL(base)
+		if err != nil {
+			return nil, err
+		}
+		return httpd.ReadTargets(ctx, client, u, timeout)
+	}
 }

@@ -94,6 +94,7 @@ func TestTUIRunsTheConsoleInProcess(t *testing.T) {
 // --watch URL is handed to the console with --timeout and a 2s refresh;
 // a URL that is not one, and --since with it, are usage errors.
 func TestTUIWatchFlag(t *testing.T) {
+	var timeout time.Duration
 	run := func(args ...string) (*tui.Options, error) {
 		ios, _, _, _ := iostreams.Test()
 		ios.SetStdinTTY(true)
@@ -101,6 +102,7 @@ func TestTUIWatchFlag(t *testing.T) {
 		f := NewFactory(ios, "test")
 		var got *tui.Options
 		c := NewCmdTUI(f, func(ctx context.Context, o *TUIOptions) error {
+			timeout = o.Timeout
 			o.Config = func() (*config.Config, error) { return nil, errors.New("no config here") }
 			o.Run = func(_ context.Context, _ stdio.Reader, _ stdio.Writer, to tui.Options) error { got = &to; return nil }
 			return runTUI(ctx, o)
@@ -112,7 +114,7 @@ func TestTUIWatchFlag(t *testing.T) {
 		return got, c.ExecuteContext(context.Background())
 	}
 	got, err := run("--watch", "http://127.0.0.1:9464")
-	if err != nil || got == nil || got.Watch != "http://127.0.0.1:9464" || got.Refresh != tui.DefaultWatchRefresh || got.WatchTimeout != 3*time.Second {
+	if err != nil || got == nil || got.Watch != "http://127.0.0.1:9464" || got.Refresh != tui.DefaultWatchRefresh || got.Targets == nil || timeout != 3*time.Second {
 		t.Fatalf("err %v, options %+v", err, got)
 	}
 	for _, args := range [][]string{{"--watch", "127.0.0.1:9464"}, {"--watch", "http://x:1", "--since", "2h"}} {

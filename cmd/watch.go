@@ -107,7 +107,13 @@ stops being one: one JSON line per transition on stdout (or --events FILE).
 Progress and a source lost or regained go to stderr.
 
 HTTP on --listen: /metrics (Prometheus), /targets (the flagged operations,
-JSON), /healthz, /readyz (the first sweep is done and the source answers).
+JSON; 'opctl tui --watch URL' lists them), /healthz, /readyz (the first sweep
+is done and every source answers).
+
+MySQL or Kafka down: the watch keeps running, opctl_watch_up{source="mysql"}
+or {source="kafka"} is 0, /readyz answers 503 naming it, stderr says it was
+lost and regained; operations whose triage failed are triaged again each
+round until it answers (docs/watch.md#when-mysql-or-kafka-is-down).
 
 --state (default $XDG_STATE_HOME/opctl/watch.json) keeps the position, the
 flags and the deadlines: a restart resumes without a sweep, and says so.
@@ -129,6 +135,8 @@ Ctrl-C (or SIGTERM) stops it within a second.`,
 		Example: `  opctl watch
   opctl watch --pipeline settlement --interval 2s --events events.jsonl
   curl -s 127.0.0.1:9464/targets
+  curl -s 127.0.0.1:9464/readyz     # 503 and why while MySQL or Kafka is down
+  opctl tui --watch http://127.0.0.1:9464
   # a recovery worker, with a kill switch
   opctl watch --repair STATE_BEHIND,STRANDED --max-repairs-per-minute 10 \
     --repair-pause-file /run/opctl/pause
@@ -253,6 +261,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	reportBehind(source, m.BinlogBehind)
 	stopRepair, err := startWatchRepair(ctx, opts, w, m, pipelines)
 	if err != nil {
+		l.Close()
 		return err
 	}
 	defer stopRepair()

@@ -136,7 +136,15 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 		Expect: func(c inspect.Code) []inspect.Code { return expect[c] },
 		Lock:   func(ctx context.Context) (sources.Lock, error) { return svc.Lock(ctx, lockName, 0) },
 		Events: events, Log: logs,
-		Hooks: worker.Hooks{Repair: m.Repaired, State: m.RepairState(worker.States(), []string{worker.ReasonApplyFailed, worker.ReasonUnexpected})}}
+		Hooks: worker.Hooks{Repair: m.Repaired, State: m.RepairState(worker.States(), []string{worker.ReasonApplyFailed, worker.ReasonUnexpected}),
+			// A repair's writes may touch no table the watch follows (a
+			// reversal row, a compensation): the watch triages the
+			// operation again at its next round, so its flag clears.
+			Event: func(e watch.Event) {
+				if (e.Event == worker.Repaired || e.Event == worker.RepairFailed) && e.BizID != "" {
+					w.Recheck(watch.Key{Pipeline: e.Pipeline, BizID: e.BizID}, watch.Cause{Source: worker.SourceRepair})
+				}
+			}}}
 	hooks := w.Hooks
 	event := hooks.Event
 	hooks.Event = func(e watch.Event) {
@@ -151,7 +159,7 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 		vs[i] = string(v)
 	}
 	slices.Sort(vs)
-	fmt.Fprintf(opts.IO.ErrOut, "watch: repair: repairing %v as %s, at most %d a minute after the first, while holding the lock %s\n", vs, o.Operator, o.PerMinute, lockName)
+	fmt.Fprintf(opts.IO.ErrOut, "watch: repair: repairing %v as %s, at most %d a minute after the first, while holding the lock %s of pipelines %v\n", vs, o.Operator, o.PerMinute, lockName, names)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -104,27 +104,12 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 		out = append(out, rp)
 	}
 
-	// The operations still held or waiting need consumers: the in-flight
-	// owner finishes (its delay is cut short and its lease given back), and
-	// the fixed consumers are deployed on every pipeline.
-	for _, c := range e.inflight {
-		_ = c.Stop()
-	}
-	e.inflight = nil
-	fixed := []string{"settlement", "settlement_anchored", "fulfilment", "fulfilment_anchored", "orders", "orders_anchored"}
+	pipelines := make([]string, 0, len(checks))
 	for _, c := range checks {
-		// The seeds' own consumers run again too, unchanged (their teams
-		// have not fixed them): a republished message meets them.
-		if _, design := kindOf(c.Pipeline); design == consumer.Seed && !slices.Contains(fixed, c.Pipeline) {
-			fixed = append(fixed, c.Pipeline)
-		}
+		pipelines = append(pipelines, c.Pipeline)
 	}
-	for _, name := range fixed {
-		c, err := e.startFixed(ctx, name)
-		if err != nil {
-			return out, err
-		}
-		e.onClose(c.Kill)
+	if err := e.DeployFixed(ctx, pipelines); err != nil {
+		return out, err
 	}
 	progress("fixed consumers deployed; waiting for redriven operations")
 
@@ -156,6 +141,34 @@ func (e *Env) Repair(ctx context.Context, checks []Check, progress func(string))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// DeployFixed is what follows a repair in the lab: the in-flight owner
+// finishes (its delay is cut short and its lease given back), and the
+// fixed consumers are deployed on every pipeline (a naive one with its
+// fix, an anchored one as it is) and on the seed pipelines among
+// pipelines (their own consumers, unchanged: a republished message meets
+// them). Repair calls it; `go run ./lab/demo --watch` calls it before the
+// watch's recovery worker repairs.
+func (e *Env) DeployFixed(ctx context.Context, pipelines []string) error {
+	for _, c := range e.inflight {
+		_ = c.Stop()
+	}
+	e.inflight = nil
+	fixed := []string{"settlement", "settlement_anchored", "fulfilment", "fulfilment_anchored", "orders", "orders_anchored"}
+	for _, p := range pipelines {
+		if _, design := kindOf(p); design == consumer.Seed && !slices.Contains(fixed, p) {
+			fixed = append(fixed, p)
+		}
+	}
+	for _, name := range fixed {
+		c, err := e.startFixed(ctx, name)
+		if err != nil {
+			return err
+		}
+		e.onClose(c.Kill)
+	}
+	return nil
 }
 
 // startFixed starts the post-incident consumer of a pipeline: a naive

@@ -3,7 +3,6 @@ package tui
 import (
 	"errors"
 	"runtime/debug"
-	"slices"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -43,15 +42,14 @@ func (m Model) reconcileCmd(gen int) tea.Cmd {
 	ctx, o := m.ctx, m.opts
 	if o.Watch != "" {
 		return safe(func() tea.Msg {
-			u, err := WatchURL(o.Watch)
+			if o.Targets == nil {
+				return refreshMsg{gen: gen, err: errors.New("no reader of the watch's /targets")}
+			}
+			evs, err := o.Targets(ctx)
 			if err != nil {
 				return refreshMsg{gen: gen, err: err}
 			}
-			items, err := readTargets(ctx, o.HTTP, u, o.WatchTimeout, o.Now())
-			if o.Pipeline != "" {
-				items = slices.DeleteFunc(items, func(it Item) bool { return it.Pipeline != o.Pipeline })
-			}
-			return refreshMsg{gen: gen, items: items, err: err}
+			return refreshMsg{gen: gen, items: watchItems(evs, o.Pipeline, o.Now())}
 		})
 	}
 	return safe(func() tea.Msg {

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"time"
 
@@ -86,12 +85,7 @@ func New(ctx context.Context, o Options, st Styles) Model {
 			o.Refresh = DefaultWatchRefresh
 		}
 	}
-	if o.WatchTimeout <= 0 {
-		o.WatchTimeout = DefaultWatchTimeout
-	}
-	if o.HTTP == nil {
-		o.HTTP = &http.Client{}
-	}
+
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -12,13 +12,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/opctl-dev/opctl/inspect/triage"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/reconcile/watch"
 	"github.com/opctl-dev/opctl/repair"
 	"github.com/opctl-dev/opctl/repair/plans"
 	"github.com/opctl-dev/opctl/sources"
@@ -71,14 +71,13 @@ type Options struct {
 	// Keys and Styles default to DefaultKeyMap and NewStyles.
 	Keys *KeyMap
 	// Watch, when set, is the base URL of a running `opctl watch`
-	// (--watch): the list is its /targets, read every Refresh (default
-	// DefaultWatchRefresh) within WatchTimeout (default
-	// DefaultWatchTimeout), instead of a reconcile (docs/tui.md#watch).
-	// The detail and the repair flow still triage through Triage.
-	Watch        string
-	WatchTimeout time.Duration
-	// HTTP reads /targets (nil: a client of the console's own).
-	HTTP *http.Client
+	// (--watch, shown in the title): the list is what Targets reads (its
+	// /targets, bounded by the wiring), every Refresh (default
+	// DefaultWatchRefresh), instead of a reconcile
+	// (docs/tui.md#the-console-on-a-watch). The detail and the repair
+	// flow still triage through Triage.
+	Watch   string
+	Targets func(ctx context.Context) ([]watch.Event, error)
 }
 
 // Defaults of the console (docs/tui.md).

@@ -1,95 +1,20 @@
 package tui
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile/watch"
 )
 
-// The console's reads of a running `opctl watch` (docs/tui.md#watch):
-// its /targets, bounded in time and size.
+// The console on a running `opctl watch` (docs/tui.md#the-console-on-a-watch):
+// its list is the watch's /targets, read by Options.Targets (the HTTP
+// client is the wiring's, cmd/tui.go: the console links no driver).
 const (
 	// DefaultWatchRefresh is how often the list reads /targets again
 	// when --refresh is not given.
 	DefaultWatchRefresh = 2 * time.Second
-	// DefaultWatchTimeout bounds one read of /targets when --timeout is
-	// not given.
-	DefaultWatchTimeout = 5 * time.Second
-	// maxTargetsBytes bounds the body of /targets read: a watch that
-	// answers with more is refused, not held in memory.
-	maxTargetsBytes = 64 << 20
 )
-
-// WatchURL checks the base URL of a running watch (`--watch URL`): http or
-// https, a host, no query. It returns the URL of its /targets.
-func WatchURL(base string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("--watch %q: want the base URL of a running opctl watch, like http://127.0.0.1:9464 (its --listen)", base)
-	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/targets") + "/targets"
-	return u.String(), nil
-}
-
-// readTargets reads the flagged operations of a running watch from its
-// /targets (targetsURL), within timeout, as the list's items; ages are
-// from now.
-func readTargets(ctx context.Context, client *http.Client, targetsURL string, timeout time.Duration, now time.Time) ([]Item, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, targetsURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%s: no answer within %s", targetsURL, timeout)
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the title names the URL
-		}
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTargetsBytes+1))
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%s: the answer did not end within %s", targetsURL, timeout)
-		}
-		return nil, fmt.Errorf("%s: reading the answer: %w", targetsURL, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-		if len(line) > 200 {
-			line = line[:200] + "…"
-		}
-		return nil, fmt.Errorf("%s: %s: %s", targetsURL, resp.Status, line)
-	}
-	if len(body) > maxTargetsBytes {
-		return nil, fmt.Errorf("%s: the answer is larger than %d MiB", targetsURL, maxTargetsBytes>>20)
-	}
-	var evs []watch.Event
-	if err := json.Unmarshal(body, &evs); err != nil {
-		return nil, fmt.Errorf("%s: not the JSON array of an opctl watch's /targets: %w", targetsURL, err)
-	}
-	var c collector
-	for _, e := range evs {
-		c.addWatch(e, now)
-	}
-	return c.done(), nil
-}
 
 // itemOfEvent is the row of one flagged operation of a watch: its last
 // flagged or changed line. Age is the time since that line; the watch
@@ -103,15 +28,22 @@ func itemOfEvent(e watch.Event, now time.Time) Item {
 	return it
 }
 
-// addWatch adds a watch's flagged operation (one row per operation).
-func (c *collector) addWatch(e watch.Event, now time.Time) {
-	k := e.Pipeline + "\x00" + e.BizID
-	if c.index == nil {
-		c.index = map[string]int{}
+// watchItems are the list's items of a watch's flagged operations (one row
+// per operation; only pipeline's when it is set).
+func watchItems(evs []watch.Event, pipeline string, now time.Time) []Item {
+	var c collector
+	c.index = map[string]int{}
+	for _, e := range evs {
+		k := e.Pipeline + "\x00" + e.BizID
+		if _, ok := c.index[k]; ok || (pipeline != "" && e.Pipeline != pipeline) {
+			continue
+		}
+		c.index[k] = len(c.items)
+		c.items = append(c.items, itemOfEvent(e, now))
 	}
-	if _, ok := c.index[k]; ok {
-		return
+	items := c.done()
+	if items == nil {
+		items = []Item{}
 	}
-	c.index[k] = len(c.items)
-	c.items = append(c.items, itemOfEvent(e, now))
+	return items
 }

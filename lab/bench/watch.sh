@@ -14,8 +14,6 @@
 # says what runs). Environment:
 #
 #   MODE        poll (default) or binlog: the source the watch follows.
-#               binlog passes WATCH_ARGS (default: the flag that selects
-#               the binlog source) and fails if the watch does not follow it
 #   RATES       the ladder of total rates, operations/s (default
 #               50,100,150,200,300,400,500): each is run STEP long with
 #               the watch running; the highest at which the consumers keep
@@ -36,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 MODE=${MODE:-poll}
 case $MODE in
-  poll) DEFAULT_ARGS="" ;;
+  poll) DEFAULT_ARGS="--source poll" ;;
   binlog) DEFAULT_ARGS="--source binlog" ;;
   *) echo "$0: MODE=$MODE: want poll or binlog" >&2; exit 2 ;;
 esac

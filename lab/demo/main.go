@@ -8,6 +8,7 @@
 //	go run ./lab/demo --mysql-dsn 'root@tcp(127.0.0.1:3306)/'
 //	go run ./lab/demo --scenario settlement-double-debit,order-wrongly-skipped
 //	go run ./lab/demo --keep                 # leave it up; try opctl from another terminal
+//	go run ./lab/demo --watch                # the incidents under a live opctl watch: flagged, repaired, cleared
 //	go run ./lab/demo -o json
 //
 // Without --mysql-dsn it starts an embedded MySQL-protocol server
@@ -52,6 +53,11 @@ type options struct {
 	NoColor   bool
 	// TUI opens the incident console on the lab after the triage (tui.go).
 	TUI bool
+	// Watch runs the scenarios under a live opctl watch (watch.go).
+	Watch bool
+	// keepDir is where --watch --keep writes opctl-lab.yaml ("": the
+	// current directory, where its printed commands run; tests set it).
+	keepDir string
 	// selected are the scenarios to run: --scenario checked by lab.Select
 	// (every scenario without it), in the lab's order.
 	selected []lab.Scenario
@@ -93,6 +99,8 @@ memory). With --mysql-dsn it creates its own database on that server
   go run ./lab/demo --mysql-dsn 'root@tcp(127.0.0.1:3306)/'
   go run ./lab/demo --scenario settlement-double-debit,order-wrongly-skipped
   go run ./lab/demo --keep            # leave the lab up; run opctl from another terminal
+  go run ./lab/demo --watch           # under a live opctl watch: flagged, repaired, cleared
+  go run ./lab/demo --watch --keep    # ... and left up: opctl tui --watch from another terminal
   go run ./lab/demo -o json | jq '.checks[] | select(.ok | not)'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -103,6 +111,9 @@ memory). With --mysql-dsn it creates its own database on that server
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Watch && (opts.TUI || opts.Output != "table") {
+				return usageError{errors.New("--watch shows the watch's events to a person: not with --tui or -o")}
+			}
 			if opts.TUI {
 				if opts.Output != "table" {
 					return usageError{errors.New("--tui and -o: the console is for a person; give one or the other")}
@@ -134,6 +145,9 @@ memory). With --mysql-dsn it creates its own database on that server
 				fmt.Fprintf(ios.ErrOut, "lab/demo: embedded MySQL-protocol server (go-mysql-server, in memory) on %s\n", srv.Listener.Addr())
 				opts.MySQLDSN, opts.embedded = dsn, true
 			}
+			if opts.Watch {
+				return runWatchDemo(c.Context(), ios, opts)
+			}
 			return runDemo(c.Context(), ios, opts)
 		},
 	}
@@ -152,6 +166,7 @@ EXIT STATUS
 	fl.BoolVar(&opts.NoRepair, "no-repair", false, "stop after the triage: no plans, no apply")
 	fl.StringVarP(&opts.Output, "output", "o", "table", "output format: table|json|jsonl")
 	fl.BoolVar(&opts.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
+	fl.BoolVar(&opts.Watch, "watch", false, "run the scenarios under a live opctl watch (polling) and show each incident flagged, repaired by its recovery worker, and cleared")
 	fl.BoolVar(&opts.TUI, "tui", false, "open the incident console (opctl tui) on the lab's incidents after the triage, before any repair")
 	c.SetArgs(args)
 	c.SetIn(ios.In)

@@ -168,7 +168,18 @@ func (w *Watcher) retryDue(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		// Taken out first: a look that fails puts it back (with this
+		// cause), one that answers, or that has nothing to triage (its
+		// pipeline is no longer watched), leaves it out.
+		w.mu.Lock()
+		delete(w.health.retry, d.k)
+		w.mu.Unlock()
 		if !w.look(ctx, d.k, d.e.cause) {
+			w.mu.Lock()
+			if _, ok := w.health.retry[d.k]; !ok {
+				w.health.retry[d.k] = d.e // stopping: the state file keeps it
+			}
+			w.mu.Unlock()
 			return
 		}
 		w.mu.Lock()
@@ -263,4 +274,23 @@ func (w *Watcher) start(ctx context.Context, interval time.Duration) (string, er
 		case <-t.C:
 		}
 	}
+}
+
+// Recheck has k triaged again at the next round, with cause (safe from any
+// goroutine): what the recovery worker asks after a repair, whose writes
+// (a reversal, a compensation, a republished message) may touch no table
+// the change source reads, so that the flag clears when the repair landed
+// instead of staying until the next sweep.
+func (w *Watcher) Recheck(k Key, cause Cause) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &w.health
+	if h.retry == nil {
+		h.retry = map[Key]retryEntry{}
+	}
+	if _, ok := h.retry[k]; ok {
+		return
+	}
+	h.seq++
+	h.retry[k] = retryEntry{cause: cause, seq: h.seq}
 }

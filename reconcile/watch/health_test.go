@@ -198,3 +198,54 @@ func TestRetrySurvivesARestart(t *testing.T) {
 		t.Fatalf("saved deadlines %+v", st.Deadlines)
 	}
 }
+
+// Recheck: a flagged operation whose repair touched no followed table is
+// triaged again at the next round and cleared, with the given cause.
+func TestRecheckClearsARepairedFlag(t *testing.T) {
+	var mu sync.Mutex
+	code := inspect.Verdict{Code: "DUPLICATE_EFFECT", Severity: inspect.SeverityAction}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}}, Source: &fakeSource{}, Interval: 10 * time.Millisecond, Events: events,
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return inspect.Report{BizID: id, Verdict: code}, nil
+		},
+		Sweep: func(_ context.Context, emit func(reconcile.Result) error) error {
+			r := reconcile.Result{Severity: inspect.SeverityAction}
+			r.BizID, r.Pipeline, r.Verdict = "d", "pay", "DUPLICATE_EFFECT"
+			return emit(r)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	eventually(t, "flagged", func() bool { return len(events.lines()) == 1 })
+	mu.Lock()
+	code = inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}
+	mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	if n := len(events.lines()); n != 1 {
+		t.Fatalf("%d events before the recheck: nothing changed that the source sees", n)
+	}
+	w.Recheck(Key{"pay", "d"}, Cause{Source: "repair"})
+	eventually(t, "cleared", func() bool { return len(events.lines()) == 2 })
+	if ev := events.lines()[1]; ev.Event != Cleared || ev.Cause.Source != "repair" {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+// An operation waiting for a retry whose pipeline is not watched (any
+// more) leaves the retry set instead of blocking it every round.
+func TestRetryOfAnUnwatchedPipelineIsDropped(t *testing.T) {
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}},
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			return inspect.Report{BizID: id, Verdict: inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}}, nil
+		}}
+	w.tracker, w.deadlines = NewTracker(), NewDeadlines()
+	w.Recheck(Key{"gone", "x"}, Cause{Source: SourceTimer})
+	w.Recheck(Key{"pay", "y"}, Cause{Source: SourceTimer})
+	w.retryDue(context.Background())
+	if got := w.Retrying(); len(got) != 0 {
+		t.Fatalf("still retrying %v", got)
+	}
+}

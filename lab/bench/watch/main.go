@@ -12,6 +12,11 @@
 //
 //   - settlement_anchored: the steady load, PAY-L-n messages (debit,
 //     ledger, notify with an intent; a state row with a lease);
+//   - settlement (seed 000's naive consumer), -naive-share of the
+//     operations, PAY-N-n: each effect and its state update are two
+//     statements, so a triage that falls between them flags a
+//     STATE_BEHIND that the next one clears (the race of event-driven
+//     detection on such a consumer; counted, not an incident);
 //   - orders (seed 003's naive consumer): ORD-L-n PAID events on PAID
 //     orders, and, for -incident-rate of the operations, seed 003's
 //     incident: SHIPPED reaches the log before PAID, PAID is recorded
@@ -77,6 +82,7 @@ type options struct {
 	CronEvery     time.Duration
 	Out           string
 	EvidenceIndex bool
+	NaiveShare    float64
 }
 
 func main() {
@@ -93,7 +99,8 @@ func main() {
 	flag.Float64Var(&o.IncidentRate, "incident-rate", 0.003, "share of the operations that are seed 003's wrongly skipped incident")
 	flag.DurationVar(&o.StuckEvery, "stuck-every", 15*time.Second, "a consumer dies mid-operation this often")
 	flag.DurationVar(&o.CronEvery, "cron-every", 5*time.Minute, "the period of the reconcile cron it is compared with")
-	flag.BoolVar(&o.EvidenceIndex, "evidence-index", true, "index balance_journal (reverses_id, kind) for the debit evidence's NOT EXISTS")
+	flag.BoolVar(&o.EvidenceIndex, "evidence-index", true, "index balance_journal and debit_log (reverses_id, kind) for the debit evidence's NOT EXISTS")
+	flag.Float64Var(&o.NaiveShare, "naive-share", 0.1, "share of the operations on seed 000's naive settlement consumer (effect and state in two statements: a triage between them flags a transient STATE_BEHIND)")
 	flag.StringVar(&o.Out, "out", "", "keep the events, stderr and metrics of the watch in this directory (default: a temporary one, removed)")
 	flag.Parse()
 	for _, s := range strings.Split(rates, ",") {
@@ -155,13 +162,17 @@ type bench struct {
 	addr              string
 	events            string
 
-	seq      atomic.Int64
-	produced atomic.Int64 // operations produced (each counted once)
-	stuckMu  sync.Mutex
-	stuck    []stuckOp
-	// stuckEnd is when the watch cleared each stuck operation (resumed by
-	// the next consumer); zero when it was still stuck at the end.
-	stuckEnd map[string]time.Time
+	seq       atomic.Int64
+	produced  atomic.Int64 // operations produced (each counted once)
+	naive     atomic.Int64 // naive settlement operations produced
+	naive0    int64        // naive before the measured run
+	anchored  atomic.Int64 // settlement_anchored operations produced
+	anchored0 int64
+	stuckMu   sync.Mutex
+	stuck     []stuckOp
+	// clearedAt is each operation's last cleared line (a stuck one's:
+	// resumed by the next consumer); zero when it was still flagged.
+	clearedAt map[string]time.Time
 }
 
 // stuckOp is one operation left by a consumer that died mid-way.
@@ -218,7 +229,7 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	if err := b.startConsumers(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.startWatch(ctx); err != nil {
+	if err := b.startWatch(ctx, "ladder"); err != nil {
 		return nil, err
 	}
 	sum := &summary{Mode: o.Mode, Interval: o.Interval.String(), OlderThan: o.OlderThan.String(), WatchArgs: o.WatchArgs}
@@ -226,7 +237,10 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	// The ladder: the highest rate whose backlog stays under a second of
 	// load at the end of its step and whose incidents the watch flagged
 	// within its latency target.
-	rate := 0
+	// The ladder goes on while the consumers keep up (their highest rate
+	// is reported); the measured rate is the highest up to which the
+	// watch met its target at every step.
+	rate, watchOK := 0, true
 	for _, r := range o.Rates {
 		st, err := b.load(ctx, r, o.Step, false)
 		if err != nil {
@@ -235,16 +249,17 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 		sum.Ladder = append(sum.Ladder, st)
 		logf("ladder %d ops/s: produced %.0f ops/s, backlog %d at the end, drained in %.1fs; watch: %d incidents, %d not flagged 15s after, p99 %.0f max %.0f ms; load %s",
 			r, st.ProducedPerS, st.Backlog, st.DrainS, st.Incidents, st.Unflagged, st.WatchP99, st.WatchMax, st.Load)
-		if st.Kept {
-			sum.ConsumersMax = r
-		}
-		if !st.Kept || !st.WatchKept {
+		if !st.Kept {
 			break
 		}
-		rate = r
-		// Let the watch's queue empty before the next stretch.
-		if err := sleep(ctx, 5*time.Second); err != nil {
-			return nil, err
+		sum.ConsumersMax = r
+		watchOK = watchOK && st.WatchKept
+		if watchOK {
+			rate = r
+			// Let the watch catch up before the next stretch.
+			if err := b.quiesce(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if rate == 0 {
@@ -253,14 +268,23 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	}
 	sum.Rate = rate
 
-	// The measured run.
+	// The measured run, with a watch of its own (its CPU, VmHWM and
+	// events are the run's; its first sweep reads what the ladder left).
 	if err := b.settle(ctx); err != nil {
+		return nil, err
+	}
+	b.stopWatch()
+	if err := b.startWatch(ctx, "run"); err != nil {
+		return nil, err
+	}
+	if err := b.quiesce(ctx); err != nil {
 		return nil, err
 	}
 	m0, err := b.sample(ctx)
 	if err != nil {
 		return nil, err
 	}
+	b.naive0, b.anchored0 = b.naive.Load(), b.anchored.Load()
 	st, err := b.load(ctx, rate, o.Duration, true)
 	if err != nil {
 		return nil, err
@@ -314,18 +338,19 @@ func (b *bench) close() {
 // for, opens accounts, and writes the watch's and the cron's configs (the
 // lab's, with a user of their own).
 func (b *bench) prepare(ctx context.Context) error {
-	// settlement_anchored's debit evidence (lab/opctl.yaml.tmpl) looks
-	// for a reversal with NOT EXISTS (... r.kind = 'REVERSAL' AND
+	// The settlement pipelines' debit evidence (lab/opctl.yaml.tmpl)
+	// looks for a reversal with NOT EXISTS (... r.kind = 'REVERSAL' AND
 	// r.reverses_id = j.id): without an index on reverses_id every triage
 	// reads the whole journal (rows read per operation grow with the
 	// table; `opctl schema check` checks the walks' indexes, not the
 	// evidence queries'). -evidence-index=false measures without it.
-	reverses := ""
+	var reverses [2]string
 	if b.o.EvidenceIndex {
-		reverses = "CREATE INDEX ix_reverses ON balance_journal (reverses_id, kind)"
+		reverses = [2]string{"CREATE INDEX ix_reverses ON balance_journal (reverses_id, kind)",
+			"CREATE INDEX ix_reverses ON debit_log (reverses_id, kind)"}
 	}
 	for _, q := range []string{
-		reverses,
+		reverses[0], reverses[1],
 		"CREATE INDEX ix_watch ON pay_state (updated_at, biz_id)",
 		"CREATE INDEX ix_watch ON ful_state (updated_at, biz_id)",
 		"CREATE INDEX ix_watch ON biz_operation (updated_at, biz_id)",
@@ -396,6 +421,11 @@ func (b *bench) startConsumers(ctx context.Context) error {
 	if _, err := b.start(ctx, b.consumerConfig("orders", "load-ord-1", consumer.Orders, consumer.Naive)); err != nil {
 		return err
 	}
+	if b.o.NaiveShare > 0 {
+		if _, err := b.start(ctx, b.consumerConfig("settlement", "load-naive-1", consumer.Settlement, consumer.Naive)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -408,16 +438,16 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func (b *bench) startWatch(ctx context.Context) error {
+func (b *bench) startWatch(ctx context.Context, name string) error {
 	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	b.addr, b.events = addr, filepath.Join(b.dir, "events.jsonl")
+	b.addr, b.events = addr, filepath.Join(b.dir, "events-"+name+".jsonl")
 	args := append([]string{"--config", b.watchCfg, "watch", "--listen", addr, "--events", b.events,
 		"--interval", b.o.Interval.String(), "--older-than", fmtDur(b.o.OlderThan), "--since", "1h", "--state", "none"}, b.o.WatchArgs...)
 	logf("opctl %s", strings.Join(args, " "))
-	stderr, err := os.Create(filepath.Join(b.dir, "watch.stderr"))
+	stderr, err := os.Create(filepath.Join(b.dir, "watch-"+name+".stderr"))
 	if err != nil {
 		return err
 	}
@@ -435,7 +465,7 @@ func (b *bench) startWatch(ctx context.Context) error {
 		}
 		select {
 		case <-b.watchDone:
-			se, _ := os.ReadFile(filepath.Join(b.dir, "watch.stderr"))
+			se, _ := os.ReadFile(filepath.Join(b.dir, "watch-"+name+".stderr"))
 			return fmt.Errorf("opctl watch exited before it was ready:\n%s", se)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -552,7 +582,9 @@ func (b *bench) load(ctx context.Context, rate int, d time.Duration, measured bo
 		for ; n < want; n++ {
 			i := b.seq.Add(1)
 			var fn func() error
-			if i%3 != 0 {
+			if i%3 != 0 && b.o.NaiveShare > 0 && rnd.Float64() < b.o.NaiveShare*1.5 {
+				fn = b.naiveSettlement(i)
+			} else if i%3 != 0 {
 				fn = b.settlement(i)
 			} else if rnd.Float64() < b.o.IncidentRate*3 {
 				st.Incidents++
@@ -649,6 +681,25 @@ func (b *bench) settlement(i int64) func() error {
 	return func() error {
 		b.rec.expect(id, 1)
 		b.produced.Add(1)
+		b.anchored.Add(1)
+		_, _, err := consumer.ProduceMessage(b.producer, topic, m)
+		return err
+	}
+}
+
+// naiveSettlement is seed 000's consumer on its own design (lab
+// pipeline settlement): each effect and the state update that records it
+// are two statements, so the operation is STATE_BEHIND for the moment
+// between them; a triage that falls there flags it (and the next one
+// clears it).
+func (b *bench) naiveSettlement(i int64) func() error {
+	id := fmt.Sprintf("PAY-N-%d", i)
+	m := consumer.Message{BizID: id, MsgID: "m-" + id, AccountID: 100001 + i%1000, Amount: "1.00"}
+	topic := b.env.Config.Pipeline("settlement").Topic
+	return func() error {
+		b.rec.expect(id, 1)
+		b.produced.Add(1)
+		b.naive.Add(1)
 		_, _, err := consumer.ProduceMessage(b.producer, topic, m)
 		return err
 	}
@@ -733,6 +784,31 @@ func (b *bench) stuckLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// quiesce waits (at most 3 minutes) until the watch has caught up: fewer
+// than 3 triages in the last second, with no load running.
+func (b *bench) quiesce(ctx context.Context) error {
+	last := -1.0
+	for start := time.Now(); time.Since(start) < 3*time.Minute; {
+		_, body := b.get("/metrics")
+		n := 0.0
+		for _, l := range strings.Split(body, "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "opctl_watch_triages_total") {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				n += v
+			}
+		}
+		if last >= 0 && n-last < 3 {
+			return nil
+		}
+		last = n
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	logf("the watch was still triaging 3 minutes after the load stopped")
+	return nil
 }
 
 // settle waits until the backlog is drained.
@@ -960,7 +1036,18 @@ type summary struct {
 	// between two writes of a consumer).
 	OtherFlags    int      `json:"other_flags"`
 	OtherExamples []string `json:"other_examples,omitempty"`
-	DoubleFlags   int      `json:"double_flags"`
+	// OtherFlagged is how long those stayed flagged (until their cleared
+	// line); NaiveFlags how many were naive settlement operations, of
+	// NaiveOps.
+	OtherFlagged dist  `json:"other_flagged_for"`
+	NaiveFlags   int   `json:"naive_flags"`
+	NaiveOps     int64 `json:"naive_ops"`
+	// AnchoredFlags are settlement_anchored operations flagged (no
+	// incident was injected there), of AnchoredOps, by verdict.
+	AnchoredFlags    int            `json:"anchored_flags"`
+	AnchoredOps      int64          `json:"anchored_ops"`
+	AnchoredVerdicts map[string]int `json:"anchored_verdicts"`
+	DoubleFlags      int            `json:"double_flags"`
 	// Causes counts the flagged lines of the run by cause.source.
 	Causes map[string]int `json:"causes"`
 
@@ -1030,7 +1117,12 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		sum.MetricMeanMS = 1000 * (m1.LatSum - m0.LatSum) / n
 	}
 	// Incidents: their skipped commit (the consumer's event), their flag.
-	inc := b.rec.incidents()
+	// The run's incidents (the ladder's are its own).
+	all := b.rec.incidents()
+	inc := map[string]time.Time{}
+	for _, id := range st.incidents {
+		inc[id] = all[id]
+	}
 	sum.Incidents = len(inc)
 	sum.Causes = map[string]int{}
 	flagged := map[string]event{}
@@ -1074,10 +1166,10 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 	sum.Stuck = len(stuck)
 	var sd []float64
 	isStuck := map[string]bool{}
-	b.stuckEnd = map[string]time.Time{}
+	b.clearedAt = map[string]time.Time{}
 	for _, e := range evs {
 		if e.Event == "cleared" {
-			b.stuckEnd[e.BizID] = e.At
+			b.clearedAt[e.BizID] = e.At
 		}
 	}
 	for _, s := range stuck {
@@ -1095,18 +1187,33 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		sd = append(sd, float64(e.At.Add(s.DBSkew).Sub(due).Microseconds())/1000)
 	}
 	sum.StuckDelay = distOf(sd)
+	sum.NaiveOps = b.naive.Load() - b.naive0
 	if b.o.Mode == "binlog" && sum.Causes["binlog"] == 0 {
 		return fmt.Errorf("-mode binlog: no flagged line has cause.source binlog (causes %v): the watch did not follow the binlog; -watch-args %q", sum.Causes, strings.Join(b.o.WatchArgs, " "))
 	}
+	var tr []float64
+	sum.AnchoredVerdicts = map[string]int{}
+	sum.AnchoredOps = b.anchored.Load() - b.anchored0
 	for id, e := range flagged {
 		if _, ok := inc[id]; ok || isStuck[id] {
 			continue
+		}
+		switch {
+		case strings.HasPrefix(id, "PAY-N-"):
+			sum.NaiveFlags++
+		case strings.HasPrefix(id, "PAY-L-"):
+			sum.AnchoredFlags++
+			sum.AnchoredVerdicts[e.Verdict]++
+		}
+		if c, ok := b.clearedAt[id]; ok && c.After(e.At) {
+			tr = append(tr, float64(c.Sub(e.At).Microseconds())/1000)
 		}
 		sum.OtherFlags++
 		if len(sum.OtherExamples) < 5 {
 			sum.OtherExamples = append(sum.OtherExamples, id+" "+e.Verdict+" ("+e.Cause.Source+")")
 		}
 	}
+	sum.OtherFlagged = distOf(tr)
 	return nil
 }
 
@@ -1176,7 +1283,9 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 	}
 	phases := int(period / time.Second)
 	var lat []float64
-	for _, at := range b.rec.incidents() {
+	times := b.rec.incidents()
+	for _, id := range st.incidents {
+		at := times[id]
 		if at.IsZero() {
 			continue
 		}
@@ -1195,7 +1304,7 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 		if s.LeaseTo.Add(-s.DBSkew).After(due) {
 			due = s.LeaseTo.Add(-s.DBSkew)
 		}
-		until := b.stuckEnd[s.BizID]
+		until := b.clearedAt[s.BizID]
 		for ph := 0; ph < phases; ph++ {
 			all++
 			n := next(due, time.Duration(ph)*time.Second)
@@ -1220,7 +1329,8 @@ func report(w io.Writer, s *summary) {
 		s.Incidents, s.Flagged, s.LatencyEvent.P50, s.LatencyEvent.P99, s.LatencyEvent.Max, s.LatencyCommit.P50, s.LatencyCommit.P99, s.LatencyCommit.Max, s.MetricMeanMS)
 	fmt.Fprintf(w, "stuck: %d, %d flagged; delay after crossing --older-than p50 %.0f p99 %.0f max %.0f ms\n",
 		s.Stuck, s.StuckFlagged, s.StuckDelay.P50, s.StuckDelay.P99, s.StuckDelay.Max)
-	fmt.Fprintf(w, "other operations flagged: %d %v; flagged twice without a clear: %d; flags by cause %v\n", s.OtherFlags, s.OtherExamples, s.DoubleFlags, s.Causes)
+	fmt.Fprintf(w, "other operations flagged: %d (%d of %d naive settlement operations, %d of %d anchored ones %v) %v, flagged for p50 %.0f max %.0f ms; flagged twice without a clear: %d; flags by cause %v\n",
+		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.AnchoredFlags, s.AnchoredOps, s.AnchoredVerdicts, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
 	fmt.Fprintf(w, "watch: CPU %.1f%% of one core, VmHWM %.1f MiB; rows: source %.0f (%.2f/op), watch user %d (%.2f/op, %.3g/h), %0.f triages\n",
 		s.CPUPercent, s.RSSMiB, s.SourceRows, s.SourcePerOp, s.WatchRows, s.WatchPerOp, s.WatchPerHour, s.Triages)
 	c := s.Cron
