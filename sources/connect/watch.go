@@ -55,7 +55,9 @@ func (c *Clients) WatchServers(pipelines []*config.Pipeline, seed string) ([]*Wa
 		out = append(out, ws)
 	}
 	for _, ws := range out {
-		if ws.Follower != nil && slices.ContainsFunc(out, func(o *WatchServer) bool { return o != ws && o.Follower != nil && o.Follower.Addr() == ws.Follower.Addr() }) {
+		if ws.Follower != nil && slices.ContainsFunc(out, func(o *WatchServer) bool {
+			return o != ws && o.Follower != nil && o.Follower.Addr() == ws.Follower.Addr()
+		}) {
 			ws.Label = ws.Follower.Addr() + "/" + ws.Schema
 		}
 	}
