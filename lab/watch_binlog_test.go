@@ -209,7 +209,8 @@ func TestWatchBinlogMode(t *testing.T) {
 	// 8824, the rightly skipped 8822).
 	for _, l := range readEvents(t, events) {
 		if l.Event == "flagged" && !slices.Contains(want, [2]string{l.Pipeline, l.BizID}) {
-			t.Errorf("flagged %s %s (%s), not a target of the scenarios", l.Pipeline, l.BizID, l.Verdict)
+			b, _ := os.ReadFile(events)
+			t.Errorf("flagged %s %s (%s), not a target of the scenarios; events:\n%s", l.Pipeline, l.BizID, l.Verdict, b)
 		}
 	}
 
@@ -255,6 +256,11 @@ func TestWatchBinlogMode(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	errs := w2.stderr.String()
+	for _, line := range strings.Split(errs, "\n") {
+		if strings.Contains(line, "resumed") || strings.Contains(line, "sweep") {
+			t.Logf("restart: %s", line)
+		}
+	}
 	if !strings.Contains(errs, "resumed from the saved position") || !strings.Contains(errs, "is no longer in the binlog") ||
 		!strings.Contains(errs, "sweeping --since again") || !strings.Contains(errs, "first sweep done") {
 		t.Errorf("restart after the purge: stderr:\n%s", errs)
