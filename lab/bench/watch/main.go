@@ -162,12 +162,14 @@ type bench struct {
 	addr              string
 	events            string
 
-	seq      atomic.Int64
-	produced atomic.Int64 // operations produced (each counted once)
-	naive    atomic.Int64 // naive settlement operations produced
-	naive0   int64        // naive before the measured run
-	stuckMu  sync.Mutex
-	stuck    []stuckOp
+	seq       atomic.Int64
+	produced  atomic.Int64 // operations produced (each counted once)
+	naive     atomic.Int64 // naive settlement operations produced
+	naive0    int64        // naive before the measured run
+	anchored  atomic.Int64 // settlement_anchored operations produced
+	anchored0 int64
+	stuckMu   sync.Mutex
+	stuck     []stuckOp
 	// clearedAt is each operation's last cleared line (a stuck one's:
 	// resumed by the next consumer); zero when it was still flagged.
 	clearedAt map[string]time.Time
@@ -227,7 +229,7 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	if err := b.startConsumers(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.startWatch(ctx); err != nil {
+	if err := b.startWatch(ctx, "ladder"); err != nil {
 		return nil, err
 	}
 	sum := &summary{Mode: o.Mode, Interval: o.Interval.String(), OlderThan: o.OlderThan.String(), WatchArgs: o.WatchArgs}
@@ -235,7 +237,10 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	// The ladder: the highest rate whose backlog stays under a second of
 	// load at the end of its step and whose incidents the watch flagged
 	// within its latency target.
-	rate := 0
+	// The ladder goes on while the consumers keep up (their highest rate
+	// is reported); the measured rate is the highest up to which the
+	// watch met its target at every step.
+	rate, watchOK := 0, true
 	for _, r := range o.Rates {
 		st, err := b.load(ctx, r, o.Step, false)
 		if err != nil {
@@ -244,16 +249,17 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 		sum.Ladder = append(sum.Ladder, st)
 		logf("ladder %d ops/s: produced %.0f ops/s, backlog %d at the end, drained in %.1fs; watch: %d incidents, %d not flagged 15s after, p99 %.0f max %.0f ms; load %s",
 			r, st.ProducedPerS, st.Backlog, st.DrainS, st.Incidents, st.Unflagged, st.WatchP99, st.WatchMax, st.Load)
-		if st.Kept {
-			sum.ConsumersMax = r
-		}
-		if !st.Kept || !st.WatchKept {
+		if !st.Kept {
 			break
 		}
-		rate = r
-		// Let the watch's queue empty before the next stretch.
-		if err := sleep(ctx, 5*time.Second); err != nil {
-			return nil, err
+		sum.ConsumersMax = r
+		watchOK = watchOK && st.WatchKept
+		if watchOK {
+			rate = r
+			// Let the watch catch up before the next stretch.
+			if err := b.quiesce(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if rate == 0 {
@@ -262,15 +268,23 @@ func run(ctx context.Context, o options) (_ *summary, err error) {
 	}
 	sum.Rate = rate
 
-	// The measured run.
+	// The measured run, with a watch of its own (its CPU, VmHWM and
+	// events are the run's; its first sweep reads what the ladder left).
 	if err := b.settle(ctx); err != nil {
+		return nil, err
+	}
+	b.stopWatch()
+	if err := b.startWatch(ctx, "run"); err != nil {
+		return nil, err
+	}
+	if err := b.quiesce(ctx); err != nil {
 		return nil, err
 	}
 	m0, err := b.sample(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b.naive0 = b.naive.Load()
+	b.naive0, b.anchored0 = b.naive.Load(), b.anchored.Load()
 	st, err := b.load(ctx, rate, o.Duration, true)
 	if err != nil {
 		return nil, err
@@ -424,16 +438,16 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func (b *bench) startWatch(ctx context.Context) error {
+func (b *bench) startWatch(ctx context.Context, name string) error {
 	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	b.addr, b.events = addr, filepath.Join(b.dir, "events.jsonl")
+	b.addr, b.events = addr, filepath.Join(b.dir, "events-"+name+".jsonl")
 	args := append([]string{"--config", b.watchCfg, "watch", "--listen", addr, "--events", b.events,
 		"--interval", b.o.Interval.String(), "--older-than", fmtDur(b.o.OlderThan), "--since", "1h", "--state", "none"}, b.o.WatchArgs...)
 	logf("opctl %s", strings.Join(args, " "))
-	stderr, err := os.Create(filepath.Join(b.dir, "watch.stderr"))
+	stderr, err := os.Create(filepath.Join(b.dir, "watch-"+name+".stderr"))
 	if err != nil {
 		return err
 	}
@@ -451,7 +465,7 @@ func (b *bench) startWatch(ctx context.Context) error {
 		}
 		select {
 		case <-b.watchDone:
-			se, _ := os.ReadFile(filepath.Join(b.dir, "watch.stderr"))
+			se, _ := os.ReadFile(filepath.Join(b.dir, "watch-"+name+".stderr"))
 			return fmt.Errorf("opctl watch exited before it was ready:\n%s", se)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -667,6 +681,7 @@ func (b *bench) settlement(i int64) func() error {
 	return func() error {
 		b.rec.expect(id, 1)
 		b.produced.Add(1)
+		b.anchored.Add(1)
 		_, _, err := consumer.ProduceMessage(b.producer, topic, m)
 		return err
 	}
@@ -769,6 +784,31 @@ func (b *bench) stuckLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// quiesce waits (at most 3 minutes) until the watch has caught up: fewer
+// than 3 triages in the last second, with no load running.
+func (b *bench) quiesce(ctx context.Context) error {
+	last := -1.0
+	for start := time.Now(); time.Since(start) < 3*time.Minute; {
+		_, body := b.get("/metrics")
+		n := 0.0
+		for _, l := range strings.Split(body, "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "opctl_watch_triages_total") {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				n += v
+			}
+		}
+		if last >= 0 && n-last < 3 {
+			return nil
+		}
+		last = n
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	logf("the watch was still triaging 3 minutes after the load stopped")
+	return nil
 }
 
 // settle waits until the backlog is drained.
@@ -1002,7 +1042,12 @@ type summary struct {
 	OtherFlagged dist  `json:"other_flagged_for"`
 	NaiveFlags   int   `json:"naive_flags"`
 	NaiveOps     int64 `json:"naive_ops"`
-	DoubleFlags  int   `json:"double_flags"`
+	// AnchoredFlags are settlement_anchored operations flagged (no
+	// incident was injected there), of AnchoredOps, by verdict.
+	AnchoredFlags    int            `json:"anchored_flags"`
+	AnchoredOps      int64          `json:"anchored_ops"`
+	AnchoredVerdicts map[string]int `json:"anchored_verdicts"`
+	DoubleFlags      int            `json:"double_flags"`
 	// Causes counts the flagged lines of the run by cause.source.
 	Causes map[string]int `json:"causes"`
 
@@ -1147,12 +1192,18 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 		return fmt.Errorf("-mode binlog: no flagged line has cause.source binlog (causes %v): the watch did not follow the binlog; -watch-args %q", sum.Causes, strings.Join(b.o.WatchArgs, " "))
 	}
 	var tr []float64
+	sum.AnchoredVerdicts = map[string]int{}
+	sum.AnchoredOps = b.anchored.Load() - b.anchored0
 	for id, e := range flagged {
 		if _, ok := inc[id]; ok || isStuck[id] {
 			continue
 		}
-		if strings.HasPrefix(id, "PAY-N-") {
+		switch {
+		case strings.HasPrefix(id, "PAY-N-"):
 			sum.NaiveFlags++
+		case strings.HasPrefix(id, "PAY-L-"):
+			sum.AnchoredFlags++
+			sum.AnchoredVerdicts[e.Verdict]++
 		}
 		if c, ok := b.clearedAt[id]; ok && c.After(e.At) {
 			tr = append(tr, float64(c.Sub(e.At).Microseconds())/1000)
@@ -1278,8 +1329,8 @@ func report(w io.Writer, s *summary) {
 		s.Incidents, s.Flagged, s.LatencyEvent.P50, s.LatencyEvent.P99, s.LatencyEvent.Max, s.LatencyCommit.P50, s.LatencyCommit.P99, s.LatencyCommit.Max, s.MetricMeanMS)
 	fmt.Fprintf(w, "stuck: %d, %d flagged; delay after crossing --older-than p50 %.0f p99 %.0f max %.0f ms\n",
 		s.Stuck, s.StuckFlagged, s.StuckDelay.P50, s.StuckDelay.P99, s.StuckDelay.Max)
-	fmt.Fprintf(w, "other operations flagged: %d (%d of %d naive settlement operations) %v, flagged for p50 %.0f max %.0f ms; flagged twice without a clear: %d; flags by cause %v\n",
-		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
+	fmt.Fprintf(w, "other operations flagged: %d (%d of %d naive settlement operations, %d of %d anchored ones %v) %v, flagged for p50 %.0f max %.0f ms; flagged twice without a clear: %d; flags by cause %v\n",
+		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.AnchoredFlags, s.AnchoredOps, s.AnchoredVerdicts, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
 	fmt.Fprintf(w, "watch: CPU %.1f%% of one core, VmHWM %.1f MiB; rows: source %.0f (%.2f/op), watch user %d (%.2f/op, %.3g/h), %0.f triages\n",
 		s.CPUPercent, s.RSSMiB, s.SourceRows, s.SourcePerOp, s.WatchRows, s.WatchPerOp, s.WatchPerHour, s.Triages)
 	c := s.Cron
