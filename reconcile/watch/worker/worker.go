@@ -2,8 +2,10 @@
 // (docs/watch.md#recovery): it repairs the flagged operations whose verdict
 // it was given, one at a time, through exactly the path of `opctl repair
 // plan` and `opctl repair apply` (repair.Service: plan, re-derivation,
-// guarded apply, audit), staged like a canary and stopped at the first
-// failed apply or unexpected verdict after a repair, with a pause file, and
+// guarded apply, audit), only once a flag has lasted RepairAfter (a
+// consumer without a lease is seen mid-way for a moment), staged like a
+// canary and stopped at the first failed apply or at a verdict after a
+// repair that is still unexpected once Settle has passed, with a pause file, and
 // only while it holds the repair lock of its pipelines (a MySQL GET_LOCK:
 // two watchers both detect, one repairs). It links no driver: the service,
 // the triage, the lock and the flagged set are given by the wiring
@@ -51,8 +53,9 @@ const (
 	OutcomeRepaired = "repaired"
 	// OutcomeFailed: the apply was refused or failed; repairs stop.
 	OutcomeFailed = "failed"
-	// OutcomeUnexpected: applied, but the verdict after it is not an
-	// expected one (or could not be read); repairs stop.
+	// OutcomeUnexpected: applied, but the verdict after it is still not
+	// an expected one once Settle has passed (or could not be read);
+	// repairs stop.
 	OutcomeUnexpected = "unexpected"
 	// OutcomeSkipped: no plan was applied (it would need an attestation,
 	// the planner refused, the verdict changed); repairs go on.
