@@ -74,6 +74,14 @@ func triageHealth(rep inspect.Report, err error) (mysql, kafka *bool, why string
 	return mysql, kafka, why
 }
 
+// kafkaUnread reports whether rep's Kafka reads failed (Kafka configured,
+// not answering): such a report may flag (what MySQL proves stands) but
+// never clears a flag.
+func kafkaUnread(rep inspect.Report) bool {
+	_, kafka, _ := triageHealth(rep, nil)
+	return kafka != nil && !*kafka
+}
+
 // noteTriage records what one triage of k said of the sources, keeps k
 // for a retry when its triage failed or read Kafka while it was down, and
 // says a source lost or regained on the log. It reports whether the

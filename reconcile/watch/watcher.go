@@ -12,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -285,11 +286,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.logf("%s: %v: sweeping --since again", w.Source.Name(), err)
 				p, herr := w.head(ctx)
 				if herr == nil {
-					pos = p
 					herr = w.sweep(ctx)
 				}
-				if herr != nil && ctx.Err() == nil {
-					w.logf("%v", herr)
+				switch {
+				case herr == nil:
+					pos = p
+					w.setSourceUp(UpMySQL, true, true, "", len(w.Retrying()))
+				case ctx.Err() == nil:
+					// The position stays the one gone: the next round finds
+					// it gone again and sweeps again (what changed meanwhile
+					// is in the sweep's window), not a head nothing swept up to.
+					w.logf("%v: sweeping again next round", herr)
+					if sources.IsConnError(herr) || errors.Is(herr, context.DeadlineExceeded) {
+						w.setSourceUp(UpMySQL, false, true, herr.Error(), len(w.Retrying()))
+					}
 				}
 			} else {
 				// A source that failed part-way returns what it read before
@@ -434,6 +444,12 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	obs, due := Judge(p, rep, dbNow, w.OlderThan)
 	w.mu.Lock()
+	if _, flagged := w.tracker.flags[k]; flagged && !obs.Target && kafkaUnread(rep) {
+		// A flag is not cleared by a triage that could not read Kafka: it
+		// is triaged again when Kafka answers (health.go).
+		w.mu.Unlock()
+		return true
+	}
 	ev := w.tracker.Observe(obs, cause, now)
 	w.dirty = true
 	switch {
