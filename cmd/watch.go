@@ -261,6 +261,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	reportBehind(source, m.BinlogBehind)
 	stopRepair, err := startWatchRepair(ctx, opts, w, m, pipelines)
 	if err != nil {
+		l.Close()
 		return err
 	}
 	defer stopRepair()

@@ -159,7 +159,7 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 		vs[i] = string(v)
 	}
 	slices.Sort(vs)
-	fmt.Fprintf(opts.IO.ErrOut, "watch: repair: repairing %v as %s, at most %d a minute after the first, while holding the lock %s\n", vs, o.Operator, o.PerMinute, lockName)
+	fmt.Fprintf(opts.IO.ErrOut, "watch: repair: repairing %v as %s, at most %d a minute after the first, while holding the lock %s of pipelines %v\n", vs, o.Operator, o.PerMinute, lockName, names)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

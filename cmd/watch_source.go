@@ -82,7 +82,10 @@ func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pi
 			multi.Labels = append(multi.Labels, ws.Label)
 			continue
 		}
-		bs := &watch.BinlogSource{Pipelines: ws.Pipelines, Follower: ws.Follower, Schema: ws.Schema, Topics: topics, Notify: notify,
+		// The zone of the tables' DATETIMEs: a row's time column refines
+		// its commit's whole second (docs/watch.md#binlog-mode).
+		tz, _ := config.ParseTimeZone(c.Config.MySQLFor(ws.Pipelines[0]).TimeZone)
+		bs := &watch.BinlogSource{Pipelines: ws.Pipelines, Follower: ws.Follower, Schema: ws.Schema, Topics: topics, Notify: notify, Location: tz.Loc,
 			Log: func(format string, a ...any) { fmt.Fprintf(errOut, "watch: binlog: "+format+"\n", a...) }}
 		closers = append(closers, bs.Close)
 		var tables []string

@@ -38,6 +38,9 @@ func TestNewCmdWatch(t *testing.T) {
 		{[]string{"watch", "--repair-pause-file", "/tmp/pause"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "--interval", "1ms"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "extra"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--source", "binlog", "--state", "none"}, 0, time.Second, DefaultWatchListen, "none"},
+		{[]string{"watch", "--source", "poll", "--state", "none"}, 0, time.Second, DefaultWatchListen, "none"},
+		{[]string{"watch", "--source", "replica"}, ExitUsage, 0, "", ""},
 	} {
 		var got *WatchOptions
 		code := runReplaced(t, "watch", func(f *Factory) *cobra.Command {
@@ -55,6 +58,13 @@ func TestNewCmdWatch(t *testing.T) {
 		}
 		if got == nil || got.Interval != tc.interval || got.Listen != tc.listen || got.State != tc.state {
 			t.Errorf("%v: options %+v", tc.args, got)
+		}
+		want := WatchSourceAuto
+		if i := slices.Index(tc.args, "--source"); i >= 0 {
+			want = tc.args[i+1]
+		}
+		if got.Source != want {
+			t.Errorf("%v: --source %q, want %q", tc.args, got.Source, want)
 		}
 	}
 }

@@ -23,9 +23,9 @@ import (
 
 // watchLine is one event line as the tests read it.
 type watchLine struct {
-	Event, Pipeline, Verdict, Severity string
-	BizID                              string `json:"biz_id"`
-	Cause                              struct {
+	Event, Pipeline, Verdict, Severity, At string
+	BizID                                  string `json:"biz_id"`
+	Cause                                  struct {
 		Source      string
 		Table       *string
 		Position    *string
@@ -216,17 +216,29 @@ func TestWatchBinlogMode(t *testing.T) {
 	// Seed 003, question 2: order 8822 was refunded, its PAID rightly
 	// SKIPPED (SKIPPED_OK). It goes back to PAID: its skip is now wrong,
 	// and the order's change alone flags it.
+	committed := time.Now()
 	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET status = 'PAID', updated_at = NOW(3) WHERE order_id = 8822"); err != nil {
 		t.Fatal(err)
 	}
 	l := waitFlagged(t, w, "orders_seed", "8822", 30*time.Second)
 	check(l, "WRONGLY_SKIPPED")
+	// The wall time from the UPDATE's return to the flagged line's at
+	// (latency_ms counts from the commit's whole second): measured, not
+	// asserted.
+	if at, err := time.Parse(time.RFC3339Nano, l.At); err == nil {
+		t.Logf("8822: flagged %s after its UPDATE returned", at.Sub(committed).Round(time.Millisecond))
+	}
 	if l.Cause.Table == nil || !strings.HasSuffix(*l.Cause.Table, "_seed003.orders") {
 		t.Errorf("8822 flagged by a change of %v, want the entity table orders", deref(l.Cause.Table))
 	}
 	want = append(want, [2]string{"orders_seed", "8822"})
 	_, targets := w.get("/targets")
 	_, metrics := w.get("/metrics")
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "opctl_watch_binlog_behind_seconds ") || strings.HasPrefix(line, `opctl_watch_rows_read_total{source="binlog"}`) {
+			t.Logf("%s", line)
+		}
+	}
 	if !strings.Contains(metrics, `opctl_watch_up{source="binlog"} 1`) || strings.Contains(metrics, `opctl_watch_rows_read_total{source="binlog"} 0`) {
 		t.Errorf("/metrics:\n%s", metrics)
 	}

@@ -1047,8 +1047,10 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 		}
 	}
 	from := r.now.Add(-r.o.Since)
+	grouped := map[int]bool{} // scan tables a shared sweep read with another
+	chosen := map[int]sweepPath{}
 	for i, q := range reqs {
-		if !q.Walk || q.Cover {
+		if !q.Walk || q.Cover || grouped[i] {
 			continue
 		}
 		sc := p.Steps[p.StepIndex(q.Step)].Scan
@@ -1056,8 +1058,14 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			if sh, ok := r.sharedOrphans(p, sc.Table); ok {
 				// The duplicates check's sweep of this table read it for
 				// both checks (orphanShare).
+				ix := sh.index
+				for _, a := range sh.also {
+					if a.sc.Table == sc.Table {
+						ix = a.index
+					}
+				}
 				cs.notes = append(cs.notes, fmt.Sprintf("%s: swept %s in key order once for both checks, by the duplicates check, which merged its keys with %s",
-					sc.Table, sh.index, lookupNames(sh.lookups)))
+					sc.Table, ix, lookupNames(sh.lookups)))
 				for _, k := range sh.keys {
 					if err := r.candidate(cs, k); err != nil {
 						return err
@@ -1066,14 +1074,49 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 				continue
 			}
 		}
-		if path, err := r.accessPath(cs, sc, acc[i], tables, from); err != nil {
-			return err
-		} else if path.empty {
+		path, ok := chosen[i]
+		if !ok {
+			var err error
+			if path, err = r.accessPath(cs, sc, acc[i], tables, from); err != nil {
+				return err
+			}
+		}
+		if path.empty {
 			continue
 		} else if path.index != "" {
 			var share *orphanShare
 			if cs.check == CheckDuplicates {
 				share = r.shareWithOrphans(cs, sc, path, tables, from)
+			}
+			if share != nil {
+				// The other scan tables of the pipeline that the same
+				// sweep can read alongside: their keys in each page's
+				// range, merged with the lookups once for all.
+				coll := tables[sc.Table].Collation(sc.Key)
+				for j := i + 1; j < len(reqs); j++ {
+					qj := reqs[j]
+					if !qj.Walk || qj.Cover || grouped[j] {
+						continue
+					}
+					scj := p.Steps[p.StepIndex(qj.Step)].Scan
+					if scj.Table == sc.Table || !strings.EqualFold(tables[scj.Table].Collation(scj.Key), coll) {
+						continue
+					}
+					pj, ok := chosen[j]
+					if !ok {
+						var err error
+						if pj, err = r.accessPath(cs, scj, acc[j], tables, from); err != nil {
+							return err
+						}
+						chosen[j] = pj
+					}
+					if pj.empty || pj.index == "" || r.shareWithOrphans(cs, scj, pj, tables, from) == nil {
+						// Read on its own, below.
+						continue
+					}
+					share.also = append(share.also, sharedTable{sc: scj, index: pj.index})
+					grouped[j] = true
+				}
 			}
 			if err := r.sweep(cs, sc, path, lookups, tables, from, share); err != nil {
 				return err
@@ -1480,6 +1523,33 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			ranged = bounds != nil
 		}
 	}
+	// The pages of keys (orphans, and a sweep shared with orphans) are read
+	// one ahead: while the lookups of one page run, the next page is read
+	// on another connection, as a walk reads ahead (under --rate, one
+	// after another). The keys are filtered once the page is in hand: the
+	// candidates' sets are the scanner's alone.
+	type keyPage struct {
+		keys   []string
+		counts []int64
+		end    sources.SweepEnd
+		err    error
+	}
+	readKeys := func(after sources.Bound) keyPage {
+		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+		defer cancel()
+		var kp keyPage
+		kp.end, kp.err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, n int64) {
+			kp.keys = append(kp.keys, string(key))
+			kp.counts = append(kp.counts, n)
+		})
+		return kp
+	}
+	var ahead chan keyPage
+	defer func() {
+		if ahead != nil {
+			<-ahead
+		}
+	}()
 	page := 0
 	var after sources.Bound
 	var read int64
@@ -1493,6 +1563,7 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		var hits, keys []string
 		var end sources.SweepEnd
 		var err error
+		var pg sharedKeys // share: the page's keys of every table it reads
 		ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
 		last := false // the page is the sweep's last
 		switch {
@@ -1509,29 +1580,49 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			}
 			page++
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
-		case share != nil:
-			// Every key of the page, for the merge, and those of more than
-			// one row, as SweepRange's HAVING would keep them.
-			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, n int64) {
-				if n > 1 && !cs.seen[string(key)] {
-					hits = append(hits, string(key))
-				}
-				if !share.seen[string(key)] {
-					keys = append(keys, string(key))
-				}
-			})
-			last = end.Keys < r.sweepPage()
-		case cs.check == CheckDuplicates:
+		case cs.check == CheckDuplicates && share == nil:
 			hits, end, err = r.db(cs.p).SweepMulti(ctx, s, after, r.sweepPage())
 			last = end.Keys < r.sweepPage()
 			hits = slices.DeleteFunc(hits, func(k string) bool { return cs.seen[k] })
 		default:
-			end, err = r.db(cs.p).SweepPage(ctx, s, after, sources.Bound{}, r.sweepPage(), func(key []byte, _ int64) {
-				if !cs.seen[string(key)] {
-					keys = append(keys, string(key))
-				}
-			})
+			// Every key of the page for the merge; shared with orphans,
+			// also those of more than one row, as SweepRange's HAVING
+			// would keep them.
+			var kp keyPage
+			if ahead != nil {
+				kp = <-ahead
+				ahead = nil
+			} else {
+				kp = readKeys(after)
+			}
+			end, err = kp.end, kp.err
+			if err != nil {
+				break
+			}
 			last = end.Keys < r.sweepPage()
+			if !last && r.o.Rate <= 0 && !r.stopped() {
+				next := sources.Bound{Set: true, Value: end.Last.Value}
+				ch := make(chan keyPage, 1)
+				go func() { ch <- readKeys(next) }()
+				ahead = ch
+			}
+			if share != nil {
+				var upTo sources.Bound
+				if !last {
+					upTo = sources.Bound{Set: true, Value: end.Last.Value}
+				}
+				pg, err = r.sharedPage(cs, share, sc, s, kp.keys, kp.counts, after, upTo)
+				if err != nil {
+					break
+				}
+				read += pg.rows
+				break
+			}
+			for _, k := range kp.keys {
+				if !cs.seen[k] {
+					keys = append(keys, k)
+				}
+			}
 		}
 		cancel()
 		if err != nil {
@@ -1540,33 +1631,37 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 		r.count(cs, end.Rows)
 		read += end.Rows
 		var orphans []string // share: the orphans check's finds
-		if len(keys) > 0 {
-			unknown, err := r.unknownKeys(mergeCS, keys, after, end.Last, ls)
-			if err != nil {
+		if share != nil {
+			// The lookups read the page's range once for every table; on
+			// the last page, to the end: a table read alongside may hold
+			// keys past the last of the sweep's own.
+			lookupTo := sources.Bound{Set: true, Value: end.Last.Value}
+			if last && len(share.also) > 0 {
+				lookupTo = sources.Bound{}
+			}
+			if hits, orphans, err = r.sharedFinds(cs, mergeCS, share, pg, after, lookupTo, ls, from); err != nil {
 				return err
 			}
-			if share != nil {
-				orphans = unknown
-			} else {
-				hits = unknown
+		} else {
+			if len(keys) > 0 {
+				if hits, err = r.unknownKeys(mergeCS, keys, after, sources.Bound{Set: true, Value: end.Last.Value}, ls); err != nil {
+					return err
+				}
 			}
-		}
-		in := sinceLookup{table: sc.Table, key: sc.Key, time: sc.Time}
-		if path.within != nil {
-			in = *path.within
-		}
-		if len(hits)+len(orphans) > 0 && in.time != "" {
-			// One lookup for the finds of both checks.
-			ask := dedupe(slices.Concat(hits, orphans))
-			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
-			in, err := r.db(cs.p).KeysSince(ctx, in.table, in.key, in.time, from, ask)
-			cancel()
-			if err != nil {
-				return err
+			in := sinceLookup{table: sc.Table, key: sc.Key, time: sc.Time}
+			if path.within != nil {
+				in = *path.within
 			}
-			r.count(cs, int64(len(ask)))
-			hits = slices.DeleteFunc(hits, func(k string) bool { return !in[k] })
-			orphans = slices.DeleteFunc(orphans, func(k string) bool { return !in[k] })
+			if len(hits) > 0 && in.time != "" {
+				ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+				in, err := r.db(cs.p).KeysSince(ctx, in.table, in.key, in.time, from, hits)
+				cancel()
+				if err != nil {
+					return err
+				}
+				r.count(cs, int64(len(hits)))
+				hits = slices.DeleteFunc(hits, func(k string) bool { return !in[k] })
+			}
 		}
 		for _, k := range hits {
 			if err := r.candidate(cs, k); err != nil {
@@ -1602,13 +1697,12 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 // key the collation makes equal to a stored one under another spelling is
 // returned too, and the triage, which looks it up as the server compares,
 // decides.
-func (r *run) unknownKeys(cs *checkState, keys []string, after sources.Bound, last sources.KeyCount, ls []sweepLookup) ([]string, error) {
+func (r *run) unknownKeys(cs *checkState, keys []string, after, upTo sources.Bound, ls []sweepLookup) ([]string, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[k] = true
 	}
 	known := make(map[string]bool, len(keys))
-	upTo := sources.Bound{Set: true, Value: last.Value}
 	for _, l := range ls {
 		if len(known) == len(keys) {
 			break
@@ -1666,9 +1760,12 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after sources.Bound, la
 type orphanShare struct {
 	os           *checkState // the orphans check of the same pipeline
 	table, index string
-	lookups      []Requirement
-	keys         []string
-	seen         map[string]bool
+	// also are the pipeline's other scan tables the sweep reads alongside,
+	// each page's key range of their key index (same collation).
+	also    []sharedTable
+	lookups []Requirement
+	keys    []string
+	seen    map[string]bool
 }
 
 // shareWithOrphans decides whether the duplicates sweep of scan table sc
@@ -1733,6 +1830,15 @@ func (r *run) shareDone(s *orphanShare) {
 		r.shares[s.os] = map[string]*orphanShare{}
 	}
 	r.shares[s.os][s.table] = s
+	for _, a := range s.also {
+		r.shares[s.os][a.sc.Table] = s
+	}
+}
+
+// sharedTable is a scan table a shared sweep reads alongside its own.
+type sharedTable struct {
+	sc    *config.Scan
+	index string
 }
 
 // sharedOrphans returns the finished duplicates sweep of table that did
@@ -1758,4 +1864,121 @@ func lookupNames(lookups []Requirement) string {
 		out = append(out, l.Table+"."+l.Columns[0])
 	}
 	return strings.Join(out, " and ")
+}
+
+// sharedKeys is one page of a sweep shared with orphans: each table's keys
+// in the page's range, as stored, with their row counts (tables[0] is the
+// sweep's own, then orphanShare.also).
+type sharedKeys struct {
+	tables []*config.Scan
+	keys   [][]string
+	counts [][]int64
+	rows   int64 // entries read of the tables alongside
+}
+
+// sharedPage reads the page (after, upTo] (upTo unset: to the end) of each
+// table share reads alongside s (scan table sc), own keys and counts given; the entries
+// it reads are counted to cs.
+func (r *run) sharedPage(cs *checkState, share *orphanShare, sc *config.Scan, s sources.Sweep, keys []string, counts []int64, after, upTo sources.Bound) (sharedKeys, error) {
+	pg := sharedKeys{tables: []*config.Scan{sc}, keys: [][]string{keys}, counts: [][]int64{counts}}
+	for _, a := range share.also {
+		fs := sources.Sweep{Table: a.sc.Table, Index: a.index, KeyCol: a.sc.Key, Shard: s.Shard, Shards: s.Shards}
+		var ks []string
+		var cs2 []int64
+		cur := after
+		for {
+			if r.stopped() {
+				return pg, errStop
+			}
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			got, err := r.db(cs.p).SweepPage(ctx, fs, cur, upTo, r.sweepPage(), func(key []byte, n int64) {
+				ks = append(ks, string(key))
+				cs2 = append(cs2, n)
+			})
+			cancel()
+			if err != nil {
+				return pg, err
+			}
+			r.count(cs, got.Rows)
+			pg.rows += got.Rows
+			if got.Keys < r.sweepPage() {
+				break
+			}
+			cur = sources.Bound{Set: true, Value: got.Last.Value}
+		}
+		pg.tables = append(pg.tables, a.sc)
+		pg.keys = append(pg.keys, ks)
+		pg.counts = append(pg.counts, cs2)
+	}
+	return pg, nil
+}
+
+// sharedFinds decides a shared page: the keys of more than one row in one
+// of its tables are duplicates' finds, the keys no lookup table holds
+// (one merge of the page's range for every table: unknownKeys, read by
+// mergeCS) the orphans check's; each is kept when a row of the table it
+// was found in lies in the window (one KeysSince per table with finds).
+func (r *run) sharedFinds(cs, mergeCS *checkState, share *orphanShare, pg sharedKeys, after, lookupTo sources.Bound, ls []sweepLookup, from time.Time) (hits, orphans []string, err error) {
+	var all []string
+	for _, ks := range pg.keys {
+		for _, k := range ks {
+			if !share.seen[k] {
+				all = append(all, k)
+			}
+		}
+	}
+	all = dedupe(all)
+	orphan := map[string]bool{}
+	if len(all) > 0 {
+		unknown, err := r.unknownKeys(mergeCS, all, after, lookupTo, ls)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range unknown {
+			orphan[k] = true
+		}
+	}
+	keptHit, keptOrphan := map[string]bool{}, map[string]bool{}
+	for t, sc := range pg.tables {
+		var th, to []string
+		for i, k := range pg.keys[t] {
+			if pg.counts[t][i] > 1 && !cs.seen[k] {
+				th = append(th, k)
+			}
+			if orphan[k] {
+				to = append(to, k)
+			}
+		}
+		ask := dedupe(slices.Concat(th, to))
+		if len(ask) == 0 {
+			continue
+		}
+		in := map[string]bool{}
+		if sc.Time == "" {
+			for _, k := range ask {
+				in[k] = true
+			}
+		} else {
+			ctx, cancel := context.WithTimeout(r.qctx, r.o.Timeout)
+			in, err = r.db(cs.p).KeysSince(ctx, sc.Table, sc.Key, sc.Time, from, ask)
+			cancel()
+			if err != nil {
+				return nil, nil, err
+			}
+			r.count(cs, int64(len(ask)))
+		}
+		for _, k := range th {
+			if in[k] && !keptHit[k] {
+				keptHit[k] = true
+				hits = append(hits, k)
+			}
+		}
+		for _, k := range to {
+			if in[k] && !keptOrphan[k] {
+				keptOrphan[k] = true
+				orphans = append(orphans, k)
+			}
+		}
+	}
+	return hits, orphans, nil
 }

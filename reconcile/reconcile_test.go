@@ -915,3 +915,68 @@ func TestCoverBySweep(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedSweepPastTheLastKey: a whole sweep shared by duplicates and
+// orphans reads ledger_entry alongside balance_journal, page by page of
+// balance_journal's keys; a ledger row whose key sorts after every key of
+// balance_journal, without a state row, and two ledger rows of such a key
+// are found on the last page (the lookups then read to the end), as the
+// walk of each table finds them.
+func TestSharedSweepPastTheLastKey(t *testing.T) {
+	e := setup(t, gen.Options{Ops: 300, AnomalyRate: 0, Seed: 17, Pipelines: []string{gen.Settlement}}, false)
+	e.db.Exec(t, `INSERT INTO ledger_entry (biz_order_id, direction, amount, created_at) VALUES
+		('PAY-~zz-orphan', 'D', 1, NOW(3)), ('PAY-~zz-two', 'D', 1, NOW(3)), ('PAY-~zz-two', 'C', 1, NOW(3)),
+		('PAY-~zz-state', 'D', 1, NOW(3))`)
+	// Its state row: not an orphan, not even a candidate of orphans (the
+	// lookups of the last page read past the last journal key).
+	e.db.Exec(t, `INSERT INTO biz_operation (biz_id, status, msg_id, created_at, updated_at) VALUES ('PAY-~zz-state', 'DONE', 'm-zz', NOW(3), NOW(3))`)
+	var results [2][]string
+	var orphanCandidates [2]int64
+	for i, access := range []string{reconcile.AccessAuto, reconcile.AccessWalk} {
+		for _, chunk := range []int{1, 1000} {
+			o := baseOptions(e)
+			o.Access, o.Chunk = access, chunk
+			o.Checks = []string{reconcile.CheckDuplicates, reconcile.CheckOrphans}
+			var c collected
+			sum, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range c.results {
+				if r.IsTarget() && r.Pipeline == gen.Settlement {
+					got = append(got, r.Check+" "+r.BizID)
+				}
+			}
+			slices.Sort(got)
+			for _, want := range []string{"orphans PAY-~zz-orphan", "orphans PAY-~zz-two"} {
+				if !slices.Contains(got, want) {
+					t.Errorf("--access %s, chunk %d: %s not found (targets %q)", access, chunk, want, got)
+				}
+			}
+			shared := 0
+			for _, cs := range sum.Checks {
+				for _, n := range cs.Notes {
+					if strings.Contains(n, "once for both checks") {
+						shared++
+					}
+				}
+			}
+			// settlement's two tables (orders has no rows here: walked).
+			if want := map[string]int{reconcile.AccessAuto: 2, reconcile.AccessWalk: 0}[access]; shared != want {
+				t.Errorf("--access %s: %d tables read once for both checks, want %d", access, shared, want)
+			}
+			if chunk == 1000 {
+				results[i] = got
+				for _, cs := range sum.Checks {
+					if cs.Pipeline == gen.Settlement && cs.Check == reconcile.CheckOrphans {
+						orphanCandidates[i] = cs.Candidates
+					}
+				}
+			}
+		}
+	}
+	if !slices.Equal(results[0], results[1]) || orphanCandidates[0] != orphanCandidates[1] {
+		t.Errorf("shared sweep %q (%d orphans candidates), walk %q (%d)", results[0], orphanCandidates[0], results[1], orphanCandidates[1])
+	}
+}

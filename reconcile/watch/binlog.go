@@ -47,6 +47,10 @@ type BinlogSource struct {
 	Behind func(time.Duration)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Location is the time zone the tables' DATETIMEs are written in
+	// (mysql.time_zone; nil: UTC): a row's time column inside its commit's
+	// second is its finer commit time (commitTime).
+	Location *time.Location
 
 	mu      sync.Mutex
 	txs     []sources.BinlogTx
@@ -58,6 +62,10 @@ type BinlogSource struct {
 	// unmapped counts the changes left unmapped (no Topics, or too many
 	// claimants).
 	unmapped int
+	// failed is the error that ended the last follow, until a follow
+	// started after it delivers something: a restarted follow has not
+	// regained the source before it reads from the server.
+	failed error
 }
 
 // Name is the cause.source of binlog changes.
@@ -113,6 +121,14 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 	}
 	txs, ferr := s.txs, s.err
 	s.txs = nil
+	if len(txs) > 0 {
+		s.failed = nil
+	}
+	var pe *sources.PurgedError
+	if ferr != nil && !errors.As(ferr, &pe) {
+		s.failed = ferr
+	}
+	failed := s.failed
 	s.mu.Unlock()
 	var out []Change
 	byPipeline := map[string][]pendingChange{}
@@ -127,7 +143,7 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 			}
 		}
 		s.rows += len(tx.Changes)
-		direct, pending, unknown := plan.mapTx(tx)
+		direct, pending, unknown := plan.mapTx(tx, s.Location)
 		if unknown != "" {
 			s.stop()
 			return out, pos, fmt.Errorf("%s: %w", unknown, ErrPositionGone)
@@ -182,11 +198,13 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 	}
 	if ferr != nil {
 		s.stop()
-		var pe *sources.PurgedError
 		if errors.As(ferr, &pe) {
 			return out, pos, fmt.Errorf("%v: %w", ferr, ErrPositionGone)
 		}
 		return out, pos, ferr
+	}
+	if failed != nil {
+		return out, pos, fmt.Errorf("reconnecting after: %w", failed)
 	}
 	return out, pos, nil
 }

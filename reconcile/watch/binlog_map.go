@@ -46,6 +46,10 @@ type mapRule struct {
 	action string
 	// step is the binlog step's index (byRowKey).
 	step int
+	// timeCol is the table's time column (state.updated_at,
+	// idempotency.created_at, entity.updated_at, scan.time; "" none): a
+	// finer commit time than the binlog's whole second (commitTime).
+	timeCol string
 }
 
 // followPlan is what a binlog source follows: per schema.table the rules
@@ -89,19 +93,19 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 	}
 	for _, p := range pipelines {
 		if st := p.State; st != nil && st.Table != "" && st.Key != "" {
-			add(st.Table, mapRule{p: p, what: "state", col: st.Key}, st.Key)
+			add(st.Table, mapRule{p: p, what: "state", col: st.Key, timeCol: st.UpdatedAt}, st.Key, st.UpdatedAt)
 		}
 		if id := p.Idempotency; id != nil && id.Table != "" {
 			switch {
 			case id.BizID != "":
-				add(id.Table, mapRule{p: p, what: "idempotency", col: id.BizID}, id.BizID)
+				add(id.Table, mapRule{p: p, what: "idempotency", col: id.BizID, timeCol: id.CreatedAt}, id.BizID, id.CreatedAt)
 			case id.Key != "" && id.Action != "" && p.MessageKey == config.DefaultMessageKey:
-				add(id.Table, mapRule{p: p, what: "idempotency", col: id.Key, kind: byMsgID, action: id.Action}, id.Key, id.Action)
+				add(id.Table, mapRule{p: p, what: "idempotency", col: id.Key, kind: byMsgID, action: id.Action, timeCol: id.CreatedAt}, id.Key, id.Action, id.CreatedAt)
 			}
 		}
 		for k, s := range p.Steps {
 			if s.Scan != nil && s.Scan.Table != "" && s.Scan.Key != "" {
-				add(s.Scan.Table, mapRule{p: p, what: "scan", col: s.Scan.Key}, s.Scan.Key)
+				add(s.Scan.Table, mapRule{p: p, what: "scan", col: s.Scan.Key, timeCol: s.Scan.Time}, s.Scan.Key, s.Scan.Time)
 			}
 			if b := s.Binlog; b != nil && b.Table != "" {
 				if tt, tc := b.TransactionTable(); tt != "" {
@@ -113,7 +117,7 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 			}
 		}
 		if e := p.Entity; e != nil && e.Table != "" && e.Key != "" {
-			add(e.Table, mapRule{p: p, what: "entity", col: e.Key}, e.Key)
+			add(e.Table, mapRule{p: p, what: "entity", col: e.Key, timeCol: e.UpdatedAt}, e.Key, e.UpdatedAt)
 		}
 	}
 	return fp
@@ -156,8 +160,7 @@ type pendingChange struct {
 // whose rule column is NULL maps to nothing by that rule; one whose image
 // does not hold it (binlog_row_image=MINIMAL for the session) is named in
 // unknown: which operation it touched cannot be told.
-func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pendingChange, unknown string) {
-	at := tx.CommittedAt
+func (fp followPlan) mapTx(tx sources.BinlogTx, loc *time.Location) (direct []Change, pending []pendingChange, unknown string) {
 	pos := tx.End.String()
 	for _, c := range tx.Changes {
 		for _, r := range fp.rules[c.Schema+"."+c.Table] {
@@ -169,10 +172,10 @@ func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pend
 			if !ok || v == "" {
 				continue
 			}
+			at := commitTime(tx.CommittedAt, c, r.timeCol, loc)
 			switch r.kind {
 			case byBizID:
-				t := at
-				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: r.table, Position: pos, CommittedAt: &t})
+				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: r.table, Position: pos, CommittedAt: &at})
 			case byMsgID:
 				// A deleted record (a TTL purge, a flip_skipped reopen) and
 				// a DONE one decide no target by themselves.
@@ -185,4 +188,29 @@ func (fp followPlan) mapTx(tx sources.BinlogTx) (direct []Change, pending []pend
 		}
 	}
 	return direct, pending, unknown
+}
+
+// commitTime is the change's commit time: the binlog's commit event is
+// stamped in whole seconds, so a row's own time column (a DATETIME(3)
+// written by NOW(3) in the transaction) that falls inside that second is
+// the finer time, a little before the commit (latency_ms then counts a
+// little more than the truth, never less). A time column outside the
+// second (another time zone, a time the application chose) is not used.
+// loc is the zone DATETIMEs are written in (mysql.time_zone; nil: UTC).
+func commitTime(sec time.Time, c sources.RowChange, col string, loc *time.Location) time.Time {
+	if col == "" {
+		return sec
+	}
+	v, ok := value(c, col)
+	if !ok || len(v) <= len("2006-01-02 15:04:05") {
+		return sec // no fraction: no finer than the second
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", v, loc)
+	if err != nil || t.Before(sec) || !t.Before(sec.Add(time.Second)) {
+		return sec
+	}
+	return t
 }

@@ -39,10 +39,11 @@ func TestPlanFollow(t *testing.T) {
 	for _, ft := range fp.tables {
 		got = append(got, ft.Schema+"."+ft.Table+"("+strings.Join(ft.Columns, ",")+")")
 	}
-	// Only the columns a rule reads: the key columns, and the action of
-	// records without biz_id.
-	want := []string{"app.op_state(biz_id)", "app.consumer_idempotency(biz_id)", "app.balance_journal(biz_id)",
-		"s3.idempotent(msg_id,action)", "s3.orders(order_id)",
+	// Only the columns a rule reads: the key columns, the action of
+	// records without biz_id, and the time column that refines the commit
+	// time.
+	want := []string{"app.op_state(biz_id,updated_at)", "app.consumer_idempotency(biz_id)", "app.balance_journal(biz_id,created_at)",
+		"s3.idempotent(msg_id,action,created_at)", "s3.orders(order_id)",
 		"s0.account_balance(account_id)", "s0.ledger_entry(biz_order_id)", "s0.fee_tx(biz_id)", "s0.fees(account_id)"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("followed tables\n got %v\nwant %v", got, want)
@@ -55,7 +56,7 @@ func TestMapTxMissingColumn(t *testing.T) {
 	fp := planFollow(mapPipelines(), "app")
 	tx := sources.BinlogTx{Changes: []sources.RowChange{{Schema: "s3", Table: "idempotent", Kind: sources.ChangeUpdate,
 		Values: map[string]string{"msg_id": "m"}, Missing: []string{"action"}}}}
-	if _, _, unknown := fp.mapTx(tx); !strings.Contains(unknown, "s3.idempotent") || !strings.Contains(unknown, "MINIMAL") {
+	if _, _, unknown := fp.mapTx(tx, nil); !strings.Contains(unknown, "s3.idempotent") || !strings.Contains(unknown, "MINIMAL") {
 		t.Fatalf("unknown %q", unknown)
 	}
 }
@@ -95,7 +96,7 @@ func TestMapTx(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := sources.BinlogTx{Changes: tc.changes, End: sources.BinlogPosition{File: "bin.000002", Pos: 900}, CommittedAt: at}
-			direct, pending, unknown := fp.mapTx(tx)
+			direct, pending, unknown := fp.mapTx(tx, nil)
 			if unknown != "" {
 				t.Fatalf("unknown: %s", unknown)
 			}
@@ -277,4 +278,35 @@ func (f *onceSource) Changes(_ context.Context, from string) ([]Change, string, 
 		return f.changes, "p1", nil
 	}
 	return nil, "p1", nil
+}
+
+// The binlog stamps a commit in whole seconds; a row's own time column
+// inside that second is the finer commit time, anything else is not.
+func TestCommitTime(t *testing.T) {
+	sec := time.Date(2026, 12, 2, 6, 57, 20, 0, time.UTC)
+	plus8 := time.FixedZone("+08:00", 8*3600)
+	row := func(v string) sources.RowChange { return sources.RowChange{Values: map[string]string{"updated_at": v}} }
+	for _, tc := range []struct {
+		name string
+		c    sources.RowChange
+		col  string
+		loc  *time.Location
+		want time.Time
+	}{
+		{"inside the second", row("2026-12-02 06:57:20.446"), "updated_at", nil, sec.Add(446 * time.Millisecond)},
+		{"microseconds", row("2026-12-02 06:57:20.446123"), "updated_at", nil, sec.Add(446123 * time.Microsecond)},
+		{"in the pipeline's zone", row("2026-12-02 14:57:20.500"), "updated_at", plus8, sec.Add(500 * time.Millisecond)},
+		{"another zone than said: not used", row("2026-12-02 14:57:20.500"), "updated_at", nil, sec},
+		{"before the second (written earlier in the transaction)", row("2026-12-02 06:57:19.900"), "updated_at", nil, sec},
+		{"no fraction", row("2026-12-02 06:57:20"), "updated_at", nil, sec},
+		{"no time column", row("2026-12-02 06:57:20.446"), "", nil, sec},
+		{"NULL", sources.RowChange{Values: map[string]string{}}, "updated_at", nil, sec},
+		{"not a time", row("soon"), "updated_at", nil, sec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := commitTime(sec, tc.c, tc.col, tc.loc); !got.Equal(tc.want) {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
+	}
 }

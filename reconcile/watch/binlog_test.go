@@ -3,6 +3,8 @@ package watch
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +113,74 @@ func TestBinlogSource(t *testing.T) {
 				t.Fatalf("followed from %v tables %v", f.from, f.tables)
 			}
 		})
+	}
+}
+
+// flakyFollower fails its first follow; the next ones deliver a progress
+// mark once release is closed.
+type flakyFollower struct {
+	mu      sync.Mutex
+	calls   int
+	release chan struct{}
+}
+
+func (f *flakyFollower) Head(context.Context) (sources.BinlogPosition, error) {
+	return sources.BinlogPosition{File: "bin.000001", Pos: 4}, nil
+}
+
+func (f *flakyFollower) Follow(ctx context.Context, from sources.BinlogPosition, _ []sources.FollowTable, emit func(sources.BinlogTx) error) error {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if n == 1 {
+		return errors.New("connection refused")
+	}
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := emit(sources.BinlogTx{End: sources.BinlogPosition{File: "bin.000001", Pos: 50}}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A follow that failed is not regained when it restarts, only when the
+// restarted follow delivers something: the source stays lost (an error)
+// until then, instead of flapping between lost and regained while the
+// server is down.
+func TestBinlogSourceReconnect(t *testing.T) {
+	f := &flakyFollower{release: make(chan struct{})}
+	s := &BinlogSource{Follower: f, Schema: "app"}
+	defer s.Close()
+	ctx := context.Background()
+	head, _ := s.Head(ctx)
+	var err error
+	pos := head
+	for i := 0; i < 1000; i++ {
+		if _, pos, err = s.Changes(ctx, pos); err != nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("first follow: %v", err)
+	}
+	// Restarted: still lost while it has read nothing.
+	if _, pos, err = s.Changes(ctx, pos); err == nil || !strings.Contains(err.Error(), "reconnecting after: connection refused") {
+		t.Fatalf("restarted follow before it reads: %v", err)
+	}
+	close(f.release)
+	for i := 0; i < 1000; i++ {
+		if _, pos, err = s.Changes(ctx, pos); err == nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err != nil || pos != `{"file":"bin.000001","pos":50}` {
+		t.Fatalf("after the restarted follow read: %v at %s", err, pos)
 	}
 }

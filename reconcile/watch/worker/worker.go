@@ -229,6 +229,8 @@ type Worker struct {
 	state    string
 	stopped  string // the stop's reason label, "" while not stopped
 	paused   bool
+	// terms counts the times the lock was taken.
+	terms int
 }
 
 // handled is what the worker did with a flag: memo identifies the flag
@@ -348,6 +350,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if lock != nil {
 			select {
 			case <-lost:
+				if _, reason := w.State(); reason == "" {
+					w.setState(StateStandby, "")
+				}
 				w.logf("the repair lock %s was lost (its connection failed): no repair starts until it is taken again", lock.Name())
 			default:
 			}
@@ -367,9 +372,14 @@ func (w *Worker) lead(ctx context.Context) (sources.Lock, bool) {
 	for {
 		lock, err := w.Lock(ctx)
 		if err == nil {
-			if said != "" {
+			w.mu.Lock()
+			w.terms++
+			again := w.terms > 1
+			w.mu.Unlock()
+			switch {
+			case said != "" || again:
 				w.logf("took the repair lock %s: this watch repairs now", lock.Name())
-			} else {
+			default:
 				w.logf("holding the repair lock %s: this watch repairs", lock.Name())
 			}
 			return lock, true
