@@ -421,7 +421,12 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	rep, err := w.Triage(ctx, k.Pipeline, k.BizID)
 	if ctx.Err() != nil {
-		return false // stopping: the state file keeps what was flagged
+		// Stopping: the change that brought k here may be behind the
+		// position the state file keeps (a round's position is taken
+		// before its looks); kept for a retry, it is saved as a deadline
+		// already passed and triaged at the restart (state.go).
+		w.keepForRetry(k, cause)
+		return false
 	}
 	mysqlWasDown := w.sourceDown(UpMySQL)
 	if !w.noteTriage(k, cause, rep, err) {
