@@ -32,6 +32,10 @@ import (
 const (
 	watchInterval  = "250ms"
 	watchOlderThan = "3s"
+	// watchRepairAfter is --repair-after: the lab's consumers finish an
+	// operation in milliseconds (seed 000's PAY-E-1 was mid-way for
+	// 36 ms), so a second is ample (docs/watch.md#recovery).
+	watchRepairAfter = "1s"
 	// watchFlagWait bounds the wait for every incident to be flagged after
 	// the scenarios, watchSettleWait the wait for the repairs and clears.
 	watchFlagWait   = 30 * time.Second
@@ -177,7 +181,7 @@ func runWatchDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) 
 	d := &watchDemo{w: ios.Out, st: st}
 	args := []string{"--config", cfgPath, "watch", "--source", "poll", "--listen", addr,
 		"--interval", watchInterval, "--older-than", watchOlderThan, "--since", "1d", "--state", "none",
-		"--repair", repairable(), "--max-repairs-per-minute", "120", "--repair-pause-file", pause}
+		"--repair", repairable(), "--max-repairs-per-minute", "120", "--repair-after", watchRepairAfter, "--repair-pause-file", pause}
 	progress("lab/demo: opctl %s\n", strings.Join(args[2:], " "))
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
