@@ -1085,8 +1085,13 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			continue
 		} else if path.index != "" {
 			var share *orphanShare
-			if cs.check == CheckDuplicates {
+			switch {
+			case cs.check == CheckDuplicates:
 				share = r.shareWithOrphans(cs, sc, path, tables, from)
+			case !path.lo.Set && !path.hi.Set && len(lookups) > 0:
+				// Orphans on its own: the same sweep in step, without
+				// duplicates' finds, its orphans its own.
+				share = &orphanShare{os: cs, own: true, table: sc.Table, index: path.index, lookups: lookups, seen: map[string]bool{}}
 			}
 			if share != nil {
 				// The other scan tables of the pipeline that the same
@@ -1110,7 +1115,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 						}
 						chosen[j] = pj
 					}
-					if pj.empty || pj.index == "" || r.shareWithOrphans(cs, scj, pj, tables, from) == nil {
+					if pj.empty || pj.index == "" || pj.lo.Set || pj.hi.Set || !share.own && r.shareWithOrphans(cs, scj, pj, tables, from) == nil {
 						// Read on its own, below.
 						continue
 					}
@@ -1121,7 +1126,7 @@ func (r *run) scanTables(cs *checkState, reqs []Requirement, acc []access, table
 			if err := r.sweep(cs, sc, path, lookups, tables, from, share); err != nil {
 				return err
 			}
-			if share != nil {
+			if share != nil && !share.own {
 				r.shareDone(share)
 			}
 			continue
@@ -1669,10 +1674,17 @@ func (r *run) sweep(cs *checkState, sc *config.Scan, path sweepPath, lookups []R
 			}
 		}
 		for _, k := range orphans {
-			if !share.seen[k] {
-				share.seen[k] = true
-				share.keys = append(share.keys, k)
+			if share.seen[k] {
+				continue
 			}
+			share.seen[k] = true
+			if share.own {
+				if err := r.candidate(cs, k); err != nil {
+					return err
+				}
+				continue
+			}
+			share.keys = append(share.keys, k)
 		}
 		if !last {
 			cs.lastKey.Store(end.Last.Key)
@@ -1758,7 +1770,10 @@ func (r *run) unknownKeys(cs *checkState, keys []string, after, upTo sources.Bou
 // tables, and the orphans the merge found (bounded by the finds, as a
 // check's seen set is).
 type orphanShare struct {
-	os           *checkState // the orphans check of the same pipeline
+	os *checkState // the orphans check of the same pipeline
+	// own: the orphans check's own sweep (no duplicates' finds), which
+	// reads the pipeline's scan tables in step all the same.
+	own          bool
 	table, index string
 	// also are the pipeline's other scan tables the sweep reads alongside,
 	// each page's key range of their key index (same collation).
@@ -1942,7 +1957,7 @@ func (r *run) sharedFinds(cs, mergeCS *checkState, share *orphanShare, pg shared
 	for t, sc := range pg.tables {
 		var th, to []string
 		for i, k := range pg.keys[t] {
-			if pg.counts[t][i] > 1 && !cs.seen[k] {
+			if !share.own && pg.counts[t][i] > 1 && !cs.seen[k] {
 				th = append(th, k)
 			}
 			if orphan[k] {

@@ -930,13 +930,18 @@ func TestSharedSweepPastTheLastKey(t *testing.T) {
 	// Its state row: not an orphan, not even a candidate of orphans (the
 	// lookups of the last page read past the last journal key).
 	e.db.Exec(t, `INSERT INTO biz_operation (biz_id, status, msg_id, created_at, updated_at) VALUES ('PAY-~zz-state', 'DONE', 'm-zz', NOW(3), NOW(3))`)
-	var results [2][]string
-	var orphanCandidates [2]int64
-	for i, access := range []string{reconcile.AccessAuto, reconcile.AccessWalk} {
+	var results [3][]string
+	var orphanCandidates [3]int64
+	// The third: orphans alone, which sweeps both journals in step too.
+	for i, access := range []string{reconcile.AccessAuto, reconcile.AccessWalk, reconcile.AccessAuto} {
 		for _, chunk := range []int{1, 1000} {
 			o := baseOptions(e)
 			o.Access, o.Chunk = access, chunk
 			o.Checks = []string{reconcile.CheckDuplicates, reconcile.CheckOrphans}
+			alone := i == 2
+			if alone {
+				o.Checks = o.Checks[1:]
+			}
 			var c collected
 			sum, err := reconcile.Run(context.Background(), e.deps(okKafka{}), o, c.emit)
 			if err != nil {
@@ -949,6 +954,10 @@ func TestSharedSweepPastTheLastKey(t *testing.T) {
 				}
 			}
 			slices.Sort(got)
+			if alone {
+				// Duplicates did not run: its finds are not wanted.
+				got = slices.DeleteFunc(got, func(k string) bool { return strings.HasPrefix(k, reconcile.CheckDuplicates) })
+			}
 			for _, want := range []string{"orphans PAY-~zz-orphan", "orphans PAY-~zz-two"} {
 				if !slices.Contains(got, want) {
 					t.Errorf("--access %s, chunk %d: %s not found (targets %q)", access, chunk, want, got)
@@ -963,7 +972,7 @@ func TestSharedSweepPastTheLastKey(t *testing.T) {
 				}
 			}
 			// settlement's two tables (orders has no rows here: walked).
-			if want := map[string]int{reconcile.AccessAuto: 2, reconcile.AccessWalk: 0}[access]; shared != want {
+			if want := map[string]int{reconcile.AccessAuto: 2, reconcile.AccessWalk: 0}[access]; !alone && shared != want {
 				t.Errorf("--access %s: %d tables read once for both checks, want %d", access, shared, want)
 			}
 			if chunk == 1000 {
@@ -978,5 +987,14 @@ func TestSharedSweepPastTheLastKey(t *testing.T) {
 	}
 	if !slices.Equal(results[0], results[1]) || orphanCandidates[0] != orphanCandidates[1] {
 		t.Errorf("shared sweep %q (%d orphans candidates), walk %q (%d)", results[0], orphanCandidates[0], results[1], orphanCandidates[1])
+	}
+	var orphansOnly []string
+	for _, k := range results[1] {
+		if strings.HasPrefix(k, reconcile.CheckOrphans) {
+			orphansOnly = append(orphansOnly, k)
+		}
+	}
+	if !slices.Equal(results[2], orphansOnly) || orphanCandidates[2] != orphanCandidates[1] {
+		t.Errorf("orphans alone %q (%d candidates), walk %q (%d)", results[2], orphanCandidates[2], orphansOnly, orphanCandidates[1])
 	}
 }

@@ -61,13 +61,18 @@ func (c *clock) add(d time.Duration) { c.set(c.Now().Add(d)) }
 
 // targetsOf reads the /targets of the watch at base as opctl tui --watch
 // does (cmd/tui.go).
-func targetsOf(c *http.Client, base string, timeout time.Duration) func(context.Context) ([]watch.Event, error) {
-	return func(ctx context.Context) ([]watch.Event, error) {
+func targetsOf(c *http.Client, base string, timeout time.Duration) func(context.Context) ([]watch.Event, string, error) {
+	return func(ctx context.Context) ([]watch.Event, string, error) {
 		u, err := httpd.TargetsURL(base)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return httpd.ReadTargets(ctx, c, u, timeout)
+		evs, err := httpd.ReadTargets(ctx, c, u, timeout)
+		if err != nil {
+			return nil, "", err
+		}
+		notReady, err := httpd.ReadReady(ctx, c, httpd.ReadyURL(u), timeout)
+		return evs, notReady, err
 	}
 }
 
@@ -80,13 +85,18 @@ func watchOptions(f *fake, rt *roundTrip, clk *clock) Options {
 }
 
 // TestWatchGolden: `opctl tui --watch` lists a watch's /targets in the
-// console's list (values shown safely), and when the watch stops
-// answering keeps the list and says how old it is
+// console's list (values shown safely), says in the status line why the
+// watch is not ready (its /readyz), and when the watch stops answering
+// keeps the list and says how old it is
 // (testdata/TestWatchGolden/<size>/<screen>.golden; -update rewrites).
 func TestWatchGolden(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
-			rt := &roundTrip{h: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			rt := &roundTrip{h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/readyz" {
+					http.Error(w, "not ready: kafka does not answer (since 2026-12-01T08:29:10.000Z: EOF)", http.StatusServiceUnavailable)
+					return
+				}
 				_, _ = w.Write([]byte(watchTargets()))
 			})}
 			clk := &clock{now: t0}

@@ -32,6 +32,9 @@
 #               history runs stay exact while the load is under a day old)
 #   ONLY        whole: skip the window runs (the every-few-minutes job), only
 #               the whole-history sweep and the naive statements
+#   PAIRED      k: then k rounds of the whole-history sweep (all checks, one
+#               run) and the 8 naive statements back to back, each pair at
+#               about the same load (default 0)
 #
 # The data is what a production table looks like to a job that runs every
 # few minutes: a steady N / DAYS operations a day over DAYS days, and the
@@ -154,6 +157,7 @@ recon3() {
 RESULTS=()
 PER_CHECK=()
 LOADS=()
+PAIRS=()
 for n in "${SIZES[@]}"; do
   db="opctl_bench_$n"
   DBS+=("$db")
@@ -190,7 +194,7 @@ for n in "${SIZES[@]}"; do
   LOADS+=("$n operations: load average $(cut -d' ' -f1-3 /proc/loadavg) before reconcile")
   declare -A r_check exact_check f_check exact_fcheck
   r_all="skipped (ONLY=whole)|0|0|0|"; exact="not run"
-  for c in stuck duplicates orphans skipped; do r_check[$c]="-|0|0|0|"; exact_check[$c]="not run seeded, found, not run"; done
+  for c in stuck duplicates orphans skipped; do r_check[$c]="-|-|-|0|"; exact_check[$c]="- seeded, found, not run"; done
   if [ "$ONLY" != whole ]; then
     r_all=$(recon3 "$db" "reconcile, all checks, --since ${WINDOW_H}h (median of 3)" --since "${WINDOW_H}h" --out "$TMP/targets-$n.jsonl")
     exact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/targets-$n.jsonl" || true)
@@ -228,6 +232,7 @@ for n in "${SIZES[@]}"; do
   # One question a statement, as a DBA would ask it (no time bound), on the
   # same indexes; the check each one answers.
   n_all_t=0; n_all_rows=0; n_all_rss=0
+  NAIVE_ALL=()
   declare -A n_t n_rows
   for q in \
     "stuck|SELECT biz_id FROM biz_operation WHERE status NOT IN ('DONE','FAILED') AND updated_at < NOW() - INTERVAL 5 MINUTE AND (lease_until IS NULL OR lease_until < NOW())" \
@@ -238,6 +243,7 @@ for n in "${SIZES[@]}"; do
     "orphans|SELECT DISTINCT l.biz_order_id FROM ledger_entry l LEFT JOIN biz_operation s ON s.biz_id = l.biz_order_id WHERE s.biz_id IS NULL" \
     "orphans|SELECT DISTINCT g.order_id FROM points_grant g LEFT JOIN consumer_idempotency i ON i.biz_id = g.order_id WHERE i.biz_id IS NULL" \
     "skipped|$(printf "$SKIP" "")"; do
+    NAIVE_ALL+=("${q#*|}")
     c=${q%%|*}
     IFS='|' read -r _ t rows rss <<<"$(naive "$db" q "${q#*|}")"
     n_t[$c]=$(awk "BEGIN{print ${n_t[$c]:-0}+$t}"); n_rows[$c]=$(( ${n_rows[$c]:-0} + rows ))
@@ -245,6 +251,21 @@ for n in "${SIZES[@]}"; do
     n_all_rss=$(awk "BEGIN{print ($rss>$n_all_rss)?$rss:$n_all_rss}")
   done
   n_all="naive (all checks, 8 statements)|$n_all_t|$n_all_rows|$n_all_rss"
+
+  # PAIRED=k: k more rounds of the whole-history sweep (all checks, one
+  # run) and the 8 naive statements back to back, so that each pair ran at
+  # about the same load (the machine may be shared).
+  for ((round = 1; round <= ${PAIRED:-0}; round++)); do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    IFS='|' read -r _ rt rrows _ _ <<<"$(recon "$db" pair --since "$full" --out "$TMP/pair-$n.jsonl")"
+    pexact=$("$TMP/compare" -manifest "$TMP/manifest-$n.json" -targets "$TMP/pair-$n.jsonl" || true)
+    nt=0; nrows=0
+    for q in "${NAIVE_ALL[@]}"; do
+      IFS='|' read -r _ t rows _ <<<"$(naive "$db" q "$q")"
+      nt=$(awk "BEGIN{print $nt+$t}"); nrows=$((nrows + rows))
+    done
+    PAIRS+=("$n|$round|$load|$rt|$rrows|$nt|$nrows|$(cut -d' ' -f1 /proc/loadavg)|${pexact%% seeded*}: ${pexact#*found, }")
+  done
 
   [ "$ONLY" = whole ] || RESULTS+=("$n|$r_all|$exact")
   RESULTS+=("$n|$r_full|$exact_full"
@@ -278,5 +299,17 @@ echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---
 for r in "${PER_CHECK[@]}"; do
   IFS='|' read -r n c t rows ft frows nt nrows rss ex fex <<<"$r"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s× | %s× | %s | %s | %s |\n' "$n" "$c" "$t" "$rows" "$ft" "$frows" "$nt" "$nrows" \
-    "$(awk "BEGIN{printf \"%.1f\", $nt/($t>0?$t:0.01)}")" "$(awk "BEGIN{printf \"%.2f\", $nt/($ft>0?$ft:0.01)}")" "$rss" "$ex" "$fex"
+    "$([ "$t" = - ] && echo - || awk "BEGIN{printf \"%.1f\", $nt/($t>0?$t:0.01)}")" "$(awk "BEGIN{printf \"%.2f\", $nt/($ft>0?$ft:0.01)}")" "$rss" "$ex" "$fex"
 done
+
+if [ ${#PAIRS[@]} -gt 0 ]; then
+  echo
+  echo "Back to back (PAIRED): reconcile, all checks, --since $(( DAYS + 1 ))d in one run, then the 8 naive statements"
+  echo "| operations | round | load before | reconcile s | reconcile rows | naive s | naive rows | load after | reconcile / naive s | reconcile / naive rows | exact |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+  for r in "${PAIRS[@]}"; do
+    IFS='|' read -r n round l0 rt rrows nt nrows l1 ex <<<"$r"
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$round" "$l0" "$rt" "$rrows" "$nt" "$nrows" "$l1" \
+      "$(awk "BEGIN{printf \"%.2f\", $rt/($nt>0?$nt:0.01)}")" "$(awk "BEGIN{printf \"%.2f\", $rrows/($nrows>0?$nrows:1)}")" "$ex"
+  done
+fi

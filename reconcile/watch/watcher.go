@@ -12,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -285,11 +286,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.logf("%s: %v: sweeping --since again", w.Source.Name(), err)
 				p, herr := w.head(ctx)
 				if herr == nil {
-					pos = p
 					herr = w.sweep(ctx)
 				}
-				if herr != nil && ctx.Err() == nil {
-					w.logf("%v", herr)
+				switch {
+				case herr == nil:
+					pos = p
+					w.setSourceUp(UpMySQL, true, true, "", len(w.Retrying()))
+				case ctx.Err() == nil:
+					// The position stays the one gone: the next round finds
+					// it gone again and sweeps again (what changed meanwhile
+					// is in the sweep's window), not a head nothing swept up to.
+					w.logf("%v: sweeping again next round", herr)
+					if sources.IsConnError(herr) || errors.Is(herr, context.DeadlineExceeded) {
+						w.setSourceUp(UpMySQL, false, true, herr.Error(), len(w.Retrying()))
+					}
 				}
 			} else {
 				// A source that failed part-way returns what it read before
@@ -411,7 +421,12 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	rep, err := w.Triage(ctx, k.Pipeline, k.BizID)
 	if ctx.Err() != nil {
-		return false // stopping: the state file keeps what was flagged
+		// Stopping: the change that brought k here may be behind the
+		// position the state file keeps (a round's position is taken
+		// before its looks); kept for a retry, it is saved as a deadline
+		// already passed and triaged at the restart (state.go).
+		w.keepForRetry(k, cause)
+		return false
 	}
 	mysqlWasDown := w.sourceDown(UpMySQL)
 	if !w.noteTriage(k, cause, rep, err) {
@@ -434,6 +449,12 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	obs, due := Judge(p, rep, dbNow, w.OlderThan)
 	w.mu.Lock()
+	if _, flagged := w.tracker.flags[k]; flagged && !obs.Target && kafkaUnread(rep) {
+		// A flag is not cleared by a triage that could not read Kafka: it
+		// is triaged again when Kafka answers (health.go).
+		w.mu.Unlock()
+		return true
+	}
 	ev := w.tracker.Observe(obs, cause, now)
 	w.dirty = true
 	switch {
