@@ -258,6 +258,24 @@ func TestWatchBinlogMode(t *testing.T) {
 		t.Errorf("/metrics:\n%s", metrics)
 	}
 	w.halt(t)
+
+	// A restart resumes from the saved position, without a sweep, and
+	// reads what changed while the watch was stopped: a followed row
+	// written meanwhile is read from the binlog (rows read > 0).
+	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET updated_at = NOW(3) WHERE order_id = 8823"); err != nil {
+		t.Fatal(err)
+	}
+	wr := startWatch(ctx, t, env.ConfigPath, events, args...)
+	read := false
+	for i := 0; i < 100 && !read; i++ {
+		_, m := wr.get("/metrics")
+		read = strings.Contains(m, `opctl_watch_rows_read_total{source="binlog"} `) && !strings.Contains(m, `opctl_watch_rows_read_total{source="binlog"} 0`)
+		time.Sleep(100 * time.Millisecond)
+	}
+	wr.halt(t)
+	if errs := wr.stderr.String(); !read || !strings.Contains(errs, "resumed from the saved position (3 flags") || strings.Contains(errs, "first sweep done") {
+		t.Errorf("restart: read the change made while stopped %v; stderr:\n%s", read, errs)
+	}
 	before := readEvents(t, events)
 
 	// The binlog is purged while the watch is stopped: the restart cannot
