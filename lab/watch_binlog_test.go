@@ -119,6 +119,20 @@ func (w *runningWatch) halt(t *testing.T) {
 	}
 }
 
+// flaggedWithin reports whether pipeline/biz has a flagged line within
+// limit.
+func flaggedWithin(t *testing.T, w *runningWatch, pipeline, biz string, limit time.Duration) bool {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, l := range readEvents(t, w.events) {
+			if l.Event == "flagged" && l.Pipeline == pipeline && l.BizID == biz {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // waitFlagged waits for the flagged line of pipeline/biz.
 func waitFlagged(t *testing.T, w *runningWatch, pipeline, biz string, limit time.Duration) watchLine {
 	t.Helper()
@@ -235,7 +249,14 @@ func TestWatchBinlogMode(t *testing.T) {
 	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET status = 'PAID', updated_at = NOW(3) WHERE order_id = 8822"); err != nil {
 		t.Fatal(err)
 	}
-	l := waitFlagged(t, w, "orders_seed", "8822", 30*time.Second)
+	if !flaggedWithin(t, w, "orders_seed", "8822", 30*time.Second) {
+		// What where says now, for whoever reads the failure.
+		ios, _, out, errOut := iostreams.Test()
+		code := cmd.Run(ctx, ios, []string{"--config", env.ConfigPath, "where", "8822", "--pipeline", "orders_seed", "-o", "json"})
+		b, _ := os.ReadFile(events)
+		t.Fatalf("orders_seed 8822 not flagged 30 s after its order went back to PAID; where exits %d:\n%s%s\nevents:\n%s\nstderr:\n%s", code, out, errOut, b, w.stderr)
+	}
+	l := waitFlagged(t, w, "orders_seed", "8822", time.Second)
 	check(l, "WRONGLY_SKIPPED")
 	// The wall time from the UPDATE's return to the flagged line's at
 	// (latency_ms counts from the commit's whole second): measured, not
