@@ -42,6 +42,9 @@ type Cause struct {
 	// CommittedAt is the commit time of the change (a poll: the row's time
 	// column), nil when unknown.
 	CommittedAt *time.Time `json:"committed_at"`
+	// again marks the second look of a binlog change that triaged to no
+	// target (Watcher.look): it is not looked at a third time.
+	again bool
 }
 
 // Event is one line of the event stream: one transition of one operation.

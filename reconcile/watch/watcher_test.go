@@ -291,3 +291,73 @@ func TestWatcherSettle(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A binlog change reaches the watch before its commit is visible (the
+// server writes the binlog before the engine commits): the first triage
+// reads the rows as they were and finds no target. The change is looked
+// at once more Settle later with its own cause, and flagged then; a
+// second look that finds no target either is the last.
+func TestWatcherBinlogChangeBeforeItsCommitIsVisible(t *testing.T) {
+	p := &config.Pipeline{Name: "orders"}
+	var mu sync.Mutex
+	var looks atomic.Int32
+	verdicts := []inspect.Verdict{{Code: "SKIPPED_OK", Severity: inspect.SeverityOK}} // the read before the commit
+	src := &fakeSource{}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{p}, Source: src, Interval: 10 * time.Millisecond, Settle: 50 * time.Millisecond, Events: events,
+		Triage: func(_ context.Context, pipeline, id string) (inspect.Report, error) {
+			looks.Add(1)
+			mu.Lock()
+			defer mu.Unlock()
+			v := verdicts[0]
+			if len(verdicts) > 1 {
+				verdicts = verdicts[1:]
+			}
+			return inspect.Report{BizID: id, Verdict: v}, nil
+		}}
+	mu.Lock()
+	verdicts = append(verdicts, inspect.Verdict{Code: "WRONGLY_SKIPPED", Severity: inspect.SeverityAction})
+	mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	src.push(Change{Source: SourceBinlog, Pipeline: "orders", BizID: "8822", Table: "orders"})
+	wait := func(n int) []Event {
+		t.Helper()
+		for range 500 {
+			if ev := events.lines(); len(ev) >= n {
+				return ev
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("events %+v after %d triages, want %d", events.lines(), looks.Load(), n)
+		return nil
+	}
+	ev := wait(1)
+	if ev[0].Event != Flagged || ev[0].Cause.Source != SourceBinlog || ev[0].Verdict != "WRONGLY_SKIPPED" {
+		t.Fatalf("first event %+v: want flagged WRONGLY_SKIPPED by the binlog change, at its second look", ev[0])
+	}
+	if n := looks.Load(); n != 2 {
+		t.Errorf("%d triages before the flag, want 2", n)
+	}
+	// Back to a rightly skipped order: the change clears it, and the
+	// second look of that change finds no target either: no third.
+	mu.Lock()
+	verdicts = []inspect.Verdict{{Code: "SKIPPED_OK", Severity: inspect.SeverityOK}}
+	mu.Unlock()
+	src.push(Change{Source: SourceBinlog, Pipeline: "orders", BizID: "8822", Table: "orders"})
+	ev = wait(2)
+	if ev[1].Event != Cleared || ev[1].Cause.Source != SourceBinlog {
+		t.Fatalf("second event %+v", ev[1])
+	}
+	for deadline := time.Now().Add(5 * time.Second); looks.Load() < 4 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(10 * 50 * time.Millisecond) // ten Settles: room for a third look
+	if n := looks.Load(); n != 4 {
+		t.Errorf("%d triages, want 4 (a change, its second look, a change, its second look)", n)
+	}
+	cancel()
+	<-done
+}
