@@ -144,6 +144,13 @@ func (w *Watcher) lookBatch(ctx context.Context, ls []lookup) bool {
 			failed[name] = err
 		}
 	}
+	// The operations of a failed batch are all kept before the first is
+	// applied: the line that says MySQL lost counts them all.
+	for _, l := range ls {
+		if _, whole := failed[l.k.Pipeline]; whole {
+			w.keepForRetry(l.k, l.cause)
+		}
+	}
 	ok := true
 	said := map[string]bool{}
 	for i, l := range ls {
