@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/inspect/triage"
@@ -112,38 +113,23 @@ func (w *Watcher) lookBatch(ctx context.Context, ls []lookup) bool {
 		}
 		groups[l.k.Pipeline] = append(groups[l.k.Pipeline], i)
 	}
+	// The pipelines' batches run concurrently (each its own group view,
+	// its own statements, perhaps its own server); each writes only its
+	// operations' slots.
 	failed := map[string]error{}
+	var fmu sync.Mutex
+	var wg sync.WaitGroup
 	for _, name := range order {
 		idx := groups[name]
-		ids := make([]string, len(idx))
-		for j, i := range idx {
-			ids[j] = ls[i].k.BizID
-		}
-		var rs []inspect.Report
-		err := ctx.Err()
-		if err == nil {
-			rs, err = w.TriageBatch(ctx, name, ids)
-			if err == nil && len(rs) != len(ids) {
-				err = fmt.Errorf("pipeline %s: %d reports for a batch of %d operations", name, len(rs), len(ids))
+		wg.Go(func() {
+			if err := w.triageGroup(ctx, name, ls, idx, reps, errs); err != nil {
+				fmu.Lock()
+				failed[name] = err
+				fmu.Unlock()
 			}
-		}
-		if err != nil && w.Triage != nil && ctx.Err() == nil && !sources.IsConnError(err) && !errors.Is(err, context.DeadlineExceeded) {
-			for _, i := range idx {
-				reps[i], errs[i] = w.Triage(ctx, name, ls[i].k.BizID)
-			}
-			continue
-		}
-		for j, i := range idx {
-			if err != nil {
-				errs[i] = err
-			} else {
-				reps[i] = rs[j]
-			}
-		}
-		if err != nil {
-			failed[name] = err
-		}
+		})
 	}
+	wg.Wait()
 	// The operations of a failed batch are all kept before the first is
 	// applied: the line that says MySQL lost counts them all.
 	for _, l := range ls {
@@ -176,6 +162,38 @@ func (w *Watcher) lookBatch(ctx context.Context, ls []lookup) bool {
 		w.logf("triage %s %s: %v (tried again next round)", l.k.Pipeline, l.k.BizID, errs[i])
 	}
 	return ok
+}
+
+// triageGroup triages the operations idx of ls, all of pipeline name,
+// with one TriageBatch call, into reps and errs; it returns the error of a
+// batch that failed as a whole (every errs[i] is then that error).
+func (w *Watcher) triageGroup(ctx context.Context, name string, ls []lookup, idx []int, reps []inspect.Report, errs []error) error {
+	ids := make([]string, len(idx))
+	for j, i := range idx {
+		ids[j] = ls[i].k.BizID
+	}
+	var rs []inspect.Report
+	err := ctx.Err()
+	if err == nil {
+		rs, err = w.TriageBatch(ctx, name, ids)
+		if err == nil && len(rs) != len(ids) {
+			err = fmt.Errorf("pipeline %s: %d reports for a batch of %d operations", name, len(rs), len(ids))
+		}
+	}
+	if err != nil && w.Triage != nil && ctx.Err() == nil && !sources.IsConnError(err) && !errors.Is(err, context.DeadlineExceeded) {
+		for _, i := range idx {
+			reps[i], errs[i] = w.Triage(ctx, name, ls[i].k.BizID)
+		}
+		return nil
+	}
+	for j, i := range idx {
+		if err != nil {
+			errs[i] = err
+		} else {
+			reps[i] = rs[j]
+		}
+	}
+	return err
 }
 
 // retryBatched is retryDue with TriageBatch: the operations due, oldest
