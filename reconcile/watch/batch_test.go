@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -266,5 +267,81 @@ func TestBadIDFailsAlone(t *testing.T) {
 	<-done
 	if r := w.Retrying(); len(r) != 1 || r[0].BizID == "a" || r[0].BizID == "b" {
 		t.Fatalf("retrying %v: want the bad id alone", r)
+	}
+}
+
+// limitedDB is a batch-reading DB of a server that holds at most 4
+// operations per statement: the state row of even ids is non-terminal,
+// of odd ids terminal, and ids from "nf" on have none.
+type limitedDB struct {
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (d *limitedDB) ReadOperation(_ context.Context, _ *config.Pipeline, _ string, id string) (sources.DBEvidence, error) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	upd := now.Add(-time.Hour)
+	ev := sources.DBEvidence{Now: now}
+	var n int
+	if _, err := fmt.Sscanf(id, "o%d", &n); err == nil {
+		ev.State = sources.StateRow{Found: true, Key: id, Status: []string{"WORKING", "DONE"}[n%2], UpdatedAt: &upd, CreatedAt: &upd}
+	}
+	return ev, nil
+}
+
+func (d *limitedDB) ReadOperations(ctx context.Context, p *config.Pipeline, audit string, ids []string) ([]sources.DBEvidence, []error, error) {
+	d.mu.Lock()
+	d.batches = append(d.batches, slices.Clone(ids))
+	d.mu.Unlock()
+	if len(ids) > 4 {
+		return nil, nil, fmt.Errorf("%d operations in one statement, at most 4", len(ids))
+	}
+	evs, errs := make([]sources.DBEvidence, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		evs[i], errs[i] = d.ReadOperation(ctx, p, audit, id)
+	}
+	return evs, errs, nil
+}
+
+func (d *limitedDB) BatchLimit(context.Context) (int, string) { return 4, "a test server" }
+
+// TestBatchTriage: the batch triage of the watch reads a batch with the
+// batch reads, in pieces of the server's BatchLimit, and gives each
+// operation the verdict `where` gives it (Collect, then Diagnose).
+func TestBatchTriage(t *testing.T) {
+	p := &config.Pipeline{Name: "pay", State: &config.State{Table: "ops", Key: "id", Status: "status", UpdatedAt: "updated_at", CreatedAt: "created_at",
+		Initial: []string{"NEW"}, Terminal: []string{"DONE"}}}
+	db := &limitedDB{}
+	col := &sources.Collector{DB: db, KafkaMissing: "not configured", Timeout: time.Second}
+	ids := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "nf1"}
+	reps, err := BatchTriage(col, []*config.Pipeline{p})(context.Background(), "pay", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != len(ids) {
+		t.Fatalf("%d reports for %d ids", len(reps), len(ids))
+	}
+	codes := map[inspect.Code]bool{}
+	for i, id := range ids {
+		ev, err := col.Collect(context.Background(), p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := inspect.Diagnose(ev)
+		if reps[i].BizID != id || !reflect.DeepEqual(reps[i].Verdict, want.Verdict) || reps[i].Partial != want.Partial || reps[i].State.Status != want.State.Status {
+			t.Errorf("%s: batch %+v (partial %v), where %+v (partial %v)", id, reps[i].Verdict, reps[i].Partial, want.Verdict, want.Partial)
+		}
+		codes[want.Verdict.Code] = true
+	}
+	if len(codes) < 2 {
+		t.Errorf("verdicts %v: the test wants operations that differ", codes)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if len(db.batches) != 3 {
+		t.Errorf("batch reads %v: want 10 operations in pieces of at most 4", db.batches)
+	}
+	if _, err := BatchTriage(col, []*config.Pipeline{p})(context.Background(), "other", ids); err == nil {
+		t.Error("a pipeline not watched: no error")
 	}
 }

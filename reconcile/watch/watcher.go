@@ -291,6 +291,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 			w.lookAll(ctx, ls)
 		case <-pollC:
+			roundStart := time.Now()
 			rctx, cancel := w.bounded(ctx)
 			changes, np, err := w.Source.Changes(rctx, pos)
 			cancel()
@@ -366,7 +367,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.retryDue(ctx)
 			}
 			save(false)
-			poll.Reset(interval)
+			// Polls start every --interval: a round's own time (its read,
+			// its triage) is not added to the wait, or the watch would fall
+			// behind as the load grows (docs/watch.md#how-it-works).
+			poll.Reset(max(0, interval-time.Since(roundStart)))
 		}
 	}
 }
