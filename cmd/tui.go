@@ -172,18 +172,27 @@ func runTUI(ctx context.Context, opts *TUIOptions) error {
 	return err
 }
 
-// watchTargets reads the /targets of the watch at base (--watch), each
-// read bounded by timeout (--timeout); nil without --watch.
-func watchTargets(base string, timeout time.Duration) func(context.Context) ([]watch.Event, error) {
+// watchTargets reads the /targets of the watch at base (--watch), then
+// its /readyz (why it is not ready: a source it reads is down), each read
+// bounded by timeout (--timeout); nil without --watch.
+func watchTargets(base string, timeout time.Duration) func(context.Context) ([]watch.Event, string, error) {
 	if base == "" {
 		return nil
 	}
 	client := &http.Client{}
-	return func(ctx context.Context) ([]watch.Event, error) {
+	return func(ctx context.Context) ([]watch.Event, string, error) {
 		u, err := httpd.TargetsURL(base)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return httpd.ReadTargets(ctx, client, u, timeout)
+		evs, err := httpd.ReadTargets(ctx, client, u, timeout)
+		if err != nil {
+			return nil, "", err
+		}
+		notReady, err := httpd.ReadReady(ctx, client, httpd.ReadyURL(u), timeout)
+		if err != nil {
+			notReady = "readiness unknown: " + err.Error()
+		}
+		return evs, notReady, nil
 	}
 }

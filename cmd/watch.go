@@ -119,12 +119,16 @@ round until it answers (docs/watch.md#when-mysql-or-kafka-is-down).
 flags and the deadlines: a restart resumes without a sweep, and says so.
 
 With --repair VERDICT,... it is also a recovery worker (docs/watch.md#recovery):
-each flagged operation of those verdicts is planned and applied exactly as
-'opctl repair plan' and 'opctl repair apply' do, operator opctl-watch@HOST,
-one at a time and triaged again after each; the first alone, then at most
---max-repairs-per-minute. It stops repairing at the first failed apply or
-verdict after a repair that is not the expected one (a repair_failed line,
-/metrics opctl_watch_repairs_stopped), and starts none while
+each operation flagged for --repair-after (default 10s) with one of those
+verdicts, and still one of them when triaged again, is planned and applied
+exactly as 'opctl repair plan' and 'opctl repair apply' do, operator
+opctl-watch@HOST, one at a time and triaged again after each until its
+verdict settles; the first alone, then at most --max-repairs-per-minute.
+--repair-after must exceed the consumers' slowest operation: a consumer
+without a lease is seen mid-way (STATE_BEHIND between two statements) and
+must not be repaired or judged then. It stops repairing at the first failed
+apply or verdict still not an expected one --repair-after after a repair (a
+repair_failed line, /metrics opctl_watch_repairs_stopped), and starts none while
 --repair-pause-file exists. Of two watches of the same pipelines only the
 holder of their MySQL lock (GET_LOCK) repairs; the other takes over within
 seconds when it dies. Repairable: STATE_BEHIND, STRANDED, MISSING_EFFECT,

@@ -27,13 +27,18 @@ type WatchRepairOptions struct {
 	Verdicts  []inspect.Code
 	PerMinute int
 	PauseFile string
+	// RepairAfter is --repair-after: a flag is repaired once it has lasted
+	// this long, and the verdict after a repair may take this long to
+	// settle on an expected one.
+	RepairAfter time.Duration
 	// Operator is recorded in the plans and the audit: opctl-watch@host.
 	Operator string
 	// Service opens the write side (repair.Service), as `opctl repair
 	// apply` does.
 	Service func() (WatchRepairService, error)
 
-	raw string
+	raw   string
+	after durationFlag
 }
 
 // WatchRepairService is the write side the worker repairs through and
@@ -43,12 +48,14 @@ type WatchRepairService interface {
 	Lock(ctx context.Context, name string, wait time.Duration) (sources.Lock, error)
 }
 
-// addWatchRepairFlags adds --repair, --max-repairs-per-minute and
-// --repair-pause-file.
+// addWatchRepairFlags adds --repair, --max-repairs-per-minute,
+// --repair-after and --repair-pause-file.
 func addWatchRepairFlags(fl *pflag.FlagSet, o *WatchRepairOptions, f *Factory) {
 	o.Service = func() (WatchRepairService, error) { return f.Service() }
 	fl.StringVar(&o.raw, "repair", "", "repair flagged operations of these verdicts (STATE_BEHIND, STRANDED, MISSING_EFFECT, WRONGLY_SKIPPED, DUPLICATE_EFFECT)")
 	fl.IntVar(&o.PerMinute, "max-repairs-per-minute", worker.DefaultPerMinute, "with --repair: at most this many repairs start in any minute, once the first one is verified")
+	o.after = durationFlag{d: worker.DefaultRepairAfter}
+	fl.Var(&o.after, "repair-after", "with --repair: repair an operation only once it has been flagged this long, and let the verdict after a repair settle for as long; longer than the consumers' slowest operation (0: at once, verified once)")
 	fl.StringVar(&o.PauseFile, "repair-pause-file", "", "with --repair: while this file exists, no repair starts (a kill switch)")
 }
 
@@ -56,7 +63,7 @@ func addWatchRepairFlags(fl *pflag.FlagSet, o *WatchRepairOptions, f *Factory) {
 // the verdicts it repairs).
 func (o *WatchRepairOptions) check(fl *pflag.FlagSet) error {
 	if !fl.Changed("repair") {
-		for _, name := range []string{"max-repairs-per-minute", "repair-pause-file"} {
+		for _, name := range []string{"max-repairs-per-minute", "repair-after", "repair-pause-file"} {
 			if fl.Changed(name) {
 				return usageErrorf("--%s needs --repair VERDICT,...", name)
 			}
@@ -70,6 +77,10 @@ func (o *WatchRepairOptions) check(fl *pflag.FlagSet) error {
 	if o.PerMinute < 1 {
 		return usageErrorf("--max-repairs-per-minute %d: want at least 1", o.PerMinute)
 	}
+	if o.after.d < 0 {
+		return usageErrorf("--repair-after %s: want 0 or more (docs/watch.md#recovery)", o.after.String())
+	}
+	o.RepairAfter = o.after.d
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
@@ -132,6 +143,7 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 	logs := &lockedWriter{w: opts.IO.ErrOut}
 	opts.IO.ErrOut, w.Log = logs, logs
 	wk := &worker.Worker{Verdicts: o.Verdicts, PerMinute: o.PerMinute, PauseFile: o.PauseFile, Operator: o.Operator,
+		RepairAfter: o.RepairAfter, Settle: o.RepairAfter,
 		Service: svc, Triage: w.Triage, Targets: w.Targets,
 		Expect: func(c inspect.Code) []inspect.Code { return expect[c] },
 		Lock:   func(ctx context.Context) (sources.Lock, error) { return svc.Lock(ctx, lockName, 0) },
@@ -159,7 +171,7 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 		vs[i] = string(v)
 	}
 	slices.Sort(vs)
-	fmt.Fprintf(opts.IO.ErrOut, "watch: repair: repairing %v as %s, at most %d a minute after the first, while holding the lock %s of pipelines %v\n", vs, o.Operator, o.PerMinute, lockName, names)
+	fmt.Fprintf(opts.IO.ErrOut, "watch: repair: repairing %v as %s, once flagged for %s (--repair-after), at most %d a minute after the first, while holding the lock %s of pipelines %v\n", vs, o.Operator, o.RepairAfter, o.PerMinute, lockName, names)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

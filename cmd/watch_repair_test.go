@@ -35,7 +35,7 @@ func TestWatchRepairRun(t *testing.T) {
 	go func() {
 		done <- Run(ctx, ios, []string{"--config", f.cfg, "--mysql-dsn", f.db.DSN, "--brokers", strings.Join(f.k.Brokers, ","), "--timeout", "5s",
 			"watch", "--listen", "127.0.0.1:0", "--interval", "100ms", "--older-than", "1h", "--since", "1d", "--state", "none", "--events", events,
-			"--repair", "STATE_BEHIND"})
+			"--repair", "STATE_BEHIND", "--repair-after", "200ms"})
 	}()
 	var lines string
 	for i := 0; i < 600 && !strings.Contains(lines, `"event":"repaired"`); i++ {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd/iostreams"
 	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/reconcile/watch/worker"
 )
 
 func TestNewCmdWatch(t *testing.T) {
@@ -36,6 +37,8 @@ func TestNewCmdWatch(t *testing.T) {
 		{[]string{"watch", "--repair", "UNKNOWN_OUTCOME"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "--repair", "STRANDED", "--max-repairs-per-minute", "0"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "--repair-pause-file", "/tmp/pause"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--repair", "STRANDED", "--repair-after", "-1s"}, ExitUsage, 0, "", ""},
+		{[]string{"watch", "--repair-after", "1s"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "--interval", "1ms"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "extra"}, ExitUsage, 0, "", ""},
 		{[]string{"watch", "--source", "binlog", "--state", "none"}, 0, time.Second, DefaultWatchListen, "none"},
@@ -77,11 +80,17 @@ func TestNewCmdWatchRepair(t *testing.T) {
 	var got *WatchOptions
 	code := runReplaced(t, "watch", func(f *Factory) *cobra.Command {
 		return NewCmdWatch(f, func(_ context.Context, o *WatchOptions) error { got = o; return nil })
-	}, "watch", "--repair", "stranded,STATE_BEHIND", "--max-repairs-per-minute", "3", "--repair-pause-file", "/run/pause")
+	}, "watch", "--repair", "stranded,STATE_BEHIND", "--max-repairs-per-minute", "3", "--repair-pause-file", "/run/pause", "--repair-after", "2s")
 	host, _ := os.Hostname()
 	if code != 0 || got == nil || fmt.Sprint(got.Recovery.Verdicts) != "[STRANDED STATE_BEHIND]" || got.Recovery.PerMinute != 3 ||
-		got.Recovery.PauseFile != "/run/pause" || got.Recovery.Operator != "opctl-watch@"+host {
+		got.Recovery.PauseFile != "/run/pause" || got.Recovery.RepairAfter != 2*time.Second || got.Recovery.Operator != "opctl-watch@"+host {
 		t.Fatalf("exit %d options %+v", code, got)
+	}
+	got = nil
+	if code := runReplaced(t, "watch", func(f *Factory) *cobra.Command {
+		return NewCmdWatch(f, func(_ context.Context, o *WatchOptions) error { got = o; return nil })
+	}, "watch", "--repair", "STRANDED"); code != 0 || got == nil || got.Recovery.RepairAfter != worker.DefaultRepairAfter {
+		t.Fatalf("--repair-after's default: exit %d options %+v", code, got)
 	}
 	ios, _, _, errOut := iostreams.Test()
 	if code := Run(context.Background(), ios, []string{"watch", "--repair", "UNKNOWN_OUTCOME"}); code != ExitUsage ||

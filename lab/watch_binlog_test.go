@@ -205,11 +205,26 @@ func TestWatchBinlogMode(t *testing.T) {
 	for _, pb := range want {
 		check(waitFlagged(t, w, pb[0], pb[1], time.Minute), "")
 	}
-	// Nothing that is not a target is flagged (the look-alikes PAY-BL-3,
-	// 8824, the rightly skipped 8822).
+	// Nothing that is not a target stays flagged (the look-alikes
+	// PAY-BL-3, 8824, the rightly skipped 8822): one caught mid-flight by
+	// a triage right after its commit (seed 000's PAY-BL-3 between its
+	// debit and its offset commit, UNKNOWN_OUTCOME) is cleared by the
+	// settle look (docs/watch.md#how-it-works).
 	for _, l := range readEvents(t, events) {
-		if l.Event == "flagged" && !slices.Contains(want, [2]string{l.Pipeline, l.BizID}) {
-			t.Errorf("flagged %s %s (%s), not a target of the scenarios", l.Pipeline, l.BizID, l.Verdict)
+		if l.Event != "flagged" || slices.Contains(want, [2]string{l.Pipeline, l.BizID}) {
+			continue
+		}
+		t.Logf("flagged %s %s (%s) from %s, not a target of the scenarios: waiting for its clear", l.Pipeline, l.BizID, l.Verdict, l.Cause.Source)
+		cleared := false
+		for i := 0; i < 200 && !cleared; i++ {
+			for _, c := range readEvents(t, events) {
+				cleared = cleared || (c.Event == "cleared" && c.Pipeline == l.Pipeline && c.BizID == l.BizID)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !cleared {
+			b, _ := os.ReadFile(events)
+			t.Errorf("%s %s stays flagged (%s), not a target of the scenarios; events:\n%s", l.Pipeline, l.BizID, l.Verdict, b)
 		}
 	}
 
@@ -243,6 +258,24 @@ func TestWatchBinlogMode(t *testing.T) {
 		t.Errorf("/metrics:\n%s", metrics)
 	}
 	w.halt(t)
+
+	// A restart resumes from the saved position, without a sweep, and
+	// reads what changed while the watch was stopped: a followed row
+	// written meanwhile is read from the binlog (rows read > 0).
+	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET updated_at = NOW(3) WHERE order_id = 8823"); err != nil {
+		t.Fatal(err)
+	}
+	wr := startWatch(ctx, t, env.ConfigPath, events, args...)
+	read := false
+	for i := 0; i < 100 && !read; i++ {
+		_, m := wr.get("/metrics")
+		read = strings.Contains(m, `opctl_watch_rows_read_total{source="binlog"} `) && !strings.Contains(m, `opctl_watch_rows_read_total{source="binlog"} 0`)
+		time.Sleep(100 * time.Millisecond)
+	}
+	wr.halt(t)
+	if errs := wr.stderr.String(); !read || !strings.Contains(errs, "resumed from the saved position (3 flags") || strings.Contains(errs, "first sweep done") {
+		t.Errorf("restart: read the change made while stopped %v; stderr:\n%s", read, errs)
+	}
 	before := readEvents(t, events)
 
 	// The binlog is purged while the watch is stopped: the restart cannot
@@ -255,6 +288,11 @@ func TestWatchBinlogMode(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	errs := w2.stderr.String()
+	for _, line := range strings.Split(errs, "\n") {
+		if strings.Contains(line, "resumed") || strings.Contains(line, "sweep") {
+			t.Logf("restart: %s", line)
+		}
+	}
 	if !strings.Contains(errs, "resumed from the saved position") || !strings.Contains(errs, "is no longer in the binlog") ||
 		!strings.Contains(errs, "sweeping --since again") || !strings.Contains(errs, "first sweep done") {
 		t.Errorf("restart after the purge: stderr:\n%s", errs)

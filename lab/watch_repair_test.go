@@ -268,7 +268,7 @@ func (f *repairFixture) startWatch(state, events string, extra ...string) *watch
 	p := &watchProc{addr: freeAddr(f.t), stderr: &lockedBuf{}, done: make(chan struct{})}
 	args := append([]string{"--config", f.cfg, "--mysql-dsn", f.db.DSN, "--brokers", strings.Join(f.k.Brokers, ","), "--timeout", "5s",
 		"watch", "--listen", p.addr, "--interval", "100ms", "--older-than", "1h", "--since", "1d", "--state", state, "--events", events,
-		"--repair", "STATE_BEHIND", "--max-repairs-per-minute", "600"}, extra...)
+		"--repair", "STATE_BEHIND", "--max-repairs-per-minute", "600", "--repair-after", "300ms"}, extra...)
 	p.cmd = exec.Command(opctlBin(f.t), args...)
 	p.cmd.Stderr = p.stderr
 	p.start = time.Now()
@@ -567,7 +567,7 @@ func TestWatchRepairsAnInjectedIncident(t *testing.T) {
 	go func() {
 		done <- cmd.Run(wctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: &lockedBuf{}, ErrOut: stderr},
 			[]string{"--config", env.ConfigPath, "watch", "--listen", freeAddr(t), "--events", events,
-				"--interval", "200ms", "--older-than", "1s", "--since", "1d", "--state", "none", "--repair", "STRANDED"})
+				"--interval", "200ms", "--older-than", "1s", "--since", "1d", "--state", "none", "--repair", "STRANDED", "--repair-after", "1s"})
 	}()
 	var sc *lab.Scenario
 	for _, s := range lab.Scenarios() {

@@ -224,8 +224,10 @@ func TestWatchFlagsAnInjectedIncident(t *testing.T) {
 		t.Fatalf("PAY-E-1 never cleared after its repair; events:\n%s\nstderr:\n%s", b, stderr)
 	}
 	t.Logf("cleared: %+v", *cleared)
-	if cleared.Severity == "action" || cleared.Cause.Source != "poll" {
-		t.Errorf("cleared line %+v: want a healthy verdict seen by a poll", *cleared)
+	// A poll sees the state row move; the settle look DefaultSettle after
+	// the flag may see it first (docs/watch.md#how-it-works).
+	if cleared.Severity == "action" || (cleared.Cause.Source != "poll" && cleared.Cause.Source != "timer") {
+		t.Errorf("cleared line %+v: want a healthy verdict seen by a poll or the settle look", *cleared)
 	}
 	if _, body := get("/targets"); strings.Contains(body, "PAY-E-1") {
 		t.Errorf("/targets after the clear: %s", body)

@@ -45,11 +45,11 @@ func (m Model) reconcileCmd(gen int) tea.Cmd {
 			if o.Targets == nil {
 				return refreshMsg{gen: gen, err: errors.New("no reader of the watch's /targets")}
 			}
-			evs, err := o.Targets(ctx)
+			evs, notReady, err := o.Targets(ctx)
 			if err != nil {
 				return refreshMsg{gen: gen, err: err}
 			}
-			return refreshMsg{gen: gen, items: watchItems(evs, o.Pipeline, o.Now())}
+			return refreshMsg{gen: gen, items: watchItems(evs, o.Pipeline, o.Now()), notReady: notReady}
 		})
 	}
 	return safe(func() tea.Msg {

@@ -36,9 +36,11 @@ type listModel struct {
 	summary    *reconcile.Summary
 	// watchRead is when /targets last answered (--watch); zero: never.
 	watchRead time.Time
-	listErr   string
-	gen       int // refresh generation: a late answer of an older one is dropped
-	status    string
+	// watchNotReady is why the watch said it is not ready at that read.
+	watchNotReady string
+	listErr       string
+	gen           int // refresh generation: a late answer of an older one is dropped
+	status        string
 }
 
 // resize fits the list to a window of w×h.
@@ -57,14 +59,15 @@ func (m listModel) answer(msg refreshMsg) listModel {
 	case m.opts.Watch != "" && msg.err != nil:
 		// The last list stays, and says how old it is (docs/tui.md#watch).
 		// How old the list is comes first: at 80 columns the reason may be
-		// cut, never that.
+		// cut, never that. Whether the watch is ready is not known now.
+		m.watchNotReady = ""
 		m.listErr = "watch unreachable: " + plans.Shown(msg.err.Error())
 		if !m.watchRead.IsZero() {
 			m.listErr = fmt.Sprintf("list of %s (%s ago): ", m.watchRead.Format("15:04:05"), fmtDur(now.Sub(m.watchRead))) + m.listErr
 		}
 		return m
 	case m.opts.Watch != "":
-		m.watchRead = now
+		m.watchRead, m.watchNotReady = now, msg.notReady
 	case msg.err != nil:
 		m.listErr = "refresh failed: " + plans.Shown(msg.err.Error())
 	}
@@ -457,6 +460,10 @@ func (m listModel) statusLine() string {
 	}
 	if m.listErr != "" {
 		parts = append(parts, m.listErr)
+	}
+	if m.watchNotReady != "" {
+		// Its flags may be behind: a source it reads does not answer.
+		parts = append(parts, "watch "+shown(m.watchNotReady))
 	}
 	if s := m.summary; s != nil {
 		for _, c := range s.Checks {

@@ -170,6 +170,8 @@ type (
 		items []Item
 		sum   *reconcile.Summary
 		err   error
+		// notReady is why the watch read is not ready (--watch).
+		notReady string
 	}
 	whereMsg struct {
 		bizID, pipeline string

@@ -74,10 +74,11 @@ type Options struct {
 	// (--watch, shown in the title): the list is what Targets reads (its
 	// /targets, bounded by the wiring), every Refresh (default
 	// DefaultWatchRefresh), instead of a reconcile
-	// (docs/tui.md#the-console-on-a-watch). The detail and the repair
-	// flow still triage through Triage.
+	// (docs/tui.md#the-console-on-a-watch); notReady is why the watch is
+	// not ready ("" when it is: its /readyz), said in the status line. The
+	// detail and the repair flow still triage through Triage.
 	Watch   string
-	Targets func(ctx context.Context) ([]watch.Event, error)
+	Targets func(ctx context.Context) (targets []watch.Event, notReady string, err error)
 }
 
 // Defaults of the console (docs/tui.md).

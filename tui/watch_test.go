@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,13 +62,18 @@ func (c *clock) add(d time.Duration) { c.set(c.Now().Add(d)) }
 
 // targetsOf reads the /targets of the watch at base as opctl tui --watch
 // does (cmd/tui.go).
-func targetsOf(c *http.Client, base string, timeout time.Duration) func(context.Context) ([]watch.Event, error) {
-	return func(ctx context.Context) ([]watch.Event, error) {
+func targetsOf(c *http.Client, base string, timeout time.Duration) func(context.Context) ([]watch.Event, string, error) {
+	return func(ctx context.Context) ([]watch.Event, string, error) {
 		u, err := httpd.TargetsURL(base)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return httpd.ReadTargets(ctx, c, u, timeout)
+		evs, err := httpd.ReadTargets(ctx, c, u, timeout)
+		if err != nil {
+			return nil, "", err
+		}
+		notReady, err := httpd.ReadReady(ctx, c, httpd.ReadyURL(u), timeout)
+		return evs, notReady, err
 	}
 }
 
@@ -80,13 +86,18 @@ func watchOptions(f *fake, rt *roundTrip, clk *clock) Options {
 }
 
 // TestWatchGolden: `opctl tui --watch` lists a watch's /targets in the
-// console's list (values shown safely), and when the watch stops
-// answering keeps the list and says how old it is
+// console's list (values shown safely), says in the status line why the
+// watch is not ready (its /readyz), and when the watch stops answering
+// keeps the list and says how old it is
 // (testdata/TestWatchGolden/<size>/<screen>.golden; -update rewrites).
 func TestWatchGolden(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
-			rt := &roundTrip{h: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			rt := &roundTrip{h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/readyz" {
+					http.Error(w, "not ready: kafka does not answer (since 2026-12-01T08:29:10.000Z: EOF)", http.StatusServiceUnavailable)
+					return
+				}
 				_, _ = w.Write([]byte(watchTargets()))
 			})}
 			clk := &clock{now: t0}
@@ -170,4 +181,36 @@ func TestWatchAgainstARealWatch(t *testing.T) {
 		t.Fatalf("after the watch stopped: %d items, status %q", len(con.list.items), con.list.listErr)
 	}
 
+}
+
+// Enter on a watch's row opens the operation's detail, triaged through the
+// console's own Triage (as without --watch), in the row's pipeline; r
+// reads /targets again.
+func TestWatchRowOpensTheDetail(t *testing.T) {
+	var reads atomic.Int32
+	rt := &roundTrip{h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/targets" {
+			reads.Add(1)
+		}
+		_, _ = w.Write([]byte(watchTargets()))
+	})}
+	f := newFake(t)
+	m := newModel(t, f, watchOptions(f, rt, &clock{now: t0}), 100, 30)
+	if len(m.list.items) != 3 {
+		t.Fatalf("items %+v (%s)", m.list.items, m.list.listErr)
+	}
+	it := m.list.items[m.list.visible[m.list.cursor]]
+	m = press(t, m, keyEnter)
+	if m.screen != screenDetail || m.detail.d == nil || m.detail.d.bizID != it.BizID || m.detail.d.pipeline != it.Pipeline {
+		t.Fatalf("after enter on %s/%s: screen %v, detail %+v", it.Pipeline, it.BizID, m.screen, m.detail.d)
+	}
+	if v := m.View().Content; !strings.Contains(v, it.BizID) || !strings.Contains(v, "STEPS") {
+		t.Fatalf("the detail of %s:\n%s", it.BizID, v)
+	}
+	m = press(t, m, keyEsc)
+	before := reads.Load()
+	m = press(t, m, keyRunes("r"))
+	if m.screen != screenList || reads.Load() != before+1 {
+		t.Fatalf("r on the list: screen %v, %d reads of /targets after %d", m.screen, reads.Load(), before)
+	}
 }

@@ -32,6 +32,10 @@ import (
 const (
 	watchInterval  = "250ms"
 	watchOlderThan = "3s"
+	// watchRepairAfter is --repair-after: the lab's consumers finish an
+	// operation in milliseconds (seed 000's PAY-E-1 was mid-way for
+	// 36 ms), so a second is ample (docs/watch.md#recovery).
+	watchRepairAfter = "1s"
 	// watchFlagWait bounds the wait for every incident to be flagged after
 	// the scenarios, watchSettleWait the wait for the repairs and clears.
 	watchFlagWait   = 30 * time.Second
@@ -133,9 +137,10 @@ func last(h []watch.Event, kinds ...string) *watch.Event {
 // runWatchDemo is `go run ./lab/demo --watch`: the lab's incidents under
 // a live `opctl watch` (polling, on the lab's server), its recovery worker
 // paused by its pause file while the scenarios run; every incident is
-// flagged as it happens. Then the fixed consumers are deployed, the pause
-// file removed, and the worker repairs what it may (no attestation) and
-// the watch clears each as its repair lands. With --no-repair the pause
+// flagged as it happens. Then the pause file is removed and the worker
+// repairs what it may (no attestation); then the fixed consumers are
+// deployed, and the watch clears each operation when it is healthy (at
+// its repair, or when its redriven message was processed). With --no-repair the pause
 // file stays; with --keep the lab and the watch stay up until Ctrl-C.
 func runWatchDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) error {
 	start := time.Now()
@@ -176,7 +181,7 @@ func runWatchDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) 
 	d := &watchDemo{w: ios.Out, st: st}
 	args := []string{"--config", cfgPath, "watch", "--source", "poll", "--listen", addr,
 		"--interval", watchInterval, "--older-than", watchOlderThan, "--since", "1d", "--state", "none",
-		"--repair", repairable(), "--max-repairs-per-minute", "120", "--repair-pause-file", pause}
+		"--repair", repairable(), "--max-repairs-per-minute", "120", "--repair-after", watchRepairAfter, "--repair-pause-file", pause}
 	progress("lab/demo: opctl %s\n", strings.Join(args[2:], " "))
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -205,10 +210,8 @@ func runWatchDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) 
 		return err
 	}
 	var affected []lab.Expectation
-	var pipelines []string
 	for _, r := range results {
 		for _, e := range r.Expect {
-			pipelines = append(pipelines, e.Pipeline)
 			if e.Affected && inspect.SeverityOf(e.Verdict) == inspect.SeverityAction {
 				affected = append(affected, e)
 			}
@@ -228,23 +231,40 @@ func runWatchDemo(ctx context.Context, ios *iostreams.IOStreams, opts *options) 
 
 	repairing := !opts.NoRepair && !opts.Keep
 	if repairing {
-		if err := env.DeployFixed(ctx, pipelines); err != nil {
-			return err
-		}
-		progress("lab/demo: the fixed consumers are deployed; removing the pause file: the watch's recovery worker repairs\n")
+		// The worker repairs with the lab's consumers stopped, as an
+		// operator repairs before the fixed consumers are deployed: a
+		// consumer resuming a STATE_BEHIND operation from its state row
+		// would redo its step first (the verdict's warning).
+		progress("lab/demo: every incident is flagged; removing the pause file: the watch's recovery worker repairs\n")
 		if err := os.Remove(pause); err != nil {
 			return err
 		}
 		waitFor(ctx, watchSettleWait, func() bool {
 			h := d.history()
 			for _, e := range affected {
-				ev := last(h[key(e)], watch.Flagged, watch.Changed, watch.Cleared)
-				if ev == nil || (ev.Event != watch.Cleared && !needsPerson(h[key(e)])) {
+				if last(h[key(e)], worker.Repaired, worker.RepairFailed) == nil && !needsPerson(h[key(e)]) && !d.stopped() {
 					return false
 				}
 			}
-			if d.stopped() {
-				return true // the worker stopped: nothing more will be repaired
+			return true
+		})
+		// Then the fix is deployed, and the redriven messages are
+		// processed: the watch clears what waited for them.
+		var pipelines []string
+		for _, e := range affected {
+			pipelines = append(pipelines, e.Pipeline)
+		}
+		if err := env.DeployFixed(ctx, pipelines); err != nil {
+			return err
+		}
+		progress("lab/demo: the fixed consumers are deployed: the redriven messages are processed\n")
+		waitFor(ctx, watchSettleWait, func() bool {
+			h := d.history()
+			for _, e := range affected {
+				ev := last(h[key(e)], watch.Flagged, watch.Changed, watch.Cleared)
+				if !needsPerson(h[key(e)]) && (ev == nil || ev.Event != watch.Cleared) {
+					return false
+				}
 			}
 			return true
 		})
@@ -280,11 +300,22 @@ func repairable() string {
 }
 
 // needsPerson reports whether the worker leaves the operation to a person:
-// its verdict is not one --repair accepts (UNKNOWN_OUTCOME needs an
-// attestation).
+// no verdict it was flagged with before a repair is one --repair accepts
+// (UNKNOWN_OUTCOME needs an attestation).
 func needsPerson(h []watch.Event) bool {
-	f := last(h, watch.Flagged, watch.Changed)
-	return f != nil && !slices.Contains(worker.Repairable(), inspect.Code(f.Verdict))
+	flagged := false
+	for _, e := range h {
+		switch e.Event {
+		case worker.Repaired, worker.RepairFailed:
+			return false
+		case watch.Flagged, watch.Changed:
+			flagged = true
+			if slices.Contains(worker.Repairable(), inspect.Code(e.Verdict)) {
+				return false
+			}
+		}
+	}
+	return flagged
 }
 
 // renderWatchSummary is the table of every incident: its flag (verdict,

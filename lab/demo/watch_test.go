@@ -135,7 +135,9 @@ func TestWatchDemoNext(t *testing.T) {
 			}
 			continue
 		case strings.HasPrefix(line, "opctl tui "):
-			r := sh.run(t, "printf q | script -qec '"+line+"' /dev/null", 0)
+			// q once the console had time to read /targets (it reads at
+			// start; an early q quits before the list is drawn).
+			r := sh.run(t, "(sleep 5; printf q) | script -qec '"+line+"' /dev/null", 0)
 			if !strings.Contains(r.out, "PAY-D-1") {
 				t.Errorf("$ %s: the console does not list PAY-D-1:\n%s", line, clip(r.out))
 			}

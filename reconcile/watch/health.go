@@ -74,28 +74,29 @@ func triageHealth(rep inspect.Report, err error) (mysql, kafka *bool, why string
 	return mysql, kafka, why
 }
 
+// kafkaUnread reports whether rep's Kafka reads failed (Kafka configured,
+// not answering): such a report may flag (what MySQL proves stands) but
+// never clears a flag.
+func kafkaUnread(rep inspect.Report) bool {
+	_, kafka, _ := triageHealth(rep, nil)
+	return kafka != nil && !*kafka
+}
+
 // noteTriage records what one triage of k said of the sources, keeps k
 // for a retry when its triage failed or read Kafka while it was down, and
 // says a source lost or regained on the log. It reports whether the
 // report may be judged (the triage answered).
 func (w *Watcher) noteTriage(k Key, cause Cause, rep inspect.Report, err error) bool {
 	mysql, kafka, why := triageHealth(rep, err)
-	w.mu.Lock()
-	h := &w.health
-	if h.retry == nil {
-		h.retry = map[Key]retryEntry{}
-	}
 	if err != nil || (kafka != nil && !*kafka) {
-		if e, ok := h.retry[k]; ok {
-			cause = e.cause // the first cause: its latency counts the outage
-		}
-		h.seq++
-		h.retry[k] = retryEntry{cause: cause, seq: h.seq}
-		w.dirty = true // saved: a restart tries it again (state.go)
+		w.keepForRetry(k, cause)
 	} else {
-		delete(h.retry, k)
+		w.mu.Lock()
+		delete(w.health.retry, k)
+		w.mu.Unlock()
 	}
-	n := len(h.retry)
+	w.mu.Lock()
+	n := len(w.health.retry)
 	w.mu.Unlock()
 	if mysql != nil {
 		w.setSourceUp(UpMySQL, *mysql, false, why, n)
@@ -104,6 +105,24 @@ func (w *Watcher) noteTriage(k Key, cause Cause, rep inspect.Report, err error) 
 		w.setSourceUp(UpKafka, *kafka, false, why, n)
 	}
 	return err == nil
+}
+
+// keepForRetry keeps k to be triaged again (retryDue), with the first
+// cause that made the watch look (its latency counts the wait); it is
+// saved in the state file, so a restart tries it again (state.go).
+func (w *Watcher) keepForRetry(k Key, cause Cause) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &w.health
+	if h.retry == nil {
+		h.retry = map[Key]retryEntry{}
+	}
+	if e, ok := h.retry[k]; ok {
+		cause = e.cause
+	}
+	h.seq++
+	h.retry[k] = retryEntry{cause: cause, seq: h.seq}
+	w.dirty = true
 }
 
 // setSourceUp records whether a source behind the triage answers (byChanges:

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -247,5 +248,102 @@ func TestRetryOfAnUnwatchedPipelineIsDropped(t *testing.T) {
 	w.retryDue(context.Background())
 	if got := w.Retrying(); len(got) != 0 {
 		t.Fatalf("still retrying %v", got)
+	}
+}
+
+// A flagged operation whose triage cannot read Kafka is not cleared by
+// that partial report (it would be flagged again when Kafka answers); it
+// is triaged again, and cleared when Kafka answers.
+func TestKafkaDownDoesNotClear(t *testing.T) {
+	var mu sync.Mutex
+	kafkaDown := false
+	verdict := inspect.Verdict{Code: "STRANDED", Severity: inspect.SeverityAction}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}}, Source: &fakeSource{}, Interval: 10 * time.Millisecond, Events: events,
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			r := inspect.Report{BizID: id, Verdict: verdict, Sources: map[string]string{"kafka": sources.StatusOK}}
+			if kafkaDown {
+				r.Sources["kafka"], r.Partial = "EOF", true
+				r.Verdict = inspect.Verdict{Code: "UNKNOWN", Severity: inspect.SeverityWatch}
+			}
+			return r, nil
+		},
+		Sweep: func(_ context.Context, emit func(reconcile.Result) error) error {
+			r := reconcile.Result{Severity: inspect.SeverityAction}
+			r.BizID, r.Pipeline, r.Verdict = "s", "pay", "STRANDED"
+			return emit(r)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	eventually(t, "flagged", func() bool { return len(events.lines()) == 1 })
+	mu.Lock()
+	kafkaDown = true
+	mu.Unlock()
+	w.Recheck(Key{"pay", "s"}, Cause{Source: SourcePoll})
+	eventually(t, "kafka down", func() bool { return !w.Ready() })
+	time.Sleep(50 * time.Millisecond)
+	if n := len(events.lines()); n != 1 {
+		t.Fatalf("a partial report changed the flag: %+v", events.lines())
+	}
+	mu.Lock()
+	kafkaDown, verdict = false, inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}
+	mu.Unlock()
+	eventually(t, "cleared once Kafka answers", func() bool { return len(events.lines()) == 2 })
+	if ev := events.lines()[1]; ev.Event != Cleared {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+// alwaysGone says the position is gone until the watch follows from the
+// head a sweep gave it ("1").
+type alwaysGone struct{ fakeSource }
+
+func (g *alwaysGone) Head(context.Context) (string, error) { return "1", nil }
+func (g *alwaysGone) Changes(ctx context.Context, from string) ([]Change, string, error) {
+	if from != "1" {
+		return nil, from, fmt.Errorf("binlog purged: %w", ErrPositionGone)
+	}
+	return nil, from, nil
+}
+
+// A sweep again after the position is gone that fails (MySQL down) is
+// tried again next round, from the gone position, instead of following
+// from a head no sweep covered; MySQL is said down meanwhile.
+func TestResweepIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	sweeps := 0
+	ups := &upRecorder{up: map[string]bool{}}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{{Name: "pay"}}, Source: &alwaysGone{}, Interval: 10 * time.Millisecond,
+		Events: events, Log: &syncBuf{}, Hooks: Hooks{Up: ups.set},
+		Resume: &State{Version: StateVersion, Source: SourcePoll, Position: "0"},
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			return inspect.Report{BizID: id, Verdict: inspect.Verdict{Code: "STRANDED", Severity: inspect.SeverityAction}}, nil
+		},
+		Sweep: func(_ context.Context, emit func(reconcile.Result) error) error {
+			mu.Lock()
+			sweeps++
+			n := sweeps
+			mu.Unlock()
+			if n == 1 {
+				return &sources.ConnError{Err: errors.New("mysql: connection refused")}
+			}
+			r := reconcile.Result{Severity: inspect.SeverityAction}
+			r.BizID, r.Pipeline, r.Verdict = "s", "pay", "STRANDED"
+			return emit(r)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	eventually(t, "mysql down after the failed sweep", func() bool { v, ok := ups.get(UpMySQL); return ok && !v })
+	eventually(t, "flagged by the second sweep", func() bool { return len(events.lines()) == 1 })
+	eventually(t, "mysql up again", func() bool { v, _ := ups.get(UpMySQL); return v })
+	mu.Lock()
+	defer mu.Unlock()
+	if sweeps != 2 {
+		t.Fatalf("%d sweeps, want 2", sweeps)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -75,6 +76,12 @@ type Watcher struct {
 	// lost, never a loop that waits forever (0: only the context).
 	Timeout   time.Duration
 	OlderThan time.Duration
+	// Settle is when an operation a change flagged is looked at once
+	// more (default DefaultSettle; negative: never): a triage a few
+	// milliseconds after a commit can see an operation mid-flight (seed
+	// 000's has no state row to say it is in flight) as a target that
+	// its next step or its offset commit, which no table shows, settles.
+	Settle time.Duration
 	// Events receives one JSON line per transition; Log the progress and a
 	// source lost or regained.
 	Events, Log io.Writer
@@ -140,6 +147,13 @@ func (w *Watcher) Ready() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ready && (w.Source == nil || w.sourceUp) && len(w.health.down) == 0
+}
+
+func (w *Watcher) settle() time.Duration {
+	if w.Settle == 0 {
+		return DefaultSettle
+	}
+	return w.Settle
 }
 
 func (w *Watcher) now() time.Time {
@@ -272,11 +286,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.logf("%s: %v: sweeping --since again", w.Source.Name(), err)
 				p, herr := w.head(ctx)
 				if herr == nil {
-					pos = p
 					herr = w.sweep(ctx)
 				}
-				if herr != nil && ctx.Err() == nil {
-					w.logf("%v", herr)
+				switch {
+				case herr == nil:
+					pos = p
+					w.setSourceUp(UpMySQL, true, true, "", len(w.Retrying()))
+				case ctx.Err() == nil:
+					// The position stays the one gone: the next round finds
+					// it gone again and sweeps again (what changed meanwhile
+					// is in the sweep's window), not a head nothing swept up to.
+					w.logf("%v: sweeping again next round", herr)
+					if sources.IsConnError(herr) || errors.Is(herr, context.DeadlineExceeded) {
+						w.setSourceUp(UpMySQL, false, true, herr.Error(), len(w.Retrying()))
+					}
 				}
 			} else {
 				// A source that failed part-way returns what it read before
@@ -398,7 +421,12 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	rep, err := w.Triage(ctx, k.Pipeline, k.BizID)
 	if ctx.Err() != nil {
-		return false // stopping: the state file keeps what was flagged
+		// Stopping: the change that brought k here may be behind the
+		// position the state file keeps (a round's position is taken
+		// before its looks); kept for a retry, it is saved as a deadline
+		// already passed and triaged at the restart (state.go).
+		w.keepForRetry(k, cause)
+		return false
 	}
 	mysqlWasDown := w.sourceDown(UpMySQL)
 	if !w.noteTriage(k, cause, rep, err) {
@@ -421,11 +449,24 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	obs, due := Judge(p, rep, dbNow, w.OlderThan)
 	w.mu.Lock()
+	if _, flagged := w.tracker.flags[k]; flagged && !obs.Target && kafkaUnread(rep) {
+		// A flag is not cleared by a triage that could not read Kafka: it
+		// is triaged again when Kafka answers (health.go).
+		w.mu.Unlock()
+		return true
+	}
 	ev := w.tracker.Observe(obs, cause, now)
 	w.dirty = true
-	if due != nil && !obs.Target {
+	switch {
+	case due != nil && !obs.Target:
 		w.deadlines.Set(k, now.Add(due.Sub(dbNow)))
-	} else {
+	case ev != nil && ev.Event == Flagged && (cause.Source == SourceBinlog || cause.Source == SourcePoll) && w.settle() > 0:
+		// Flagged by a change a few milliseconds after its commit: the
+		// operation may be mid-flight, its next step or its offset
+		// commit (which no table shows) about to settle it. It is looked
+		// at once more a little later (docs/watch.md#binlog-mode).
+		w.deadlines.Set(k, now.Add(w.settle()))
+	default:
 		w.deadlines.Remove(k)
 	}
 	w.mu.Unlock()
@@ -444,6 +485,9 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	return true
 }
+
+// DefaultSettle is Watcher.Settle's default.
+const DefaultSettle = 5 * time.Second
 
 // Judge decides whether rep is a target as reconcile does (a verdict of
 // severity action, or stuck: reconcile.StuckTarget, its severity then

@@ -233,3 +233,61 @@ func TestStalledSourceIsBoundedByTimeout(t *testing.T) {
 		t.Errorf("the stalled source (and MySQL behind it) should be said lost once:\n%s", out)
 	}
 }
+
+// An operation a change flags is looked at once more Settle later: one
+// seen mid-flight (its offset commit, which no table shows, settles it)
+// is cleared by the timer instead of staying flagged until a restart.
+func TestWatcherSettle(t *testing.T) {
+	p := &config.Pipeline{Name: "pay"}
+	var mu sync.Mutex
+	verdict := inspect.Verdict{Code: "UNKNOWN_OUTCOME", Severity: inspect.SeverityAction}
+	var looks atomic.Int32
+	src := &fakeSource{}
+	events := &syncBuf{}
+	w := &Watcher{Pipelines: []*config.Pipeline{p}, Source: src, Interval: 10 * time.Millisecond, Settle: 50 * time.Millisecond, Events: events,
+		Triage: func(_ context.Context, pipeline, id string) (inspect.Report, error) {
+			looks.Add(1)
+			mu.Lock()
+			defer mu.Unlock()
+			return inspect.Report{BizID: id, Verdict: verdict}, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	src.push(Change{Pipeline: "pay", BizID: "m", Table: "ops"})
+	wait := func(n int) []Event {
+		t.Helper()
+		for range 300 {
+			if ev := events.lines(); len(ev) >= n {
+				return ev
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("events %+v, want %d", events.lines(), n)
+		return nil
+	}
+	ev := wait(1)
+	if ev[0].Event != Flagged || ev[0].Cause.Source != SourcePoll {
+		t.Fatalf("first event %+v", ev[0])
+	}
+	mu.Lock()
+	verdict = inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}
+	mu.Unlock()
+	ev = wait(2)
+	if ev[1].Event != Cleared || ev[1].Cause.Source != SourceTimer {
+		t.Fatalf("second event %+v: want cleared by the recheck", ev[1])
+	}
+	// Once: a target that stays one is not looked at again and again.
+	mu.Lock()
+	verdict = inspect.Verdict{Code: "UNKNOWN_OUTCOME", Severity: inspect.SeverityAction}
+	mu.Unlock()
+	src.push(Change{Pipeline: "pay", BizID: "m", Table: "ops"})
+	wait(3)
+	time.Sleep(300 * time.Millisecond)
+	if n := looks.Load(); n != 4 {
+		t.Errorf("%d triages, want 4 (a change, its recheck, a change, its recheck)", n)
+	}
+	cancel()
+	<-done
+}

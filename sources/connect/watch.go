@@ -24,10 +24,15 @@ type WatchServer struct {
 	Schema   string
 	// ServerID is the follower's replica server id.
 	ServerID uint32
+	// Err is why no follower could be made for the DSN (an address that
+	// is not tcp): Probe returns it, so the server is polled.
+	Err error
 }
 
 // WatchServers groups pipelines by binlog server and opens one follower
-// per server with the server id WatchServerID(seed, mysql.server_id).
+// per server with the server id WatchServerID(seed, mysql.server_id); a
+// DSN the binlog cannot be read through (not tcp) is a WatchServer with
+// Err set.
 func (c *Clients) WatchServers(pipelines []*config.Pipeline, seed string) ([]*WatchServer, error) {
 	var out []*WatchServer
 	byDSN := map[string]*WatchServer{}
@@ -39,16 +44,20 @@ func (c *Clients) WatchServers(pipelines []*config.Pipeline, seed string) ([]*Wa
 			continue
 		}
 		id := WatchServerID(seed, m.ServerID)
+		ws := &WatchServer{Pipelines: []*config.Pipeline{p}, ServerID: id}
 		r, err := binlogsrc.New(dsn, id, c.Timeout)
 		if err != nil {
-			return nil, err
+			ws.Label, ws.Err = config.RedactDSN(dsn), err
+		} else {
+			ws.Label, ws.Follower, ws.Schema = r.Addr(), r, r.Database()
 		}
-		ws := &WatchServer{Label: r.Addr(), Pipelines: []*config.Pipeline{p}, Follower: r, Schema: r.Database(), ServerID: id}
 		byDSN[dsn] = ws
 		out = append(out, ws)
 	}
 	for _, ws := range out {
-		if slices.ContainsFunc(out, func(o *WatchServer) bool { return o != ws && o.Follower.Addr() == ws.Follower.Addr() }) {
+		if ws.Follower != nil && slices.ContainsFunc(out, func(o *WatchServer) bool {
+			return o != ws && o.Follower != nil && o.Follower.Addr() == ws.Follower.Addr()
+		}) {
 			ws.Label = ws.Follower.Addr() + "/" + ws.Schema
 		}
 	}
@@ -58,6 +67,9 @@ func (c *Clients) WatchServers(pipelines []*config.Pipeline, seed string) ([]*Wa
 // Probe says whether the server's binlog can be followed
 // (binlogsrc.Reader.Probe) and returns its head.
 func (ws *WatchServer) Probe(ctx context.Context) (sources.BinlogPosition, error) {
+	if ws.Err != nil {
+		return sources.BinlogPosition{}, ws.Err
+	}
 	return ws.Follower.Probe(ctx)
 }
 

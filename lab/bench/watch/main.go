@@ -1274,13 +1274,7 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 	// the latencies of all the (target, phase) pairs make the
 	// distribution.
 	period := b.o.CronEvery
-	next := func(t time.Time, phase time.Duration) time.Time {
-		n := t.Add(-phase).Truncate(period).Add(phase)
-		if !n.After(t) {
-			n = n.Add(period)
-		}
-		return n
-	}
+	next := func(t time.Time, phase time.Duration) time.Time { return nextRun(t, period, phase) }
 	phases := int(period / time.Second)
 	var lat []float64
 	times := b.rec.incidents()
@@ -1320,6 +1314,17 @@ func (b *bench) cron(ctx context.Context, sum *summary, st stepStats) error {
 	}
 	c.LatencyStuck = distOf(ls)
 	return nil
+}
+
+// nextRun is the first run after t of a cron that runs every period at
+// phase past each multiple of period (since the Unix epoch; */5 with phase
+// 0 runs at :00, :05, ...). A run exactly at t is not after it.
+func nextRun(t time.Time, period, phase time.Duration) time.Time {
+	n := t.Add(-phase).Truncate(period).Add(phase)
+	if !n.After(t) {
+		n = n.Add(period)
+	}
+	return n
 }
 
 func report(w io.Writer, s *summary) {

@@ -79,3 +79,38 @@ func ReadTargets(ctx context.Context, client *http.Client, targetsURL string, ti
 	}
 	return evs, nil
 }
+
+// ReadReady asks a running watch's /readyz (readyURL) whether it is
+// ready, within timeout: "" when it is (200), else why not, as its 503
+// says ("not ready: mysql does not answer (since ...)").
+func ReadReady(ctx context.Context, client *http.Client, readyURL string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode == http.StatusOK {
+		return "", nil
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	if line == "" {
+		line = resp.Status
+	}
+	return line, nil
+}
+
+// ReadyURL is the /readyz beside a watch's /targets URL.
+func ReadyURL(targetsURL string) string {
+	return strings.TrimSuffix(targetsURL, "/targets") + "/readyz"
+}

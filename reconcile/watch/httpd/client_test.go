@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -58,5 +59,30 @@ func TestTargetsURL(t *testing.T) {
 		if (err != nil) != (want == "") || got != want {
 			t.Errorf("TargetsURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// ReadReady says why a watch is not ready, and nothing when it is.
+func TestReadReady(t *testing.T) {
+	var notReady atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		if notReady.Load() {
+			http.Error(w, "not ready: kafka does not answer (since x: EOF)", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}))
+	defer srv.Close()
+	u := ReadyURL(srv.URL + "/targets")
+	if why, err := ReadReady(context.Background(), http.DefaultClient, u, time.Second); why != "" || err != nil {
+		t.Fatalf("ready: %q %v", why, err)
+	}
+	notReady.Store(true)
+	if why, err := ReadReady(context.Background(), http.DefaultClient, u, time.Second); why != "not ready: kafka does not answer (since x: EOF)" || err != nil {
+		t.Fatalf("not ready: %q %v", why, err)
 	}
 }

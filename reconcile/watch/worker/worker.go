@@ -2,8 +2,10 @@
 // (docs/watch.md#recovery): it repairs the flagged operations whose verdict
 // it was given, one at a time, through exactly the path of `opctl repair
 // plan` and `opctl repair apply` (repair.Service: plan, re-derivation,
-// guarded apply, audit), staged like a canary and stopped at the first
-// failed apply or unexpected verdict after a repair, with a pause file, and
+// guarded apply, audit), only once a flag has lasted RepairAfter (a
+// consumer without a lease is seen mid-way for a moment), staged like a
+// canary and stopped at the first failed apply or at a verdict after a
+// repair that is still unexpected once Settle has passed, with a pause file, and
 // only while it holds the repair lock of its pipelines (a MySQL GET_LOCK:
 // two watchers both detect, one repairs). It links no driver: the service,
 // the triage, the lock and the flagged set are given by the wiring
@@ -51,8 +53,9 @@ const (
 	OutcomeRepaired = "repaired"
 	// OutcomeFailed: the apply was refused or failed; repairs stop.
 	OutcomeFailed = "failed"
-	// OutcomeUnexpected: applied, but the verdict after it is not an
-	// expected one (or could not be read); repairs stop.
+	// OutcomeUnexpected: applied, but the verdict after it is still not
+	// an expected one once Settle has passed (or could not be read);
+	// repairs stop.
 	OutcomeUnexpected = "unexpected"
 	// OutcomeSkipped: no plan was applied (it would need an attestation,
 	// the planner refused, the verdict changed); repairs go on.
@@ -90,6 +93,20 @@ const OperatorPrefix = "opctl-watch@"
 
 // DefaultPerMinute is --max-repairs-per-minute's default.
 const DefaultPerMinute = 6
+
+// DefaultRepairAfter is --repair-after's default: how long an operation
+// must have been flagged before the worker repairs it, and how long the
+// verdict after a repair may take to settle on an expected one. It must be
+// longer than the slowest operation of the consumers: a consumer without a
+// lease is seen between two of its statements (its effect done, its state
+// not yet updated) as STATE_BEHIND for as long as that takes, and a repair
+// must race neither that nor the consumer's redelivery of a republished
+// record (docs/watch.md#recovery, "Why wait").
+const DefaultRepairAfter = 10 * time.Second
+
+// DefaultPoll is how often the verdict after a repair is triaged again
+// while it settles.
+const DefaultPoll = 250 * time.Millisecond
 
 // DefaultRetry is how often a standby watch asks for the repair lock again,
 // and a paused one looks at the pause file.
@@ -211,6 +228,20 @@ type Worker struct {
 	// *sources.LockHeldError when another process holds it); nil: this
 	// worker always leads.
 	Lock func(ctx context.Context) (sources.Lock, error)
+	// RepairAfter: a flag is repaired only once the operation has been
+	// flagged continuously this long (Flag.Since) and its verdict has not
+	// changed for as long (the At of its last changed line), and only when
+	// the planner's own triage, just before the plan, still gives the
+	// flag's verdict (else it is looked at again after RepairAfter). 0: at
+	// once.
+	RepairAfter time.Duration
+	// Settle: after an apply, the operation is triaged again every Poll
+	// until its verdict is an expected one (repaired) or Settle has passed
+	// since the apply (the last verdict is the unexpected one: repairs
+	// stop). 0: one triage.
+	Settle time.Duration
+	// Poll is the cadence of those triages (default DefaultPoll).
+	Poll time.Duration
 	// Retry is how often a standby worker asks for the lock again and a
 	// paused one looks at the pause file (default DefaultRetry).
 	Retry time.Duration
@@ -252,6 +283,13 @@ func (w *Worker) retry() time.Duration {
 		return w.Retry
 	}
 	return DefaultRetry
+}
+
+func (w *Worker) poll() time.Duration {
+	if w.Poll > 0 {
+		return w.Poll
+	}
+	return DefaultPoll
 }
 
 func (w *Worker) perMinute() int {
@@ -420,13 +458,15 @@ func (w *Worker) repairLoop(ctx context.Context) {
 		wait := time.Duration(0)
 		if w.pausedNow() {
 			wait = w.retry()
-		} else if f, ok := w.next(); ok {
+		} else if f, ok, young := w.next(); ok {
 			if d := w.rateWait(); d > 0 {
 				wait = d
 			} else {
 				w.repair(ctx, f)
 				continue
 			}
+		} else if young > 0 {
+			wait = young // until the youngest flag is old enough
 		} else {
 			wait = -1 // until woken or the tick
 		}
@@ -499,10 +539,11 @@ func (w *Worker) rateWait() time.Duration {
 }
 
 // next is the oldest flagged operation the worker may repair and has not
-// handled yet.
-func (w *Worker) next() (watch.Flag, bool) {
+// handled yet, flagged for at least RepairAfter. When there is none, young
+// is how long until a flag it would repair is old enough (0: none waits).
+func (w *Worker) next() (f watch.Flag, ok bool, young time.Duration) {
 	if w.Targets == nil {
-		return watch.Flag{}, false
+		return watch.Flag{}, false, 0
 	}
 	now := w.now()
 	targets := w.Targets()
@@ -530,9 +571,24 @@ func (w *Worker) next() (watch.Flag, bool) {
 		if h, ok := w.handled[k]; ok && h.memo == memo(f) && (h.retryAt.IsZero() || now.Before(h.retryAt)) {
 			continue
 		}
-		return f, true
+		// A flag younger than RepairAfter may be a consumer seen between
+		// two statements: it is left until it has lasted that long (a
+		// transient one clears before), and so is a verdict that changed
+		// less than RepairAfter ago (its changed line's time, At): a
+		// consumer redelivering a flagged operation is seen mid-way too.
+		held := f.At
+		if f.Since.After(held) {
+			held = f.Since
+		}
+		if left := held.Add(w.RepairAfter).Sub(now); w.RepairAfter > 0 && left > 0 {
+			if young == 0 || left < young {
+				young = left
+			}
+			continue
+		}
+		return f, true, 0
 	}
-	return watch.Flag{}, false
+	return watch.Flag{}, false, young
 }
 
 // memo identifies one flag of an operation: a new flag, or a changed
@@ -613,10 +669,14 @@ func (w *Worker) repair(ctx context.Context, f watch.Flag) {
 		w.count(op.Report.Verdict.Code, OutcomeSkipped)
 		w.done(f, 0)
 		return
-	case !slices.Contains(w.Verdicts, plan.Verdict):
-		// The verdict moved since the flag; the watch says changed, and
-		// the worker looks at it again then.
-		w.done(f, 0)
+	case plan.Verdict != inspect.Code(f.Verdict):
+		// The verdict moved since the flag's line (a consumer may be
+		// mid-way): not now. The watch's changed line is a new flag to
+		// wait RepairAfter on; without one, it is looked at again after
+		// RepairAfter.
+		again := max(w.RepairAfter, w.retry())
+		w.logf("%s %s: not repaired now: flagged %s, triaged %s just now (a consumer may be mid-way); looking again in %s", f.Pipeline, f.BizID, f.Verdict, plan.Verdict, again)
+		w.done(f, again)
 		return
 	}
 	w.mu.Lock()
@@ -650,18 +710,25 @@ func (w *Worker) repair(ctx context.Context, f watch.Flag) {
 	if finishing {
 		applied = "finished, " + applied
 	}
-	rep, err := w.verify(ctx, f)
+	expect := w.expect(plan.Verdict)
+	rep, s, err := w.settle(ctx, f, expect)
 	if ctx.Err() != nil {
 		return
 	}
-	expect := w.expect(plan.Verdict)
 	switch {
 	case err != nil:
 		w.stop(f, plan, OutcomeUnexpected, ReasonUnexpected, fmt.Sprintf("plan %s (%s) %s, but the verdict after it could not be read: %v", plan.Short(), plan.Verdict, applied, err), nil)
 		return
 	case !slices.Contains(expect, rep.Verdict.Code):
-		w.stop(f, plan, OutcomeUnexpected, ReasonUnexpected, fmt.Sprintf("plan %s (%s) %s, but the verdict after it is %s, not %s: %s", plan.Short(), plan.Verdict, applied, rep.Verdict.Code, joinCodes(expect), rep.Verdict.Summary), &rep)
+		still := ""
+		if w.Settle > 0 {
+			still = fmt.Sprintf(" (still after %s, %d triages)", w.Settle, s.triages)
+		}
+		w.stop(f, plan, OutcomeUnexpected, ReasonUnexpected, fmt.Sprintf("plan %s (%s) %s, but the verdict after it is %s, not %s%s: %s", plan.Short(), plan.Verdict, applied, rep.Verdict.Code, joinCodes(expect), still, rep.Verdict.Summary), &rep)
 		return
+	}
+	if s.triages > 1 {
+		w.logf("%s %s: the verdict after the repair settled: %s at first, %s %s after the apply (%d triages)", f.Pipeline, f.BizID, s.first, rep.Verdict.Code, s.took.Round(time.Millisecond), s.triages)
 	}
 	w.mu.Lock()
 	first := !w.verified
@@ -674,6 +741,44 @@ func (w *Worker) repair(ctx context.Context, f watch.Flag) {
 	w.logf("%s %s: %s", f.Pipeline, f.BizID, ev.Summary)
 	if first {
 		w.logf("the first repair is verified: up to %d a minute from now on", w.perMinute())
+	}
+}
+
+// settled is how the verdict after a repair settled: the first verdict
+// read, the number of triages, the time from the first to the last.
+type settled struct {
+	first   inspect.Code
+	triages int
+	took    time.Duration
+}
+
+// settle triages the operation after a repair every Poll until its verdict
+// is one of expect or Settle has passed since the first triage; the last
+// report is returned. A consumer that reads a republished record (or was
+// between two statements when the repair applied) is seen mid-way for a
+// moment: a verdict such as STATE_BEHIND that turns COMPLETE_UNCOMMITTED
+// milliseconds later is not a failed repair (docs/watch.md#recovery).
+func (w *Worker) settle(ctx context.Context, f watch.Flag, expect []inspect.Code) (inspect.Report, settled, error) {
+	var s settled
+	start := w.now()
+	for {
+		rep, err := w.verify(ctx, f)
+		if err != nil {
+			return rep, s, err
+		}
+		s.triages++
+		if s.triages == 1 {
+			s.first = rep.Verdict.Code
+		}
+		s.took = w.now().Sub(start)
+		if slices.Contains(expect, rep.Verdict.Code) || s.took >= w.Settle {
+			return rep, s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return rep, s, ctx.Err()
+		case <-time.After(w.poll()):
+		}
 	}
 }
 

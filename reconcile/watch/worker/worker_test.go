@@ -31,6 +31,11 @@ type fakeOp struct {
 	outcome repair.Outcome
 	// stored is the plan of a REPAIR_INCOMPLETE (StoredPlan).
 	stored *plans.Plan
+	// then are the verdicts the triages after the apply read, one each
+	// after the first (after); the last stays.
+	then    []inspect.Code
+	applied bool
+	triages int
 }
 
 // fakeService is the write side and the triage over fakeOps; every apply
@@ -95,7 +100,7 @@ func (s *fakeService) Apply(ctx context.Context, p *plans.Plan, o repair.ApplyOp
 		return res, errors.New("refused: stale")
 	}
 	s.applied = append(s.applied, p.BizID+" by "+o.Operator)
-	op.verdict = op.after
+	op.verdict, op.applied = op.after, true
 	return res, nil
 }
 
@@ -103,7 +108,18 @@ func (s *fakeService) Triage(_ context.Context, pipeline, bizID string) (inspect
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	op := s.ops[bizID]
-	return inspect.Report{BizID: bizID, Pipeline: pipeline, Verdict: inspect.Verdict{Code: op.verdict, Severity: inspect.SeverityOf(op.verdict), Summary: "fake"}}, nil
+	rep := inspect.Report{BizID: bizID, Pipeline: pipeline, Verdict: inspect.Verdict{Code: op.verdict, Severity: inspect.SeverityOf(op.verdict), Summary: "fake"}}
+	op.triages++
+	if op.applied && len(op.then) > 0 {
+		op.verdict, op.then = op.then[0], op.then[1:]
+	}
+	return rep, nil
+}
+
+func (s *fakeService) triages(bizID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ops[bizID].triages
 }
 
 func (s *fakeService) appliedNow() []string {
@@ -475,4 +491,146 @@ func TestLockName(t *testing.T) {
 	if a != b || len(a) > sources.MaxLockName || !strings.HasPrefix(a, "opctl-watch:") || a == LockName([]string{"pay"}) {
 		t.Fatalf("%q %q", a, b)
 	}
+}
+
+// TestWorkerSettle: the verdict after a repair is triaged again until it is
+// an expected one or the settle window has passed (docs/watch.md#recovery):
+// a consumer reading the republished record is seen mid-way for a moment
+// (seed 000's naive settlement consumer: STATE_BEHIND between its ledger
+// insert and its state update), which is no failed repair.
+func TestWorkerSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after inspect.Code
+		then  []inspect.Code
+		// pass moves the clock past the window once the worker has
+		// triaged this many times; 0: never.
+		pass      int
+		wantState string
+		wantKinds []string
+		wantText  string
+		// wantTriages, when set, is how many times a is triaged.
+		wantTriages int
+	}{
+		{name: "a transient unexpected verdict that turns expected: repaired, repairs go on",
+			after: inspect.StateBehind, then: []inspect.Code{inspect.StateBehind, inspect.CompleteUncommitted},
+			wantState: StateRepairing, wantKinds: []string{"repaired a", "repaired b"}, wantText: "settled: STATE_BEHIND at first, COMPLETE_UNCOMMITTED"},
+		{name: "an unexpected verdict that stays for the window: stopped",
+			after: inspect.StateBehind, pass: 5,
+			wantState: StateStopped, wantKinds: []string{"repair_failed a", "paused "}, wantText: "the verdict after it is STATE_BEHIND, not one of WILL_REDELIVER, IN_FLIGHT, COMPLETE_UNCOMMITTED, COMPLETE (still after 10s"},
+		{name: "expected at once: repaired after one triage",
+			after: inspect.CompleteUncommitted, then: []inspect.Code{inspect.StateBehind}, wantState: StateRepairing,
+			wantKinds: []string{"repaired a", "repaired b"}, wantTriages: 1},
+		{name: "unexpected, another unexpected at the window's end: that one stops",
+			after: inspect.StateBehind, then: []inspect.Code{inspect.DuplicateEffect}, pass: 5,
+			wantState: StateStopped, wantKinds: []string{"repair_failed a", "paused "}, wantText: "the verdict after it is DUPLICATE_EFFECT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := map[string]*fakeOp{"a": {verdict: inspect.StateBehind, after: tc.after, then: tc.then}, "b": behind(inspect.Complete)}
+			f := newFixture(ops, "a", "b")
+			f.w.Settle, f.w.Poll = 10*time.Second, time.Millisecond
+			stop := f.run(t)
+			defer stop()
+			if tc.pass > 0 {
+				waitFor(t, "triages while it settles", func() bool { return f.svc.triages("a") >= tc.pass })
+				if s, _ := f.w.State(); s == StateStopped || len(f.events.lines(t)) != 0 {
+					t.Fatalf("state %s, events %s before the settle window passed", s, f.events)
+				}
+				f.clock.add(10*time.Second + time.Millisecond)
+			}
+			waitFor(t, "the event lines", func() bool { return len(f.events.lines(t)) == len(tc.wantKinds) })
+			if s, _ := f.w.State(); s != tc.wantState {
+				t.Errorf("state %s, want %s; stderr %s", s, tc.wantState, f.log)
+			}
+			ls := f.events.lines(t)
+			if !slices.Equal(kinds(ls), tc.wantKinds) {
+				t.Errorf("events %s", f.events)
+			}
+			if n := f.svc.triages("a"); tc.wantTriages > 0 && n != tc.wantTriages {
+				t.Errorf("a triaged %d times, want %d", n, tc.wantTriages)
+			}
+			if !strings.Contains(f.log.String(), tc.wantText) {
+				t.Errorf("stderr %s, want %q", f.log, tc.wantText)
+			}
+		})
+	}
+}
+
+// TestWorkerRepairAfter: a flag is repaired only once it has lasted
+// RepairAfter; one that clears before is never repaired.
+func TestWorkerRepairAfter(t *testing.T) {
+	t.Run("a flag younger than RepairAfter waits, an older one is repaired", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"old": behind(inspect.Complete), "young": behind(inspect.Complete)})
+		now := f.clock.Now()
+		f.tg.flags = []watch.Flag{flag("old", inspect.StateBehind, now.Add(-11*time.Second)), flag("young", inspect.StateBehind, now.Add(-time.Second))}
+		f.w.RepairAfter = 10 * time.Second
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "the old flag repaired", func() bool { return len(f.svc.appliedNow()) >= 1 })
+		time.Sleep(100 * time.Millisecond) // ten rounds of the worker
+		if got := f.svc.appliedNow(); len(got) != 1 || got[0] != "old by opctl-watch@test" {
+			t.Fatalf("applied %v: want the old flag only", got)
+		}
+		f.clock.add(9 * time.Second)
+		waitFor(t, "the young flag repaired once 10s old", func() bool { return len(f.svc.appliedNow()) == 2 })
+	})
+	t.Run("a verdict changed less than RepairAfter ago waits", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"a": behind(inspect.Complete)})
+		now := f.clock.Now()
+		fl := flag("a", inspect.StateBehind, now.Add(-time.Minute))
+		fl.Event.Event, fl.At = watch.Changed, now.Add(-time.Second) // STRANDED, then STATE_BEHIND a second ago
+		f.tg.flags = []watch.Flag{fl}
+		f.w.RepairAfter = 10 * time.Second
+		stop := f.run(t)
+		defer stop()
+		time.Sleep(100 * time.Millisecond) // ten rounds of the worker
+		if got := f.svc.appliedNow(); len(got) != 0 {
+			t.Fatalf("applied %v: the verdict is a second old", got)
+		}
+		f.clock.add(9 * time.Second)
+		waitFor(t, "repaired once the verdict is 10s old", func() bool { return len(f.svc.appliedNow()) == 1 })
+	})
+	t.Run("the planner's triage differs from the flag: not now, looked at again after RepairAfter", func(t *testing.T) {
+		// Flagged STATE_BEHIND long ago; the planner's triage reads
+		// STRANDED (a consumer mid-way, the watch has not seen it yet).
+		ops := map[string]*fakeOp{"a": {verdict: inspect.Stranded, after: inspect.Complete}}
+		f := newFixture(ops)
+		f.tg.flags = []watch.Flag{flag("a", inspect.StateBehind, f.clock.Now().Add(-time.Minute))}
+		f.w.RepairAfter = 10 * time.Second
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "said", func() bool {
+			return strings.Contains(f.log.String(), "pay a: not repaired now: flagged STATE_BEHIND, triaged STRANDED just now (a consumer may be mid-way); looking again in 10s")
+		})
+		time.Sleep(100 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 0 {
+			t.Fatalf("applied %v on a verdict the flag does not have", got)
+		}
+		f.svc.mu.Lock()
+		ops["a"].verdict = inspect.StateBehind
+		f.svc.mu.Unlock()
+		f.clock.add(10 * time.Second)
+		waitFor(t, "repaired when looked at again", func() bool { return len(f.svc.appliedNow()) == 1 })
+	})
+	t.Run("a flag that clears before RepairAfter is never repaired", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"gone": behind(inspect.Complete), "b": behind(inspect.Complete)}, "gone")
+		f.w.RepairAfter = 10 * time.Second
+		stop := f.run(t)
+		defer stop()
+		time.Sleep(50 * time.Millisecond) // five rounds of the worker
+		// The consumer finished: the watch cleared it.
+		f.tg.mu.Lock()
+		f.tg.flags = nil
+		f.tg.mu.Unlock()
+		f.clock.add(11 * time.Second)
+		// Another operation, flagged 10s ago, shows the worker ran after.
+		f.tg.mu.Lock()
+		f.tg.flags = []watch.Flag{flag("b", inspect.StateBehind, f.clock.Now().Add(-10*time.Second))}
+		f.tg.mu.Unlock()
+		f.w.Offer(watch.Event{Event: watch.Flagged})
+		waitFor(t, "b repaired", func() bool { return len(f.svc.appliedNow()) == 1 })
+		if got := f.svc.appliedNow(); got[0] != "b by opctl-watch@test" {
+			t.Fatalf("applied %v: the cleared flag was repaired", got)
+		}
+	})
 }
