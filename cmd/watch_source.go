@@ -86,7 +86,8 @@ func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pi
 		// its commit's whole second (docs/watch.md#binlog-mode).
 		tz, _ := config.ParseTimeZone(c.Config.MySQLFor(ws.Pipelines[0]).TimeZone)
 		bs := &watch.BinlogSource{Pipelines: ws.Pipelines, Follower: ws.Follower, Schema: ws.Schema, Topics: topics, Notify: notify, Location: tz.Loc,
-			Log: func(format string, a ...any) { fmt.Fprintf(errOut, "watch: binlog: "+format+"\n", a...) }}
+			// opts.IO.ErrOut when it is said: the worker's lock is around it by then.
+			Log: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, "watch: binlog: "+format+"\n", a...) }}
 		closers = append(closers, bs.Close)
 		var tables []string
 		for _, t := range bs.Tables() {

@@ -119,6 +119,20 @@ func (w *runningWatch) halt(t *testing.T) {
 	}
 }
 
+// flaggedWithin reports whether pipeline/biz has a flagged line within
+// limit.
+func flaggedWithin(t *testing.T, w *runningWatch, pipeline, biz string, limit time.Duration) bool {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, l := range readEvents(t, w.events) {
+			if l.Event == "flagged" && l.Pipeline == pipeline && l.BizID == biz {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // waitFlagged waits for the flagged line of pipeline/biz.
 func waitFlagged(t *testing.T, w *runningWatch, pipeline, biz string, limit time.Duration) watchLine {
 	t.Helper()
@@ -235,7 +249,14 @@ func TestWatchBinlogMode(t *testing.T) {
 	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET status = 'PAID', updated_at = NOW(3) WHERE order_id = 8822"); err != nil {
 		t.Fatal(err)
 	}
-	l := waitFlagged(t, w, "orders_seed", "8822", 30*time.Second)
+	if !flaggedWithin(t, w, "orders_seed", "8822", 30*time.Second) {
+		// What where says now, for whoever reads the failure.
+		ios, _, out, errOut := iostreams.Test()
+		code := cmd.Run(ctx, ios, []string{"--config", env.ConfigPath, "where", "8822", "--pipeline", "orders_seed", "-o", "json"})
+		b, _ := os.ReadFile(events)
+		t.Fatalf("orders_seed 8822 not flagged 30 s after its order went back to PAID; where exits %d:\n%s%s\nevents:\n%s\nstderr:\n%s", code, out, errOut, b, w.stderr)
+	}
+	l := waitFlagged(t, w, "orders_seed", "8822", time.Second)
 	check(l, "WRONGLY_SKIPPED")
 	// The wall time from the UPDATE's return to the flagged line's at
 	// (latency_ms counts from the commit's whole second): measured, not
@@ -258,6 +279,24 @@ func TestWatchBinlogMode(t *testing.T) {
 		t.Errorf("/metrics:\n%s", metrics)
 	}
 	w.halt(t)
+
+	// A restart resumes from the saved position, without a sweep, and
+	// reads what changed while the watch was stopped: a followed row
+	// written meanwhile is read from the binlog (rows read > 0).
+	if _, err := env.Seed003.DB.ExecContext(ctx, "UPDATE orders SET updated_at = NOW(3) WHERE order_id = 8823"); err != nil {
+		t.Fatal(err)
+	}
+	wr := startWatch(ctx, t, env.ConfigPath, events, args...)
+	read := false
+	for i := 0; i < 100 && !read; i++ {
+		_, m := wr.get("/metrics")
+		read = strings.Contains(m, `opctl_watch_rows_read_total{source="binlog"} `) && !strings.Contains(m, `opctl_watch_rows_read_total{source="binlog"} 0`)
+		time.Sleep(100 * time.Millisecond)
+	}
+	wr.halt(t)
+	if errs := wr.stderr.String(); !read || !strings.Contains(errs, "resumed from the saved position (3 flags") || strings.Contains(errs, "first sweep done") {
+		t.Errorf("restart: read the change made while stopped %v; stderr:\n%s", read, errs)
+	}
 	before := readEvents(t, events)
 
 	// The binlog is purged while the watch is stopped: the restart cannot

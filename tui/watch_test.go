@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,4 +181,36 @@ func TestWatchAgainstARealWatch(t *testing.T) {
 		t.Fatalf("after the watch stopped: %d items, status %q", len(con.list.items), con.list.listErr)
 	}
 
+}
+
+// Enter on a watch's row opens the operation's detail, triaged through the
+// console's own Triage (as without --watch), in the row's pipeline; r
+// reads /targets again.
+func TestWatchRowOpensTheDetail(t *testing.T) {
+	var reads atomic.Int32
+	rt := &roundTrip{h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/targets" {
+			reads.Add(1)
+		}
+		_, _ = w.Write([]byte(watchTargets()))
+	})}
+	f := newFake(t)
+	m := newModel(t, f, watchOptions(f, rt, &clock{now: t0}), 100, 30)
+	if len(m.list.items) != 3 {
+		t.Fatalf("items %+v (%s)", m.list.items, m.list.listErr)
+	}
+	it := m.list.items[m.list.visible[m.list.cursor]]
+	m = press(t, m, keyEnter)
+	if m.screen != screenDetail || m.detail.d == nil || m.detail.d.bizID != it.BizID || m.detail.d.pipeline != it.Pipeline {
+		t.Fatalf("after enter on %s/%s: screen %v, detail %+v", it.Pipeline, it.BizID, m.screen, m.detail.d)
+	}
+	if v := m.View().Content; !strings.Contains(v, it.BizID) || !strings.Contains(v, "STEPS") {
+		t.Fatalf("the detail of %s:\n%s", it.BizID, v)
+	}
+	m = press(t, m, keyEsc)
+	before := reads.Load()
+	m = press(t, m, keyRunes("r"))
+	if m.screen != screenList || reads.Load() != before+1 {
+		t.Fatalf("r on the list: screen %v, %d reads of /targets after %d", m.screen, reads.Load(), before)
+	}
 }

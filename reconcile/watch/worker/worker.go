@@ -229,9 +229,11 @@ type Worker struct {
 	// worker always leads.
 	Lock func(ctx context.Context) (sources.Lock, error)
 	// RepairAfter: a flag is repaired only once the operation has been
-	// flagged continuously this long (Flag.Since; a changed verdict keeps
-	// it), and only when the planner's own triage, just before the plan,
-	// still gives a verdict of Verdicts. 0: at once.
+	// flagged continuously this long (Flag.Since) and its verdict has not
+	// changed for as long (the At of its last changed line), and only when
+	// the planner's own triage, just before the plan, still gives the
+	// flag's verdict (else it is looked at again after RepairAfter). 0: at
+	// once.
 	RepairAfter time.Duration
 	// Settle: after an apply, the operation is triaged again every Poll
 	// until its verdict is an expected one (repaired) or Settle has passed
@@ -571,10 +573,14 @@ func (w *Worker) next() (f watch.Flag, ok bool, young time.Duration) {
 		}
 		// A flag younger than RepairAfter may be a consumer seen between
 		// two statements: it is left until it has lasted that long (a
-		// transient one clears before). The time since the first flag
-		// counts, whatever the verdict became since (the planner triages
-		// again).
-		if left := f.Since.Add(w.RepairAfter).Sub(now); w.RepairAfter > 0 && left > 0 {
+		// transient one clears before), and so is a verdict that changed
+		// less than RepairAfter ago (its changed line's time, At): a
+		// consumer redelivering a flagged operation is seen mid-way too.
+		held := f.At
+		if f.Since.After(held) {
+			held = f.Since
+		}
+		if left := held.Add(w.RepairAfter).Sub(now); w.RepairAfter > 0 && left > 0 {
 			if young == 0 || left < young {
 				young = left
 			}
@@ -663,10 +669,14 @@ func (w *Worker) repair(ctx context.Context, f watch.Flag) {
 		w.count(op.Report.Verdict.Code, OutcomeSkipped)
 		w.done(f, 0)
 		return
-	case !slices.Contains(w.Verdicts, plan.Verdict):
-		// The verdict moved since the flag; the watch says changed, and
-		// the worker looks at it again then.
-		w.done(f, 0)
+	case plan.Verdict != inspect.Code(f.Verdict):
+		// The verdict moved since the flag's line (a consumer may be
+		// mid-way): not now. The watch's changed line is a new flag to
+		// wait RepairAfter on; without one, it is looked at again after
+		// RepairAfter.
+		again := max(w.RepairAfter, w.retry())
+		w.logf("%s %s: not repaired now: flagged %s, triaged %s just now (a consumer may be mid-way); looking again in %s", f.Pipeline, f.BizID, f.Verdict, plan.Verdict, again)
+		w.done(f, again)
 		return
 	}
 	w.mu.Lock()

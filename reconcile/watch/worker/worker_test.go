@@ -574,6 +574,44 @@ func TestWorkerRepairAfter(t *testing.T) {
 		f.clock.add(9 * time.Second)
 		waitFor(t, "the young flag repaired once 10s old", func() bool { return len(f.svc.appliedNow()) == 2 })
 	})
+	t.Run("a verdict changed less than RepairAfter ago waits", func(t *testing.T) {
+		f := newFixture(map[string]*fakeOp{"a": behind(inspect.Complete)})
+		now := f.clock.Now()
+		fl := flag("a", inspect.StateBehind, now.Add(-time.Minute))
+		fl.Event.Event, fl.At = watch.Changed, now.Add(-time.Second) // STRANDED, then STATE_BEHIND a second ago
+		f.tg.flags = []watch.Flag{fl}
+		f.w.RepairAfter = 10 * time.Second
+		stop := f.run(t)
+		defer stop()
+		time.Sleep(100 * time.Millisecond) // ten rounds of the worker
+		if got := f.svc.appliedNow(); len(got) != 0 {
+			t.Fatalf("applied %v: the verdict is a second old", got)
+		}
+		f.clock.add(9 * time.Second)
+		waitFor(t, "repaired once the verdict is 10s old", func() bool { return len(f.svc.appliedNow()) == 1 })
+	})
+	t.Run("the planner's triage differs from the flag: not now, looked at again after RepairAfter", func(t *testing.T) {
+		// Flagged STATE_BEHIND long ago; the planner's triage reads
+		// STRANDED (a consumer mid-way, the watch has not seen it yet).
+		ops := map[string]*fakeOp{"a": {verdict: inspect.Stranded, after: inspect.Complete}}
+		f := newFixture(ops)
+		f.tg.flags = []watch.Flag{flag("a", inspect.StateBehind, f.clock.Now().Add(-time.Minute))}
+		f.w.RepairAfter = 10 * time.Second
+		stop := f.run(t)
+		defer stop()
+		waitFor(t, "said", func() bool {
+			return strings.Contains(f.log.String(), "pay a: not repaired now: flagged STATE_BEHIND, triaged STRANDED just now (a consumer may be mid-way); looking again in 10s")
+		})
+		time.Sleep(100 * time.Millisecond)
+		if got := f.svc.appliedNow(); len(got) != 0 {
+			t.Fatalf("applied %v on a verdict the flag does not have", got)
+		}
+		f.svc.mu.Lock()
+		ops["a"].verdict = inspect.StateBehind
+		f.svc.mu.Unlock()
+		f.clock.add(10 * time.Second)
+		waitFor(t, "repaired when looked at again", func() bool { return len(f.svc.appliedNow()) == 1 })
+	})
 	t.Run("a flag that clears before RepairAfter is never repaired", func(t *testing.T) {
 		f := newFixture(map[string]*fakeOp{"gone": behind(inspect.Complete), "b": behind(inspect.Complete)}, "gone")
 		f.w.RepairAfter = 10 * time.Second
