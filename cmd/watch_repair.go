@@ -36,6 +36,10 @@ type WatchRepairOptions struct {
 	// Service opens the write side (repair.Service), as `opctl repair
 	// apply` does.
 	Service func() (WatchRepairService, error)
+	// Database is the name of the database the repairs write to
+	// (mysql.write_dsn's): the repair lock is named for it and the
+	// pipelines (worker.LockName). nil: "".
+	Database func() (string, error)
 
 	raw   string
 	after durationFlag
@@ -52,6 +56,13 @@ type WatchRepairService interface {
 // --repair-after and --repair-pause-file.
 func addWatchRepairFlags(fl *pflag.FlagSet, o *WatchRepairOptions, f *Factory) {
 	o.Service = func() (WatchRepairService, error) { return f.Service() }
+	o.Database = func() (string, error) {
+		cfg, err := f.Config()
+		if err != nil {
+			return "", err
+		}
+		return config.DSNDatabase(cfg.MySQL.EffectiveWriteDSN()), nil
+	}
 	fl.StringVar(&o.raw, "repair", "", "repair flagged operations of these verdicts (STATE_BEHIND, STRANDED, MISSING_EFFECT, WRONGLY_SKIPPED, DUPLICATE_EFFECT)")
 	fl.IntVar(&o.PerMinute, "max-repairs-per-minute", worker.DefaultPerMinute, "with --repair: at most this many repairs start in any minute, once the first one is verified")
 	o.after = durationFlag{d: worker.DefaultRepairAfter}
@@ -135,7 +146,13 @@ func startWatchRepair(ctx context.Context, opts *WatchOptions, w *watch.Watcher,
 	for i, p := range pipelines {
 		names[i] = p.Name
 	}
-	lockName := worker.LockName(names)
+	database := ""
+	if o.Database != nil {
+		if database, err = o.Database(); err != nil {
+			return nil, err
+		}
+	}
+	lockName := worker.LockName(database, names)
 	// The watcher and the worker write lines to one stream, and their
 	// progress to one stderr.
 	events := &lockedWriter{w: w.Events}

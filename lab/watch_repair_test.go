@@ -3,6 +3,7 @@ package lab_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -311,6 +312,33 @@ func (p *watchProc) waitReady(t *testing.T) {
 		}
 	}
 	t.Fatalf("watch never ready; stderr:\n%s", p.stderr)
+}
+
+// waitStderr waits, up to a minute, until the watch's stderr says text,
+// and fails the test if it never does or the watch exits first.
+func (p *watchProc) waitStderr(t *testing.T, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(p.stderr.String(), text); {
+		select {
+		case <-p.done:
+			t.Fatalf("the watch exited before its stderr said %q; stderr:\n%s", text, p.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch's stderr does not say %q after a minute; stderr:\n%s", text, p.stderr)
+		}
+	}
+}
+
+// waitRepaired waits, up to a minute, until the audit shows n operations
+// repaired, and fails the test if it never does.
+func (f *repairFixture) waitRepaired(t *testing.T, p *watchProc, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); len(f.audit().repaired()) < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d operations repaired after a minute; stderr:\n%s", len(f.audit().repaired()), n, p.stderr)
+		}
+	}
 }
 
 // repairing reports whether the watch holds the repair lock and repairs.
@@ -643,27 +671,24 @@ func TestWatchRepairLockLost(t *testing.T) {
 	dir := t.TempDir()
 	p := f.startWatch("none", filepath.Join(dir, "events.jsonl"))
 	p.waitReady(t)
-	for i := 0; i < 200 && len(f.audit().repaired()) < 3; i++ {
-		time.Sleep(50 * time.Millisecond)
+	// Each step waits for what it needs, up to a minute (a loaded machine
+	// is slow, never wrong).
+	p.waitStderr(t, "holding the repair lock")
+	f.waitRepaired(t, p, 3)
+	// The lock is named for this test's database: no other test's watch
+	// of "settlement" on this server holds it.
+	name := worker.LockName(f.db.Name, []string{"settlement"})
+	var conn sql.NullInt64
+	if err := f.db.SQL.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&conn); err != nil || !conn.Valid {
+		t.Fatalf("nobody holds %s (%v) while the watch says it does; stderr:\n%s", name, err, p.stderr)
 	}
-	name := worker.LockName([]string{"settlement"})
-	var conn int64
-	if err := f.db.SQL.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&conn); err != nil || conn == 0 {
-		t.Fatalf("nobody holds %s (%v); stderr:\n%s", name, err, p.stderr)
-	}
-	if _, err := f.db.SQL.Exec(fmt.Sprintf("KILL CONNECTION %d", conn)); err != nil {
+	if _, err := f.db.SQL.Exec(fmt.Sprintf("KILL CONNECTION %d", conn.Int64)); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 200 && !strings.Contains(p.stderr.String(), "took the repair lock"); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if s := p.stderr.String(); !strings.Contains(s, "was lost (its connection failed)") || !strings.Contains(s, "took the repair lock") {
-		t.Fatalf("after the lock's connection was killed; stderr:\n%s", s)
-	}
+	p.waitStderr(t, "was lost (its connection failed)")
+	p.waitStderr(t, "took the repair lock")
 	f.addBehind(3)
-	for i := 0; i < 200 && len(f.audit().repaired()) < 6; i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
+	f.waitRepaired(t, p, 6)
 	p.kill()
 	if n := f.checkNoDouble(f.audit()); n != 6 {
 		t.Errorf("%d of 6 repaired; stderr:\n%s", n, p.stderr)

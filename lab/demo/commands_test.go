@@ -85,6 +85,58 @@ func (s *labShell) exec(t *testing.T, line string) res {
 	return r
 }
 
+// console runs line (a full-screen opctl command) on a terminal, as
+// script(1) gives it one, waits, up to 60s, until its screen shows want,
+// then types q and waits for it to quit; it fails the test unless it
+// exits 0. Typing q at a fixed time races the console's first read on a
+// loaded machine: q would quit before the list is drawn.
+func (s *labShell) console(t *testing.T, line, want string) res {
+	t.Helper()
+	s.ran++
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "script", "-qec", line, "/dev/null")
+	c.Dir, c.Env = s.dir, s.env
+	var out syncBuf
+	var errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	shown := false
+	for deadline := time.Now().Add(60 * time.Second); !shown && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		shown = strings.Contains(out.String(), want)
+	}
+	if !shown {
+		t.Errorf("$ %s: the screen does not show %q after 60s:\n%s\nstderr:\n%s", line, want, clip(out.String()), errOut.String())
+	}
+	_, _ = in.Write([]byte("q"))
+	_ = in.Close()
+	err = c.Wait()
+	r := res{line: line, out: out.String(), err: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("%s: %v", line, err)
+	}
+	if r.code != 0 {
+		t.Errorf("$ %s\nexit %d after q, want 0\nscreen:\n%s\nstderr:\n%s", line, r.code, clip(r.out), r.err)
+	}
+	for _, bad := range serverTrouble {
+		if strings.Contains(r.out, bad) || strings.Contains(r.err, bad) {
+			t.Errorf("$ %s\nprints %q\nscreen:\n%s\nstderr:\n%s", line, bad, clip(r.out), r.err)
+		}
+	}
+	return r
+}
+
 // settle waits, up to 30s, until `opctl where id` reads verdict: for an
 // operation a live consumer of the kept lab is still working on. where's
 // statements are not one snapshot, so a read in the middle of the

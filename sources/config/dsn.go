@@ -141,6 +141,21 @@ func splitDSN(dsn string) (dsnParts, bool) {
 	return p, true
 }
 
+// DSNDatabase is the database name of a go-sql-driver/mysql DSN
+// (%-unescaped), or "" when it names none or is not well formed
+// (CheckDSN says why).
+func DSNDatabase(dsn string) string {
+	p, ok := splitDSN(dsn)
+	if !ok {
+		return ""
+	}
+	db, err := url.PathUnescape(p.db)
+	if err != nil {
+		return ""
+	}
+	return db
+}
+
 // CheckDSN reports what is wrong with the form of a go-sql-driver/mysql DSN
 // for opctl, or "": it must be user:pass@tcp(host:port)/db (or
 // unix(/path)/db) with a database name, and its parameters key=value pairs,

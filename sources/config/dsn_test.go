@@ -170,3 +170,18 @@ func TestTimeZoneKey(t *testing.T) {
 		})
 	}
 }
+
+func TestDSNDatabase(t *testing.T) {
+	for in, want := range map[string]string{
+		"u:p@tcp(h:3306)/shop?parseTime=true": "shop",
+		"u:pa/ss@tcp(h)/db":                   "db",
+		"u:p@tcp(h)/my%2Ddb":                  "my-db",
+		"u:p@tcp(h)/":                         "",
+		"u:p@tcp(h)":                          "",
+		"u:p@tcp(h)/bad%zz":                   "",
+	} {
+		if got := DSNDatabase(in); got != want {
+			t.Errorf("DSNDatabase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -168,13 +168,17 @@ func ParseVerdicts(s string) ([]inspect.Code, error) {
 	return out, nil
 }
 
-// LockName is the repair lock of a set of pipelines: "opctl-watch:" and a
-// digest of their sorted names, so that two watches of the same pipelines
-// ask for one lock whatever order their configuration lists them in.
-func LockName(pipelines []string) string {
+// LockName is the repair lock of a set of pipelines on a database:
+// "opctl-watch:" and a digest of the database's name and the pipelines'
+// sorted names, so that two watches of the same pipelines ask for one
+// lock whatever order their configuration lists them in, and watches of
+// pipelines of the same names on two databases of one server (GET_LOCK
+// names are the server's, not a database's) never wait for each other
+// (docs/watch.md#recovery).
+func LockName(database string, pipelines []string) string {
 	ps := slices.Clone(pipelines)
 	sort.Strings(ps)
-	sum := sha256.Sum256([]byte(strings.Join(ps, "\x00")))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s\x00", len(database), database) + strings.Join(ps, "\x00")))
 	return "opctl-watch:" + hex.EncodeToString(sum[:])[:32]
 }
 

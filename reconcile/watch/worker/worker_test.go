@@ -487,9 +487,13 @@ func TestParseVerdicts(t *testing.T) {
 }
 
 func TestLockName(t *testing.T) {
-	a, b := LockName([]string{"pay", "orders"}), LockName([]string{"orders", "pay"})
-	if a != b || len(a) > sources.MaxLockName || !strings.HasPrefix(a, "opctl-watch:") || a == LockName([]string{"pay"}) {
+	a, b := LockName("shop", []string{"pay", "orders"}), LockName("shop", []string{"orders", "pay"})
+	if a != b || len(a) > sources.MaxLockName || !strings.HasPrefix(a, "opctl-watch:") || a == LockName("shop", []string{"pay"}) {
 		t.Fatalf("%q %q", a, b)
+	}
+	// Another database of the same server: another lock.
+	if c := LockName("shop_staging", []string{"pay", "orders"}); c == a {
+		t.Fatalf("databases shop and shop_staging share the lock %q", c)
 	}
 }
 
