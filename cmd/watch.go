@@ -31,6 +31,9 @@ type WatchOptions struct {
 	Reconcile func() (reconcile.Func, error)
 	// Triage triages one operation as `opctl where` does.
 	Triage func() (watch.TriageFunc, error)
+	// TriageBatch triages a batch of one pipeline's operations as
+	// reconcile does (nil: Triage one at a time).
+	TriageBatch func(pipelines []*config.Pipeline) (watch.TriageBatchFunc, error)
 	// Walkers returns the read path of each pipeline for the poller.
 	Walkers func() (func(*config.Pipeline) watch.Walker, error)
 	// Clients opens the binlog followers and Kafka (binlog mode).
@@ -73,6 +76,13 @@ func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *c
 				}
 				return res.Ops[0].Report, nil
 			}, nil
+		},
+		TriageBatch: func(ps []*config.Pipeline) (watch.TriageBatchFunc, error) {
+			tr, err := f.Triage()
+			if err != nil {
+				return nil, err
+			}
+			return watch.BatchTriage(tr.Collector, ps), nil
 		},
 		Walkers: func() (func(*config.Pipeline) watch.Walker, error) {
 			c, err := f.Clients()
@@ -204,6 +214,12 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 	if err != nil {
 		return err
 	}
+	var trb watch.TriageBatchFunc
+	if opts.TriageBatch != nil {
+		if trb, err = opts.TriageBatch(pipelines); err != nil {
+			return err
+		}
+	}
 	walkers, err := opts.Walkers()
 	if err != nil {
 		return err
@@ -227,7 +243,7 @@ func runWatch(ctx context.Context, opts *WatchOptions) error {
 		return err
 	}
 	defer closeSource()
-	w := &watch.Watcher{Pipelines: pipelines, Triage: tr, Interval: opts.Interval, OlderThan: opts.OlderThan,
+	w := &watch.Watcher{Pipelines: pipelines, Triage: tr, TriageBatch: trb, Interval: opts.Interval, OlderThan: opts.OlderThan,
 		Timeout: opts.Timeout, Events: events, Log: opts.IO.ErrOut,
 		Source: source,
 		Sweep: func(ctx context.Context, emit func(reconcile.Result) error) error {

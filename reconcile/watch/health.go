@@ -183,6 +183,14 @@ func (w *Watcher) retryDue(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i].e.seq < due[j].e.seq })
+	if w.TriageBatch != nil {
+		keys, causes := make([]Key, len(due)), make([]Cause, len(due))
+		for i, d := range due {
+			keys[i], causes[i] = d.k, d.e.cause
+		}
+		w.retryBatched(ctx, keys, causes)
+		return
+	}
 	for _, d := range due {
 		if ctx.Err() != nil {
 			return

@@ -65,7 +65,15 @@ type Hooks struct {
 type Watcher struct {
 	Pipelines []*config.Pipeline
 	Triage    TriageFunc
-	Sweep     SweepFunc
+	// TriageBatch, when set, triages the operations a round looks at
+	// (its changes, the deadlines due, the retry set, the first sweep's
+	// targets) Batch at a time, one call per pipeline; nil: Triage, one
+	// operation at a time (docs/watch.md#how-it-works).
+	TriageBatch TriageBatchFunc
+	// Batch bounds the operations of one TriageBatch call (default
+	// DefaultBatch, at most sources.MaxBatch).
+	Batch int
+	Sweep SweepFunc
 	// Source follows changes after the sweep; nil: the timer only.
 	Source ChangeSource
 	// Interval paces Source.Changes (default 1s).
@@ -219,9 +227,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	// A restored flag is looked at again: it may have cleared while the
 	// watch was down.
-	for _, k := range restored {
-		w.look(ctx, k, Cause{Source: SourceSweep})
+	ls := make([]lookup, len(restored))
+	for i, k := range restored {
+		ls[i] = lookup{k, Cause{Source: SourceSweep}}
 	}
+	w.lookAll(ctx, ls)
 	w.mu.Lock()
 	w.ready = true
 	w.mu.Unlock()
@@ -277,6 +287,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.mu.Lock()
 			keys, ats := w.deadlines.Due(w.now())
 			w.mu.Unlock()
+			ls := make([]lookup, len(keys))
 			for i, k := range keys {
 				at := ats[i]
 				cause := Cause{Source: SourceTimer, CommittedAt: &at}
@@ -286,9 +297,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 					delete(w.unsettled, k)
 				}
 				w.mu.Unlock()
-				w.look(ctx, k, cause)
+				ls[i] = lookup{k, cause}
 			}
+			w.lookAll(ctx, ls)
 		case <-pollC:
+			roundStart := time.Now()
 			rctx, cancel := w.bounded(ctx)
 			changes, np, err := w.Source.Changes(rctx, pos)
 			cancel()
@@ -341,6 +354,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					w.Hooks.RowsRead(w.Source.Name(), n)
 				}
 				seen := map[Key]bool{}
+				var ls []lookup
 				for _, c := range changes {
 					k := Key{c.Pipeline, c.BizID}
 					if seen[k] {
@@ -357,12 +371,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 					if c.Position != "" {
 						cause.Position = &c.Position
 					}
-					w.look(ctx, k, cause)
+					ls = append(ls, lookup{k, cause})
 				}
+				w.lookAll(ctx, ls)
 				w.retryDue(ctx)
 			}
 			save(false)
-			poll.Reset(interval)
+			// Polls start every --interval: a round's own time (its read,
+			// its triage) is not added to the wait, or the watch would fall
+			// behind as the load grows (docs/watch.md#how-it-works).
+			poll.Reset(max(0, interval-time.Since(roundStart)))
 		}
 	}
 }
@@ -404,9 +422,11 @@ func (w *Watcher) sweep(ctx context.Context) error {
 	})
 	keys = slices.Compact(keys)
 	w.logf("first sweep done: %d targets", len(keys))
-	for _, k := range keys {
-		w.look(ctx, k, Cause{Source: SourceSweep})
+	ls := make([]lookup, len(keys))
+	for i, k := range keys {
+		ls[i] = lookup{k, Cause{Source: SourceSweep}}
 	}
+	w.lookAll(ctx, ls)
 	return nil
 }
 
@@ -430,24 +450,32 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 		return true
 	}
 	rep, err := w.Triage(ctx, k.Pipeline, k.BizID)
+	ok, say := w.apply(ctx, p, k, cause, rep, err)
+	if say {
+		w.logf("triage %s %s: %v (tried again next round)", k.Pipeline, k.BizID, err)
+	}
+	return ok
+}
+
+// apply applies one triage's result to k as look does; say reports
+// whether the failure of a triage should be said on the log (not while
+// MySQL stays down: its lost line said it once).
+func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Cause, rep inspect.Report, err error) (ok, say bool) {
 	if ctx.Err() != nil {
 		// Stopping: the change that brought k here may be behind the
 		// position the state file keeps (a round's position is taken
 		// before its looks); kept for a retry, it is saved as a deadline
 		// already passed and triaged at the restart (state.go).
 		w.keepForRetry(k, cause)
-		return false
+		return false, false
 	}
 	mysqlWasDown := w.sourceDown(UpMySQL)
 	if !w.noteTriage(k, cause, rep, err) {
 		if w.Hooks.Triaged != nil {
 			w.Hooks.Triaged("error")
 		}
-		if !mysqlWasDown || !w.sourceDown(UpMySQL) {
-			// While MySQL is down its lost line said it once.
-			w.logf("triage %s %s: %v (tried again next round)", k.Pipeline, k.BizID, err)
-		}
-		return false
+		// While MySQL is down its lost line said it once.
+		return false, !mysqlWasDown || !w.sourceDown(UpMySQL)
 	}
 	if w.Hooks.Triaged != nil {
 		w.Hooks.Triaged("ok")
@@ -463,7 +491,7 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 		// A flag is not cleared by a triage that could not read Kafka: it
 		// is triaged again when Kafka answers (health.go).
 		w.mu.Unlock()
-		return true
+		return true, false
 	}
 	ev := w.tracker.Observe(obs, cause, now)
 	w.dirty = true
@@ -496,7 +524,7 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 	}
 	w.mu.Unlock()
 	if ev == nil {
-		return true
+		return true, false
 	}
 	// The metrics first: whoever reads the line finds them counted.
 	if w.Hooks.Event != nil {
@@ -508,7 +536,7 @@ func (w *Watcher) look(ctx context.Context, k Key, cause Cause) bool {
 			_, _ = w.Events.Write(append(b, '\n'))
 		}
 	}
-	return true
+	return true, false
 }
 
 // DefaultSettle is Watcher.Settle's default.

@@ -1,0 +1,273 @@
+package watch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/opctl-dev/opctl/inspect"
+	"github.com/opctl-dev/opctl/inspect/triage"
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// TriageBatchFunc triages operations of one pipeline in one batch with the
+// rules of `opctl where` (triage.Judge, as reconcile triages its
+// candidates): reps[i] is bizIDs[i]'s report. Its error is for the whole
+// batch (MySQL down: a *sources.ConnError); what one operation could not
+// read is in its report, marked partial, as Triage gives it.
+type TriageBatchFunc func(ctx context.Context, pipeline string, bizIDs []string) ([]inspect.Report, error)
+
+// DefaultBatch is Watcher.Batch's default: the operations of one
+// TriageBatch call, sources.MaxBatch (a round's changes in as few batches
+// as a statement may hold).
+const DefaultBatch = sources.MaxBatch
+
+// BatchTriage is the TriageBatchFunc of pipelines on col: triage.Judge,
+// the Kafka group view read once per batch (a fresh one each batch: col
+// caches none), the MySQL rows of the batch with one statement per query
+// (col.DB a sources.BatchDB), the probes and message searches concurrently.
+// A server that holds fewer operations per statement (BatchLimit: asked
+// once per pipeline) gets the batch in pieces of that size, as reconcile
+// does. An id `opctl where` would refuse fails the batch with a
+// *sources.BadIDError, which the Watcher then triages one by one.
+func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBatchFunc {
+	var mu sync.Mutex
+	limits := map[string]int{}
+	limit := func(ctx context.Context, p *config.Pipeline) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n, ok := limits[p.Name]
+		if !ok {
+			n = sources.MaxBatch
+			if bl, ok := col.For(p).DB.(interface {
+				BatchLimit(context.Context) (int, string)
+			}); ok {
+				tctx, cancel := context.WithTimeout(ctx, cmp.Or(col.Timeout, sources.DefaultTimeout))
+				m, _ := bl.BatchLimit(tctx)
+				cancel()
+				if m > 0 && m < n {
+					n = m
+				}
+			}
+			if ctx.Err() == nil {
+				limits[p.Name] = n
+			}
+		}
+		return n
+	}
+	return func(ctx context.Context, pipeline string, bizIDs []string) ([]inspect.Report, error) {
+		var p *config.Pipeline
+		for _, q := range pipelines {
+			if q.Name == pipeline {
+				p = q
+			}
+		}
+		if p == nil {
+			return nil, fmt.Errorf("pipeline %q is not watched", pipeline)
+		}
+		for _, id := range bizIDs {
+			if err := sources.ValidateBizID(id); err != nil {
+				return nil, err
+			}
+		}
+		n := limit(ctx, p)
+		out := make([]inspect.Report, 0, len(bizIDs))
+		for len(bizIDs) > 0 {
+			part := bizIDs[:min(n, len(bizIDs))]
+			bizIDs = bizIDs[len(part):]
+			reps, err := triage.Judge(ctx, col, p, part)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, reps...)
+		}
+		return out, nil
+	}
+}
+
+// lookup is one operation to look at and the cause that brought it.
+type lookup struct {
+	k     Key
+	cause Cause
+}
+
+func (w *Watcher) batch() int {
+	switch {
+	case w.Batch <= 0:
+		return DefaultBatch
+	case w.Batch > sources.MaxBatch:
+		return sources.MaxBatch
+	}
+	return w.Batch
+}
+
+// lookAll looks at each of ls as look does, in their order. With
+// TriageBatch, Batch of them at a time are triaged with one call per
+// pipeline and the results then applied one by one in order: the
+// flag/clear state machine, the deadlines, the retry set and the events
+// are exactly look's (docs/watch.md#how-it-works). It reports whether
+// every triage answered.
+func (w *Watcher) lookAll(ctx context.Context, ls []lookup) bool {
+	ok := true
+	if w.TriageBatch == nil {
+		for _, l := range ls {
+			if !w.look(ctx, l.k, l.cause) {
+				ok = false
+			}
+		}
+		return ok
+	}
+	n := w.batch()
+	for len(ls) > 0 {
+		win := ls[:min(n, len(ls))]
+		ls = ls[len(win):]
+		if !w.lookBatch(ctx, win) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// lookBatch triages ls (at most Batch) with one TriageBatch call per
+// pipeline and applies each result in order. A batch that fails as a
+// whole because MySQL does not answer (connection-level, out of time) or
+// the watch stops keeps every operation of it for a retry, as as many
+// failed looks would, and says so once; any other failure of a batch (an
+// id the batch read refuses) has its operations triaged one by one with
+// Triage, when set, so that one bad id fails alone.
+func (w *Watcher) lookBatch(ctx context.Context, ls []lookup) bool {
+	reps := make([]inspect.Report, len(ls))
+	errs := make([]error, len(ls))
+	var order []string
+	groups := map[string][]int{}
+	for i, l := range ls {
+		if w.pipeline(l.k.Pipeline) == nil {
+			continue // nothing to triage: look's "true"
+		}
+		if _, ok := groups[l.k.Pipeline]; !ok {
+			order = append(order, l.k.Pipeline)
+		}
+		groups[l.k.Pipeline] = append(groups[l.k.Pipeline], i)
+	}
+	// The pipelines' batches run concurrently (each its own group view,
+	// its own statements, perhaps its own server); each writes only its
+	// operations' slots.
+	failed := map[string]error{}
+	var fmu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range order {
+		idx := groups[name]
+		wg.Go(func() {
+			if err := w.triageGroup(ctx, name, ls, idx, reps, errs); err != nil {
+				fmu.Lock()
+				failed[name] = err
+				fmu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// The operations of a failed batch are all kept before the first is
+	// applied: the line that says MySQL lost counts them all.
+	for _, l := range ls {
+		if _, whole := failed[l.k.Pipeline]; whole {
+			w.keepForRetry(l.k, l.cause)
+		}
+	}
+	ok := true
+	said := map[string]bool{}
+	for i, l := range ls {
+		p := w.pipeline(l.k.Pipeline)
+		if p == nil {
+			continue
+		}
+		judged, say := w.apply(ctx, p, l.k, l.cause, reps[i], errs[i])
+		if judged {
+			continue
+		}
+		ok = false
+		if !say {
+			continue
+		}
+		if err, whole := failed[l.k.Pipeline]; whole {
+			if !said[l.k.Pipeline] {
+				said[l.k.Pipeline] = true
+				w.logf("triage of %d operation(s) of pipeline %s (%s...): %v (tried again next round)", len(groups[l.k.Pipeline]), l.k.Pipeline, l.k.BizID, err)
+			}
+			continue
+		}
+		w.logf("triage %s %s: %v (tried again next round)", l.k.Pipeline, l.k.BizID, errs[i])
+	}
+	return ok
+}
+
+// triageGroup triages the operations idx of ls, all of pipeline name,
+// with one TriageBatch call, into reps and errs; it returns the error of a
+// batch that failed as a whole (every errs[i] is then that error).
+func (w *Watcher) triageGroup(ctx context.Context, name string, ls []lookup, idx []int, reps []inspect.Report, errs []error) error {
+	ids := make([]string, len(idx))
+	for j, i := range idx {
+		ids[j] = ls[i].k.BizID
+	}
+	var rs []inspect.Report
+	err := ctx.Err()
+	if err == nil {
+		rs, err = w.TriageBatch(ctx, name, ids)
+		if err == nil && len(rs) != len(ids) {
+			err = fmt.Errorf("pipeline %s: %d reports for a batch of %d operations", name, len(rs), len(ids))
+		}
+	}
+	if err != nil && w.Triage != nil && ctx.Err() == nil && !sources.IsConnError(err) && !errors.Is(err, context.DeadlineExceeded) {
+		for _, i := range idx {
+			reps[i], errs[i] = w.Triage(ctx, name, ls[i].k.BizID)
+		}
+		return nil
+	}
+	for j, i := range idx {
+		if err != nil {
+			errs[i] = err
+		} else {
+			reps[i] = rs[j]
+		}
+	}
+	return err
+}
+
+// retryBatched is retryDue with TriageBatch: the operations due, oldest
+// failure first, Batch at a time; it stops after a batch of which any
+// failed again (the source is still down: one bounded read per round).
+func (w *Watcher) retryBatched(ctx context.Context, due []Key, causes []Cause) {
+	n := w.batch()
+	for len(due) > 0 {
+		if ctx.Err() != nil {
+			return
+		}
+		m := min(n, len(due))
+		ls := make([]lookup, m)
+		w.mu.Lock()
+		for i := range m {
+			ls[i] = lookup{due[i], causes[i]}
+			// Taken out first: a look that fails puts it back (with this
+			// cause), one that answers leaves it out.
+			delete(w.health.retry, due[i])
+		}
+		w.mu.Unlock()
+		due, causes = due[m:], causes[m:]
+		if !w.lookBatch(ctx, ls) {
+			return
+		}
+		w.mu.Lock()
+		again := false
+		for _, l := range ls {
+			if _, ok := w.health.retry[l.k]; ok {
+				again = true
+			}
+		}
+		w.mu.Unlock()
+		if again {
+			return
+		}
+	}
+}
