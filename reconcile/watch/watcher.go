@@ -505,7 +505,10 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 		// PAID, read still REFUNDED, once in seven runs). It is looked at
 		// once more a little later with this change's cause; that look
 		// sets the deadline Judge gives (docs/watch.md#how-it-works).
-		w.deadlines.Set(k, now.Add(w.settle()))
+		// The window is the server's group commit (milliseconds), so
+		// the look comes after binlogRecheck, not after the settle look's
+		// seconds: a target it finds is still flagged within a second.
+		w.deadlines.Set(k, now.Add(min(w.settle(), binlogRecheck)))
 		cause.again = true
 		if w.unsettled == nil {
 			w.unsettled = map[Key]Cause{}
@@ -541,6 +544,11 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 
 // DefaultSettle is Watcher.Settle's default.
 const DefaultSettle = 5 * time.Second
+
+// binlogRecheck is when a binlog change that triaged to no target is looked
+// at once more: after the server's engine commit, which follows its binlog
+// write by milliseconds.
+const binlogRecheck = 500 * time.Millisecond
 
 // Judge decides whether rep is a target as reconcile does (a verdict of
 // severity action, or stuck: reconcile.StuckTarget, its severity then
