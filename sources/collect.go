@@ -33,6 +33,14 @@ type Collector struct {
 	Binlog        Binlog
 	BinlogMissing string
 	BinlogSchema  string
+	// PerOperation makes CollectMany read each operation's MySQL rows with
+	// its own statements, as Collect does, even when DB is a BatchDB: the
+	// watch's batches are a few changed operations of a large table, where
+	// a batched statement's plan may read the whole table (MariaDB turns a
+	// NOT EXISTS of an evidence query into a scan of its index once per
+	// batch: docs/watch.md#how-it-works); the group view is still read
+	// once per batch.
+	PerOperation bool
 	// Route, when set, gives a pipeline its own MySQL read path and binlog
 	// reader (pipelines[].mysql: docs/config.md#pipelines); nil: DB and
 	// Binlog serve every pipeline.
@@ -142,7 +150,7 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 	dbs := make([]DBEvidence, len(bizIDs))
 	errs := make([]error, len(bizIDs))
 	dctx, cancel := context.WithTimeout(ctx, c.timeout())
-	if b, ok := c.DB.(BatchDB); ok {
+	if b, ok := c.DB.(BatchDB); ok && !c.PerOperation {
 		var err error
 		dbs, errs, err = b.ReadOperations(dctx, p, c.AuditTable, bizIDs)
 		if err != nil {
@@ -151,9 +159,16 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 			return nil, &ConnError{Err: err}
 		}
 	} else {
+		// At most manyReading operations at a time: each reads its
+		// queries concurrently already.
+		sem := make(chan struct{}, manyReading)
 		var wg sync.WaitGroup
 		for i, id := range bizIDs {
-			wg.Go(func() { dbs[i], errs[i] = c.DB.ReadOperation(dctx, p, c.AuditTable, id) })
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				dbs[i], errs[i] = c.DB.ReadOperation(dctx, p, c.AuditTable, id)
+			})
 		}
 		wg.Wait()
 	}
@@ -182,6 +197,10 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 	wg.Wait()
 	return evs, nil
 }
+
+// manyReading bounds the operations of a CollectMany whose MySQL rows are
+// read one operation at a time (PerOperation, or a DB that is no BatchDB).
+const manyReading = 8
 
 // manyProbing bounds the operations of a CollectMany that probe and locate
 // at once.

@@ -74,11 +74,16 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBat
 			}
 		}
 		n := limit(ctx, p)
+		// Each operation's rows by its own statements (the rows read
+		// grow with the rows written); the group view once per batch.
+		pcv := *col.For(p)
+		pcv.PerOperation = true
+		pc := &pcv
 		out := make([]inspect.Report, 0, len(bizIDs))
 		for len(bizIDs) > 0 {
 			part := bizIDs[:min(n, len(bizIDs))]
 			bizIDs = bizIDs[len(part):]
-			reps, err := triage.Judge(ctx, col, p, part)
+			reps, err := triage.Judge(ctx, pc, p, part)
 			if err != nil {
 				return nil, err
 			}
