@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,37 +26,12 @@ const DefaultBatch = sources.MaxBatch
 
 // BatchTriage is the TriageBatchFunc of pipelines on col: triage.Judge,
 // the Kafka group view read once per batch (a fresh one each batch: col
-// caches none), the MySQL rows of the batch with one statement per query
-// (col.DB a sources.BatchDB), the probes and message searches concurrently.
-// A server that holds fewer operations per statement (BatchLimit: asked
-// once per pipeline) gets the batch in pieces of that size, as reconcile
-// does. An id `opctl where` would refuse fails the batch with a
+// caches none), each operation's MySQL rows by its own statements
+// (Collector.PerOperation: a batched statement's plan may read the whole
+// table, docs/watch.md#how-it-works), the probes and message searches
+// concurrently. An id `opctl where` would refuse fails the batch with a
 // *sources.BadIDError, which the Watcher then triages one by one.
 func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBatchFunc {
-	var mu sync.Mutex
-	limits := map[string]int{}
-	limit := func(ctx context.Context, p *config.Pipeline) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n, ok := limits[p.Name]
-		if !ok {
-			n = sources.MaxBatch
-			if bl, ok := col.For(p).DB.(interface {
-				BatchLimit(context.Context) (int, string)
-			}); ok {
-				tctx, cancel := context.WithTimeout(ctx, cmp.Or(col.Timeout, sources.DefaultTimeout))
-				m, _ := bl.BatchLimit(tctx)
-				cancel()
-				if m > 0 && m < n {
-					n = m
-				}
-			}
-			if ctx.Err() == nil {
-				limits[p.Name] = n
-			}
-		}
-		return n
-	}
 	return func(ctx context.Context, pipeline string, bizIDs []string) ([]inspect.Report, error) {
 		var p *config.Pipeline
 		for _, q := range pipelines {
@@ -73,23 +47,9 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBat
 				return nil, err
 			}
 		}
-		n := limit(ctx, p)
-		// Each operation's rows by its own statements (the rows read
-		// grow with the rows written); the group view once per batch.
-		pcv := *col.For(p)
-		pcv.PerOperation = true
-		pc := &pcv
-		out := make([]inspect.Report, 0, len(bizIDs))
-		for len(bizIDs) > 0 {
-			part := bizIDs[:min(n, len(bizIDs))]
-			bizIDs = bizIDs[len(part):]
-			reps, err := triage.Judge(ctx, pc, p, part)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, reps...)
-		}
-		return out, nil
+		pc := *col.For(p)
+		pc.PerOperation = true
+		return triage.Judge(ctx, &pc, p, bizIDs)
 	}
 }
 

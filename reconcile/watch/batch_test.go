@@ -306,8 +306,8 @@ func (d *limitedDB) ReadOperations(ctx context.Context, p *config.Pipeline, audi
 func (d *limitedDB) BatchLimit(context.Context) (int, string) { return 4, "a test server" }
 
 // TestBatchTriage: the batch triage of the watch reads each operation's
-// rows by its own statements (never a batched statement), the group view
-// once per piece, and gives each operation the verdict `where` gives it
+// rows by its own statements (never a batched statement, even on a
+// BatchDB), and gives each operation the verdict `where` gives it
 // (Collect, then Diagnose).
 func TestBatchTriage(t *testing.T) {
 	p := &config.Pipeline{Name: "pay", State: &config.State{Table: "ops", Key: "id", Status: "status", UpdatedAt: "updated_at", CreatedAt: "created_at",
