@@ -284,6 +284,12 @@ func TestWatcherSettle(t *testing.T) {
 	mu.Unlock()
 	src.push(Change{Pipeline: "pay", BizID: "m", Table: "ops"})
 	wait(3)
+	// The recheck is due Settle after the change: wait for it (bounded,
+	// the machine may be loaded), then long enough for a fifth look to
+	// show if there were one.
+	for i := 0; i < 300 && looks.Load() < 4; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	time.Sleep(300 * time.Millisecond)
 	if n := looks.Load(); n != 4 {
 		t.Errorf("%d triages, want 4 (a change, its recheck, a change, its recheck)", n)
