@@ -20,6 +20,7 @@ import (
 
 	"github.com/opctl-dev/opctl/cmd"
 	"github.com/opctl-dev/opctl/cmd/iostreams"
+	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile"
 )
 
@@ -54,21 +55,7 @@ type queryer interface {
 
 // handlerReads sums Handler_read_* of scope (SESSION or GLOBAL).
 func handlerReads(ctx context.Context, q queryer, scope string) (int64, error) {
-	rows, err := q.QueryContext(ctx, "SHOW "+scope+" STATUS LIKE 'Handler_read%'")
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var sum int64
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			return 0, err
-		}
-		sum += v
-	}
-	return sum, rows.Err()
+	return testenv.HandlerReads(ctx, q, scope)
 }
 
 // statusCost is what one handlerReads itself adds to the counters of

@@ -932,21 +932,7 @@ func tableRows(ctx context.Context, db *sql.DB) (map[string]int64, error) {
 // handlerReads sums the server's GLOBAL Handler_read_* (the private
 // server: only this benchmark runs on it).
 func handlerReads(ctx context.Context, db *sql.DB) (int64, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE 'Handler_read%'")
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var sum int64
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			return 0, err
-		}
-		sum += v
-	}
-	return sum, rows.Err()
+	return testenv.HandlerReads(ctx, db, "GLOBAL")
 }
 
 // event is one watch event line.
