@@ -694,3 +694,66 @@ func TestWatchRepairLockLost(t *testing.T) {
 		t.Errorf("%d of 6 repaired; stderr:\n%s", n, p.stderr)
 	}
 }
+
+// TestWatchRepairsSeed003OnItsOwnSchema: the recovery worker on seed 003's
+// own tables (SPEC §14: records without a biz_id, the order's status in
+// its own table, the points grant only at the downstream): `opctl watch
+// --repair WRONGLY_SKIPPED` flags 8821 (PAID recorded SKIPPED after
+// SHIPPED), repairs it by itself through the same plan as `opctl repair
+// apply` (one redrive of points, operator opctl-watch@host), and the
+// points are granted exactly once. In binlog mode: polling does not see a
+// SKIPPED record without a biz_id (docs/watch.md#polling), so a polling
+// watch finds 8821 only when the order row moves after the record, or at
+// its next sweep.
+func TestWatchRepairsSeed003OnItsOwnSchema(t *testing.T) {
+	srv := binlogSrv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := startSeedLab(ctx, t, srv.RootDSN)
+	for _, s := range schema.AuditDDL(env.Config.Audit.AuditTable()) {
+		if _, err := env.DB.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.jsonl")
+	stderr := &lockedBuf{}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- cmd.Run(wctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: &lockedBuf{}, ErrOut: stderr},
+			[]string{"--config", env.ConfigPath, "watch", "--pipeline", "orders_seed", "--source", "binlog", "--listen", freeAddr(t), "--events", events,
+				"--interval", "200ms", "--older-than", "1s", "--since", "1d", "--state", "none", "--repair", "WRONGLY_SKIPPED", "--repair-after", "500ms"})
+	}()
+	scenario, err := lab.Select([]string{"order-wrongly-skipped-seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := env.Run(ctx, scenario, nil)
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("scenario: %v %v", err, results[0].Err)
+	}
+	read := func() string { b, _ := os.ReadFile(events); return string(b) }
+	repaired := `"event":"repaired","at"`
+	for i := 0; i < 1200 && !strings.Contains(read(), repaired); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if !strings.Contains(read(), `"event":"flagged"`) || !strings.Contains(read(), repaired) || !strings.Contains(read(), `"biz_id":"8821"`) {
+		t.Fatalf("8821 not flagged and repaired by the watch; events:\n%s\nstderr:\n%s", read(), stderr)
+	}
+	if n := env.Seeds.Points.Net("8821"); n != 1 {
+		t.Errorf("points grants of 8821: %d, want exactly 1", n)
+	}
+	var plans int
+	var op string
+	if err := env.DB.QueryRowContext(ctx, "SELECT COUNT(DISTINCT plan_id), MIN(operator) FROM "+env.Config.Audit.AuditTable()+" WHERE biz_id = '8821'").Scan(&plans, &op); err != nil {
+		t.Fatal(err)
+	}
+	if plans != 1 || !strings.HasPrefix(op, "opctl-watch@") {
+		t.Errorf("8821: %d plan(s) by %q, want 1 by opctl-watch@host", plans, op)
+	}
+	t.Logf("events:\n%s", read())
+}
