@@ -24,6 +24,7 @@ func produceLoad(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n i
 	tb.Helper()
 	conf := k.Config("load")
 	conf.Producer.Flush.Messages = 8
+	conf.Producer.Flush.MaxMessages = 8
 	conf.Producer.Flush.Frequency = 50 * time.Millisecond
 	prod, err := sarama.NewAsyncProducer(k.Brokers, conf)
 	if err != nil {
