@@ -39,7 +39,8 @@ const (
 )
 
 // fence is a row the newest transaction of a round wrote for an
-// operation, whose column Col grew from Before to After in it.
+// operation, whose column Col grew from Before to After in it (Before ""
+// for an insert).
 type fence struct {
 	// Table is the table as the configuration names it; KeyCol its key
 	// column and Key the row's key as stored (the after image's).
@@ -49,28 +50,40 @@ type fence struct {
 	Before, After      string
 }
 
-// fenceCandidate is the fence a row change offers: an update (an insert
-// has no before image to tell a new row from an older one of the same
-// key) whose column col grew strictly in the row images; nil otherwise
-// (the column missing from either image, NULL, not parsed, or not grown:
-// a consumer that does not bump it, two writes in one second of a
-// DATETIME(0)).
+// fenceCandidate is the fence a row change offers: an update whose
+// column col grew strictly between its row images, or an insert that
+// holds col (the row did not exist before it; a life of the row before a
+// delete is excluded by markFences and the delete's own second look); nil
+// otherwise: a delete, the column missing from an image, NULL or not
+// read as kind, or an update that did not grow it (a consumer that does
+// not bump it, two writes in one second of a DATETIME(0)).
 func fenceCandidate(c sources.RowChange, table, keyCol, key, col string, kind fenceKind) *fence {
-	if col == "" || c.Kind != sources.ChangeUpdate || containsFold(c.Missing, col) {
+	if col == "" || containsFold(c.Missing, col) {
 		return nil
 	}
 	after, ok := value(c, col)
 	if !ok {
 		return nil
 	}
-	before, ok := beforeValue(c, col)
-	if !ok {
+	if _, ok := compareFence(kind, after, after); !ok {
 		return nil
 	}
-	if cmp, ok := compareFence(kind, after, before); !ok || cmp <= 0 {
-		return nil
+	f := &fence{Table: table, KeyCol: keyCol, Key: key, Col: col, Kind: kind, After: after}
+	switch c.Kind {
+	case sources.ChangeInsert:
+		return f
+	case sources.ChangeUpdate:
+		before, ok := beforeValue(c, col)
+		if !ok {
+			return nil
+		}
+		if cmp, ok := compareFence(kind, after, before); !ok || cmp <= 0 {
+			return nil
+		}
+		f.Before = before
+		return f
 	}
-	return &fence{Table: table, KeyCol: keyCol, Key: key, Col: col, Kind: kind, Before: before, After: after}
+	return nil
 }
 
 func beforeValue(c sources.RowChange, col string) (string, bool) {

@@ -362,28 +362,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					}
 					w.Hooks.RowsRead(w.Source.Name(), n)
 				}
-				seen := map[Key]bool{}
-				var ls []lookup
-				for _, c := range changes {
-					k := Key{c.Pipeline, c.BizID}
-					if seen[k] {
-						continue
-					}
-					seen[k] = true
-					cause := Cause{Source: w.Source.Name(), CommittedAt: c.CommittedAt}
-					if c.Source != "" {
-						cause.Source = c.Source
-					}
-					if c.Table != "" {
-						cause.Table = &c.Table
-					}
-					if c.Position != "" {
-						cause.Position = &c.Position
-					}
-					cause.fence = c.fence
-					ls = append(ls, lookup{k, cause})
-				}
-				w.lookAll(ctx, ls)
+				w.lookAll(ctx, roundLookups(w.Source.Name(), changes))
 				w.retryDue(ctx)
 			}
 			save(false)
@@ -393,6 +372,33 @@ func (w *Watcher) Run(ctx context.Context) error {
 			poll.Reset(max(0, interval-time.Since(roundStart)))
 		}
 	}
+}
+
+// roundLookups are a round's changes as the operations to look at, each
+// once, with the cause of its first change (source: the ChangeSource's
+// Name unless the change names its own) and its round fence (fence.go).
+func roundLookups(source string, changes []Change) []lookup {
+	seen := map[Key]bool{}
+	var ls []lookup
+	for _, c := range changes {
+		k := Key{c.Pipeline, c.BizID}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		cause := Cause{Source: source, CommittedAt: c.CommittedAt, fence: c.fence}
+		if c.Source != "" {
+			cause.Source = c.Source
+		}
+		if c.Table != "" {
+			cause.Table = &c.Table
+		}
+		if c.Position != "" {
+			cause.Position = &c.Position
+		}
+		ls = append(ls, lookup{k, cause})
+	}
+	return ls
 }
 
 // setUp records whether the source answers; it returns true when that
