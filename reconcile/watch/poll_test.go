@@ -245,7 +245,9 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 	skipped := func(at float64, msgID string) fakeRow {
 		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionSkipped}
 	}
-	done := func(at float64, msgID string) fakeRow { return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionDone} }
+	done := func(at float64, msgID string) fakeRow {
+		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionDone}
+	}
 	order := func(at float64, id string) fakeRow { return fakeRow{at: sec(at), key: id} }
 	down := errors.New("kafka: brokers unreachable")
 	for _, tc := range []struct {
