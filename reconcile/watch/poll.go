@@ -206,9 +206,6 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 	for k, v := range pos {
 		next[k] = v
 	}
-	// The records only the topic maps, by pipeline in the order met.
-	pend := map[*config.Pipeline][]pendingChange{}
-	var order []*config.Pipeline
 	for _, t := range s.tables() {
 		name := t.p.Name + "/" + t.table
 		mark := pos[name]
@@ -217,6 +214,8 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			w.From = mark.Add(-overlap)
 		}
 		var cur sources.Cursor
+		// The records only the topic maps (t.rule): mapped after the walk.
+		var pend []pendingChange
 		for {
 			rows, err := s.DBFor(t.p).WalkPage(ctx, w, cur, page)
 			if err != nil {
@@ -245,10 +244,7 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 				}
 				switch {
 				case t.rule != nil && ok && r.Key != "":
-					if pend[t.p] == nil {
-						order = append(order, t.p)
-					}
-					pend[t.p] = append(pend[t.p], pendingChange{rule: *t.rule, value: r.Key, at: ts, table: t.table, pos: c.Position})
+					pend = append(pend, pendingChange{rule: *t.rule, value: r.Key, at: ts, table: t.table, pos: c.Position})
 				case t.rule != nil:
 					// A NULL created_at: no time to look for its message from.
 				case biz != "":
@@ -260,9 +256,11 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			}
 			cur = rows[len(rows)-1].After()
 		}
-	}
-	for _, p := range order {
-		out = append(out, s.resolve(ctx, p, pend[p])...)
+		if len(pend) > 0 {
+			// In the tables' order: a record and its order row read by one
+			// poll are triaged with the record as the cause.
+			out = append(out, s.resolve(ctx, t.p, pend)...)
+		}
 	}
 	b, err := json.Marshal(next)
 	if err != nil {

@@ -257,7 +257,9 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 		{"seed 003's incident: PAID recorded SKIPPED after the order row, mapped from the record", []poll{
 			{orders: []fakeRow{order(1, "8821")}, records: []fakeRow{done(0.5, "msg-7390"), skipped(1.2, "msg-7391")},
 				msgs: []sources.Message{orderMsg(1, sec(0.4), "8821", "msg-7390"), orderMsg(2, sec(1.1), "8821", "msg-7391")},
-				want: []string{"orders:8821", "idempotent:8821"}},
+				// The record first, in the tables' order: the watch triages
+				// 8821 once, with the record as its cause.
+				want: []string{"idempotent:8821", "orders:8821"}},
 			// The overlap reads the record again: not a change again.
 			{want: nil},
 		}},
