@@ -75,35 +75,49 @@ func (r *Reader) locate(parent, ctx context.Context, req sources.LocateRequest) 
 		return r.locateStored(ctx, c, req, parts)
 	}
 
+	p, loc, ok, err := searchTarget(req, parts)
+	if !ok || err != nil {
+		return loc, err
+	}
+	return r.search(parent, ctx, c, req, p)
+}
+
+// searchTarget is the partition a request without a stored position is
+// searched in (of the topic's parts): req.Partition, or the partitioner's
+// for req.Key. ok is false, and the Location says why, when nothing can be
+// searched: no partition, no timestamp, nothing to match.
+func searchTarget(req sources.LocateRequest, parts []int32) (int32, sources.Location, bool, error) {
+	loc := sources.Location{Partition: -1, Offset: -1, Located: sources.LocatedUnknown}
 	p := req.Partition
 	if p < 0 {
 		if req.Partitioner == config.PartitionerStored || req.Partitioner == "" {
 			loc.Detail = fmt.Sprintf("no stored partition, and partitioner %q cannot compute one from the key", req.Partitioner)
-			return loc, nil
+			return p, loc, false, nil
 		}
 		if len(req.Key) == 0 {
 			loc.Detail = "no stored partition and no message key: the partition cannot be computed"
-			return loc, nil
+			return p, loc, false, nil
 		}
+		var err error
 		p, err = sources.PartitionFor(req.Partitioner, req.Key, int32(len(parts)))
 		if err != nil {
-			return loc, err
+			return p, loc, false, err
 		}
 	} else if !slices.Contains(parts, p) {
 		loc.Partition = p
 		loc.Detail = fmt.Sprintf("partition %d does not exist (topic %s has %d partitions)", p, req.Topic, len(parts))
-		return loc, nil
+		return p, loc, false, nil
 	}
 	loc.Partition = p
 	if req.Around.IsZero() {
 		loc.Detail = noTimestampDetail
-		return loc, nil
+		return p, loc, false, nil
 	}
 	if len(req.Key) == 0 && req.MsgID == "" {
 		loc.Detail = "nothing to match: neither a message key nor a msg_id is known"
-		return loc, nil
+		return p, loc, false, nil
 	}
-	return r.search(parent, ctx, c, req, p)
+	return p, loc, true, nil
 }
 
 // matches reports whether m is the operation's message. The msg id is the
