@@ -343,3 +343,61 @@ func anyContains(set map[string]bool, s string) bool {
 	}
 	return false
 }
+
+// BenchmarkLocateSearched512: 512 operations without a stored position,
+// each searched from 5 minutes before its record's time (300 records of
+// its partition before it), for its message and for every message of its
+// key (All): located together (LocateMany), and one at a time (Locate)
+// 16 at a time.
+func BenchmarkLocateSearched512(b *testing.B) {
+	const parts, n = 4, 4000
+	k := childKafka(b, topic, parts)
+	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	produceLoad(b, k, topic, parts, n, at)
+	rng := rand.New(rand.NewPCG(1, 2))
+	reqs := make([]sources.LocateRequest, 512)
+	for j := range reqs {
+		p := int32(j % parts)
+		i := n*3/4 + rng.IntN(n/4)
+		reqs[j] = sources.LocateRequest{Topic: topic, Partitioner: "murmur2", Key: []byte(fmt.Sprintf("PAY-%d-%d", p, i)),
+			MsgID: fmt.Sprintf("m-%d-%d", p, i), Partition: p, Offset: -1, Around: at.Add(time.Duration(i) * time.Second)}
+	}
+	r := newReader(b, k.Brokers, 30*time.Second)
+	ctx := context.Background()
+	for _, all := range []bool{false, true} {
+		reqs := slices.Clone(reqs)
+		for j := range reqs {
+			reqs[j].All = all
+		}
+		check := func(i int, loc sources.Location, err error) {
+			if err != nil || loc.Message == nil {
+				b.Fatalf("request %d: %+v, %v", i, loc, err)
+			}
+		}
+		b.Run(fmt.Sprintf("all=%v/LocateMany", all), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				locs, errs := r.LocateMany(ctx, reqs)
+				for i := range reqs {
+					check(i, locs[i], errs[i])
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("all=%v/Locate", all), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sem := make(chan struct{}, 16)
+				var wg sync.WaitGroup
+				for i, req := range reqs {
+					sem <- struct{}{}
+					wg.Go(func() {
+						defer func() { <-sem }()
+						loc, err := r.Locate(ctx, req)
+						check(i, loc, err)
+					})
+				}
+				wg.Wait()
+			}
+		})
+	}
+}
