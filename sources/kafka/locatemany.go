@@ -25,8 +25,9 @@ const (
 	manyGapOffsets = 256
 	// manyFetching bounds the fetches of a LocateMany in flight at once.
 	manyFetching = 8
-	// manyLocating bounds the requests without a stored position that a
-	// LocateMany locates at once, each as Locate does.
+	// manyLocating bounds the lookups of the searches' window starts
+	// (ListOffsets by timestamp, one per partition and time) in flight at
+	// once.
 	manyLocating = 16
 )
 
@@ -242,8 +243,8 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 	for j := range live {
 		live[j] = j
 	}
-	// end ends the searches for which keep is false, each with its
-	// Location and error.
+	// finish ends the searches for which keep is false, each with the
+	// Location and error ended gives.
 	finish := func(keep func(int) bool, ended func(*scan) (sources.Location, error)) {
 		kept := live[:0]
 		for _, j := range live {
