@@ -33,13 +33,16 @@ type Collector struct {
 	Binlog        Binlog
 	BinlogMissing string
 	BinlogSchema  string
-	// PerOperation makes CollectMany read each operation's MySQL rows with
-	// its own statements, as Collect does, even when DB is a BatchDB: the
-	// watch's batches are a few changed operations of a large table, where
-	// a batched statement's plan may read the whole table (MariaDB turns a
-	// NOT EXISTS of an evidence query into a scan of its index once per
-	// batch: docs/watch.md#how-it-works); the group view is still read
-	// once per batch.
+	// PerOperation makes CollectMany read each query whose plan for a list
+	// of keys opctl cannot know with one statement per operation, as
+	// Collect does, even when DB is a BatchDB: the watch's batches are a
+	// few changed operations of a large table, where a batched statement's
+	// plan may read the whole table (MariaDB turns a NOT EXISTS of an
+	// evidence query into a scan of its index once per batch:
+	// docs/watch.md#how-it-works). With a HybridDB the queries that look
+	// their keys up in one table are still read once per batch (its
+	// ReadOperationsHybrid); with any other DB every query is read per
+	// operation. The group view is read once per batch either way.
 	PerOperation bool
 	// Route, when set, gives a pipeline its own MySQL read path and binlog
 	// reader (pipelines[].mysql: docs/config.md#pipelines); nil: DB and
@@ -120,7 +123,8 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 	}
 
 	// 3. Probes and the message search, concurrently.
-	c.finish(ctx, &ev, func() groupResult { return <-groupCh })
+	req, canLocate := c.locateRequest(p, ev.BizID, ev.DB)
+	c.finish(ctx, &ev, func() groupResult { return <-groupCh }, req, canLocate, nil)
 	return ev, nil
 }
 
@@ -133,10 +137,22 @@ type BatchDB interface {
 	ReadOperations(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) (evs []DBEvidence, errs []error, err error)
 }
 
+// HybridDB is a BatchDB that can also batch only the queries whose keyed
+// form is a lookup of the keys in one table and read every other one per
+// operation (Collector.PerOperation). ReadOperationsHybrid returns what
+// ReadOperations does.
+type HybridDB interface {
+	BatchDB
+	ReadOperationsHybrid(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) (evs []DBEvidence, errs []error, err error)
+}
+
 // CollectMany reads the operations bizIDs of pipeline p, as Collect reads
 // one: evs[i] is what Collect(bizIDs[i]) returns. The Kafka group view is
 // read once for all of them, and when the DB is a BatchDB the MySQL rows of
-// all of them come from one statement per query; the probes and message
+// all of them come from one statement per query (with PerOperation, only
+// the lookups of a HybridDB); when the Kafka is a BatchLocator the
+// messages at stored positions are read by one LocateMany (within
+// --timeout, as one Locate); the probes and the other message
 // searches then run for every operation concurrently. The error is a
 // *ConnError when MySQL cannot be reached at all.
 func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs []string) ([]Evidence, error) {
@@ -150,9 +166,15 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 	dbs := make([]DBEvidence, len(bizIDs))
 	errs := make([]error, len(bizIDs))
 	dctx, cancel := context.WithTimeout(ctx, c.timeout())
-	if b, ok := c.DB.(BatchDB); ok && !c.PerOperation {
+	b, batched := c.DB.(BatchDB)
+	h, hybrid := c.DB.(HybridDB)
+	if batched && !c.PerOperation || hybrid {
+		read := b.ReadOperations
+		if c.PerOperation {
+			read = h.ReadOperationsHybrid
+		}
 		var err error
-		dbs, errs, err = b.ReadOperations(dctx, p, c.AuditTable, bizIDs)
+		dbs, errs, err = read(dctx, p, c.AuditTable, bizIDs)
 		if err != nil {
 			cancel()
 			gwg.Wait()
@@ -183,6 +205,12 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 		}
 	}
 	waitGroup := func() groupResult { gwg.Wait(); return gr }
+	reqs := make([]LocateRequest, len(evs))
+	canLocate := make([]bool, len(evs))
+	for i := range evs {
+		reqs[i], canLocate[i] = c.locateRequest(p, evs[i].BizID, evs[i].DB)
+	}
+	located := c.locateStored(ctx, reqs, canLocate)
 	// The probes call the downstream services: at most manyProbing
 	// operations at a time.
 	sem := make(chan struct{}, manyProbing)
@@ -191,7 +219,7 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			c.finish(ctx, &evs[i], waitGroup)
+			c.finish(ctx, &evs[i], waitGroup, reqs[i], canLocate[i], located[i])
 		})
 	}
 	wg.Wait()
@@ -199,12 +227,48 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 }
 
 // manyReading bounds the operations of a CollectMany whose MySQL rows are
-// read one operation at a time (PerOperation, or a DB that is no BatchDB).
+// read one operation at a time (PerOperation with a DB that is no
+// HybridDB, or a DB that is no BatchDB).
 const manyReading = 8
 
 // manyProbing bounds the operations of a CollectMany that probe and locate
 // at once.
 const manyProbing = 16
+
+// locateStored starts one LocateMany for the requests at a stored position
+// when the Kafka is a BatchLocator, and returns, for each of them, the wait
+// for its answer (nil for the others, and for every request when the Kafka
+// is not a BatchLocator: finish locates those one by one).
+func (c *Collector) locateStored(ctx context.Context, reqs []LocateRequest, canLocate []bool) []func() (Location, error) {
+	located := make([]func() (Location, error), len(reqs))
+	bl, ok := c.Kafka.(BatchLocator)
+	if !ok {
+		return located
+	}
+	var idx []int
+	var batch []LocateRequest
+	for i, req := range reqs {
+		if canLocate[i] && req.Partition >= 0 && req.Offset >= 0 {
+			idx, batch = append(idx, i), append(batch, req)
+		}
+	}
+	if len(batch) == 0 {
+		return located
+	}
+	var locs []Location
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kctx, cancel := context.WithTimeout(ctx, c.timeout())
+		defer cancel()
+		locs, errs = bl.LocateMany(kctx, batch)
+	}()
+	for j, i := range idx {
+		located[i] = func() (Location, error) { <-done; return locs[j], errs[j] }
+	}
+	return located
+}
 
 type groupResult struct {
 	g   GroupView
@@ -319,20 +383,25 @@ func StoredBizID(typed string, db DBEvidence) string {
 	return typed
 }
 
-// finish probes the unacked intents and locates the message, concurrently,
-// then waits for the group view (group) and records the Kafka facts.
-func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() groupResult) {
+// finish probes the unacked intents and locates the message (req, when
+// canLocate), concurrently, then waits for the group view (group) and
+// records the Kafka facts. located, when not nil, waits for the message's
+// location read with others' (CollectMany's LocateMany) instead.
+func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() groupResult, req LocateRequest, canLocate bool, located func() (Location, error)) {
 	p, bizID := ev.Pipeline, ev.BizID
 	var wg sync.WaitGroup
 	c.probe(ctx, &wg, p, bizID, ev)
 
 	var loc Location
 	var locErr error
-	req, canLocate := c.locateRequest(p, bizID, ev.DB)
 	if c.Kafka != nil && canLocate {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if located != nil {
+				loc, locErr = located()
+				return
+			}
 			kctx, cancel := context.WithTimeout(ctx, c.timeout())
 			defer cancel()
 			loc, locErr = c.Kafka.Locate(kctx, req)

@@ -132,12 +132,19 @@ const windowEndRun = 16
 // isolation is what the consumers read (kafka.isolation_level).
 func (r *Reader) isolation() sarama.IsolationLevel { return isolation(r.cfg) }
 
+// storedFetchBytes is the partition budget of a fetch at a stored
+// position. The broker returns at least the whole record batch that holds
+// the offset whatever the budget (KIP-74; kfake too: it stops at the
+// budget only once a batch is in), so a small budget still reads the
+// record, and the batches just after it, where its transaction's marker
+// mostly is (read_uncommitted: else settle asks). A budget of 1 MiB decoded
+// up to a few thousand records to read one.
+const storedFetchBytes = 4 << 10
+
 func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.LocateRequest, parts []int32) (sources.Location, error) {
 	p, off := req.Partition, req.Offset
-	loc := sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}
 	if !slices.Contains(parts, p) {
-		loc.Detail = fmt.Sprintf("stored partition %d does not exist (topic %s has %d partitions)", p, req.Topic, len(parts))
-		return loc, nil
+		return noStoredPartition(req, parts), nil
 	}
 	iso := r.isolation()
 	var (
@@ -154,14 +161,71 @@ func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.
 			return err
 		},
 		func() (err error) {
-			batch, err = r.fetch(ctx, c, req.Topic, p, off, 1<<20, iso)
+			batch, err = r.fetch(ctx, c, req.Topic, p, off, storedFetchBytes, iso, []int64{off})
 			return err
 		},
 	)
 	if err != nil {
-		return loc, err
+		return sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}, err
 	}
-	start, end := starts[p], ends[p]
+	return r.decideStored(ctx, c, req, starts[p], ends[p], batch.at(off))
+}
+
+// noStoredPartition is the Location of a stored position in a partition
+// the topic does not have.
+func noStoredPartition(req sources.LocateRequest, parts []int32) sources.Location {
+	return sources.Location{Partition: req.Partition, Offset: req.Offset, Located: sources.LocatedStored,
+		Detail: fmt.Sprintf("stored partition %d does not exist (topic %s has %d partitions)", req.Partition, req.Topic, len(parts))}
+}
+
+// storedAnswer is what a fetch that reached a stored position says of it.
+type storedAnswer struct {
+	// err is the fetch's partition-level error.
+	err error
+	// lso is the fetch's last stable offset, -1 when not said.
+	lso int64
+	// rec is the data record at the offset, nil when the answer has none.
+	rec *record
+	// next is the offset of the answer's first data record after the
+	// offset, -1 when it has none.
+	next int64
+}
+
+// at is what f says of offset off, which f's fetch reached (f was fetched
+// from off, or from below it and read past it).
+func (f fetched) at(off int64) storedAnswer {
+	a := storedAnswer{err: f.err, lso: f.lso, next: -1}
+	for i := range f.recs {
+		if rec := &f.recs[i]; rec.Offset == off {
+			a.rec = rec
+			return a
+		}
+	}
+	if f.offs != nil {
+		if i, _ := slices.BinarySearch(f.offs, off+1); i < len(f.offs) {
+			a.next = f.offs[i]
+		}
+		return a
+	}
+	for _, rec := range f.recs {
+		if rec.Offset > off {
+			a.next = rec.Offset
+			break
+		}
+	}
+	return a
+}
+
+// decideStored says what the stored position of req is, from the log's
+// bounds (start, end) and what a fetch read at it (a): deleted by
+// retention, past the end, unreadable, past the last stable offset, a
+// compacted gap or a marker, a record that does not match, one whose
+// transaction did not commit (settle asks when the answer does not say),
+// or the operation's message. Locate and LocateMany both decide here.
+func (r *Reader) decideStored(ctx context.Context, c sarama.Client, req sources.LocateRequest, start, end int64, a storedAnswer) (sources.Location, error) {
+	p, off := req.Partition, req.Offset
+	loc := sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}
+	iso := r.isolation()
 	switch {
 	case off < start:
 		loc.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, start)
@@ -169,40 +233,37 @@ func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.
 	case off >= end:
 		loc.Detail = fmt.Sprintf("offset %d is at or past the log end %d: no such record", off, end)
 		return loc, nil
-	case batch.err != nil:
-		loc.Detail = fmt.Sprintf("could not read offset %d: %v", off, batch.err)
+	case a.err != nil:
+		loc.Detail = fmt.Sprintf("could not read offset %d: %v", off, a.err)
 		return loc, nil
-	case iso == sarama.ReadCommitted && batch.lso >= 0 && off >= batch.lso:
-		loc.Detail = fmt.Sprintf("offset %d is at or past the last stable offset %d: its transaction has not ended, and read_committed consumers do not see it yet; the stored position is kept", off, batch.lso)
+	case iso == sarama.ReadCommitted && a.lso >= 0 && off >= a.lso:
+		loc.Detail = fmt.Sprintf("offset %d is at or past the last stable offset %d: its transaction has not ended, and read_committed consumers do not see it yet; the stored position is kept", off, a.lso)
 		return loc, nil
-	}
-	for _, rec := range batch.recs {
-		if rec.Offset < off {
-			continue
-		}
-		if rec.Offset > off {
-			loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker); the next record is at %d", off, rec.Offset)
-			return loc, nil
-		}
-		if !matches(req, rec.Message) {
-			loc.Detail = fmt.Sprintf("the record at the stored position does not match the operation (%s); the stored position is kept", mismatch(req, rec.Message))
-			return loc, nil
-		}
-		f := rec.fate
-		if f == fatePending {
-			if f, err = r.settle(ctx, c, req.Topic, p, off); err != nil {
-				return loc, err
-			}
-		}
-		if f != fateCommitted {
-			loc.Detail = "the record at the stored position " + notCopied(f, iso) + "; the stored position is kept"
-			return loc, nil
-		}
-		loc.Message = rec.Message
-		loc.Detail = fmt.Sprintf("read at the stored position (log %d..%d)", start, end)
+	case a.rec == nil && a.next >= 0:
+		loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker); the next record is at %d", off, a.next)
+		return loc, nil
+	case a.rec == nil:
+		loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker)", off)
 		return loc, nil
 	}
-	loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker)", off)
+	rec := a.rec
+	if !matches(req, rec.Message) {
+		loc.Detail = fmt.Sprintf("the record at the stored position does not match the operation (%s); the stored position is kept", mismatch(req, rec.Message))
+		return loc, nil
+	}
+	f := rec.fate
+	if f == fatePending {
+		var err error
+		if f, err = r.settle(ctx, c, req.Topic, p, off); err != nil {
+			return loc, err
+		}
+	}
+	if f != fateCommitted {
+		loc.Detail = "the record at the stored position " + notCopied(f, iso) + "; the stored position is kept"
+		return loc, nil
+	}
+	loc.Message = rec.Message
+	loc.Detail = fmt.Sprintf("read at the stored position (log %d..%d)", start, end)
 	return loc, nil
 }
 
@@ -415,7 +476,7 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		if next >= end {
 			return stopped(fmt.Sprintf("reached the %s %d", endName, end))
 		}
-		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes, iso)
+		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes, iso, nil)
 		if err != nil {
 			return failed(err)
 		}
@@ -495,7 +556,7 @@ func (r *Reader) doubtLookup(ctx context.Context, c sarama.Client, topic string,
 	if end <= 0 {
 		return "", nil
 	}
-	batch, err := r.fetch(ctx, c, topic, p, end-1, 1<<20, iso)
+	batch, err := r.fetch(ctx, c, topic, p, end-1, 1<<20, iso, nil)
 	if err != nil {
 		return "", fmt.Errorf("the last record, to check the timestamp lookup: %w", err)
 	}
@@ -543,6 +604,10 @@ type fetched struct {
 	// records before the requested offset may be included (a batch starts
 	// where it starts).
 	recs []record
+	// offs are the offsets of every data record at or after the fetch's
+	// offset, in order, when the fetch decoded only the wanted offsets'
+	// records (nil otherwise).
+	offs []int64
 	// next is the offset after the last batch returned (control batches
 	// and compacted gaps included).
 	next int64
@@ -583,7 +648,7 @@ func fetchVersion(v sarama.KafkaVersion) int16 {
 // the last stable offset (fateOpen) and lists the aborted transactions that
 // overlap what it returns.
 func (r *Reader) settle(ctx context.Context, c sarama.Client, topic string, p int32, off int64) (fate, error) {
-	f, err := r.fetch(ctx, c, topic, p, off, 1<<16, sarama.ReadCommitted)
+	f, err := r.fetch(ctx, c, topic, p, off, storedFetchBytes, sarama.ReadCommitted, []int64{off})
 	if err != nil {
 		return fatePending, fmt.Errorf("how the transaction of offset %d ended: %w", off, err)
 	}
@@ -604,10 +669,14 @@ func (r *Reader) settle(ctx context.Context, c sarama.Client, topic string, p in
 // fetch reads from offset in one partition with one Fetch request to its
 // leader, as a consumer with isolation level iso reads: read_uncommitted,
 // every record below the high watermark; read_committed, those below the
-// last stable offset. A moved leader is looked up again once.
-func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel) (fetched, error) {
+// last stable offset. A moved leader is looked up again once. With wanted
+// (sorted offsets) only their records become messages, and fetched.offs
+// lists the offsets of the others at or after offset: the answer is
+// decoded whole either way, but a record nobody asked for costs no
+// message.
+func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel, wanted []int64) (fetched, error) {
 	for attempt := 0; ; attempt++ {
-		f, err := call(ctx, func() (fetched, error) { return r.fetchOnce(c, topic, p, offset, maxBytes, iso) })
+		f, err := call(ctx, func() (fetched, error) { return r.fetchOnce(c, topic, p, offset, maxBytes, iso, wanted) })
 		if err == nil && (f.err == nil || attempt > 0 || !isLeaderErr(f.err)) {
 			// Success, or a partition-level answer the caller reports.
 			return f, nil
@@ -639,7 +708,7 @@ func controlType(rb *sarama.RecordBatch) sarama.ControlRecordType {
 	return sarama.ControlRecordUnknown
 }
 
-func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel) (fetched, error) {
+func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel, wanted []int64) (fetched, error) {
 	b, err := c.Leader(topic, p)
 	if err != nil {
 		return fetched{}, fmt.Errorf("leader of partition %d: %w", p, err)
@@ -670,6 +739,21 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 		return fetched{}, fmt.Errorf("fetch: no answer for partition %d", p)
 	}
 	out := fetched{next: offset, hwm: blk.HighWaterMarkOffset, lso: -1}
+	// skip passes over a record of no wanted offset, noting its offset.
+	skip := func(off int64) bool {
+		if wanted == nil {
+			return false
+		}
+		if off < offset {
+			return true
+		}
+		if out.offs == nil {
+			out.offs = make([]int64, 0, 64)
+		}
+		out.offs = append(out.offs, off)
+		_, ok := slices.BinarySearch(wanted, off)
+		return !ok
+	}
 	if req.Version >= 4 {
 		out.lso = blk.LastStableOffset
 	}
@@ -741,7 +825,7 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 					}
 				}
 				for _, rec := range rb.Records {
-					if rec == nil {
+					if rec == nil || skip(rb.FirstOffset+rec.OffsetDelta) {
 						continue
 					}
 					ts := rb.FirstTimestamp.Add(rec.TimestampDelta)
@@ -781,11 +865,14 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 							ts = blk.Msg.Timestamp
 						}
 					}
+					out.next = max(out.next, off+1)
+					if skip(off) {
+						continue
+					}
 					out.recs = append(out.recs, record{Message: &sources.Message{
 						Partition: p, Offset: off, Timestamp: ts,
 						Key: mb.Msg.Key, Value: mb.Msg.Value, Headers: map[string]string{},
 					}})
-					out.next = max(out.next, off+1)
 				}
 			}
 		}
