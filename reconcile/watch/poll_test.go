@@ -243,9 +243,9 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 		// readsFrom, when set, is the earliest time (seconds from t0) the
 		// poll may read the topic from: its own records' search window.
 		readsFrom *float64
-		want     []string // table:biz_id of the changes
-		said     int      // lines said so far
-		unmapped int      // Unmapped after the poll
+		want      []string // table:biz_id of the changes
+		said      int      // lines said so far
+		unmapped  int      // Unmapped after the poll
 	}
 	skipped := func(at float64, msgID string) fakeRow {
 		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionSkipped}
