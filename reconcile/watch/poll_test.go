@@ -268,6 +268,10 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 			// The overlap reads the record again: not a change again.
 			{want: nil},
 		}},
+		{"before the watch started: the records are the first sweep's, the rows of the lookback polled", []poll{
+			{records: []fakeRow{skipped(-60, "msg-old")}, orders: []fakeRow{order(-60, "7000")}, msgs: []sources.Message{orderMsg(1, sec(-61), "7000", "msg-old")},
+				want: []string{"orders:7000"}},
+		}},
 		{"a DONE record decides nothing: not read, not mapped", []poll{
 			{records: []fakeRow{done(1, "msg-1")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1")}},
 		}},
@@ -297,7 +301,7 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 			topic := &recordsTopic{}
 			var said []string
 			src := &watch.PollSource{Pipelines: []*config.Pipeline{seed003Pipeline()}, DBFor: func(*config.Pipeline) watch.Walker { return db },
-				Page: 2, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+				Page: 2, Lookback: 10 * time.Minute, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
 			ctx := context.Background()
 			pos, err := src.Head(ctx)
 			if err != nil {
