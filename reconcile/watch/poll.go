@@ -170,7 +170,11 @@ func (s *PollSource) Unfollowed() []string {
 	return out
 }
 
-// Head is the database clock minus Lookback for every polled table.
+// Head is the database clock minus Lookback for every polled table, and
+// the clock itself for the records the topic maps: those written before
+// the watch started are the first sweep's (a record gives no deadline),
+// and the first poll's read of the topic stays within the search window
+// of the records after it.
 func (s *PollSource) Head(ctx context.Context) (string, error) {
 	pos := pollPos{}
 	for _, t := range s.tables() {
@@ -178,7 +182,10 @@ func (s *PollSource) Head(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		pos[t.p.Name+"/"+t.table] = now.Add(-s.Lookback)
+		if t.rule == nil {
+			now = now.Add(-s.Lookback)
+		}
+		pos[t.p.Name+"/"+t.table] = now
 	}
 	b, err := json.Marshal(pos)
 	return string(b), err

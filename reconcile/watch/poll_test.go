@@ -189,12 +189,12 @@ func (f *fakeWalker) WalkPage(_ context.Context, w sources.Walk, after sources.C
 // asked of it, and an error to answer with.
 type recordsTopic struct {
 	msgs  []sources.Message
-	reads int
+	reads [][2]time.Time
 	err   error
 }
 
 func (f *recordsTopic) Records(_ context.Context, _ string, from, to time.Time, _ int, each func(*sources.Message)) (sources.RecordsRead, error) {
-	f.reads++
+	f.reads = append(f.reads, [2]time.Time{from, to})
 	if f.err != nil {
 		return sources.RecordsRead{}, f.err
 	}
@@ -217,6 +217,8 @@ func seed003Pipeline() *config.Pipeline {
 		Entity:      &config.Entity{Table: "orders", Key: "order_id", Status: "status", UpdatedAt: "updated_at"}}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func orderMsg(off int64, at time.Time, order, msgID string) sources.Message {
 	return sources.Message{Partition: 0, Offset: off, Timestamp: at, Key: []byte(order), Value: []byte(`{"msgId":"` + msgID + `","orderId":` + order + `}`)}
 }
@@ -238,9 +240,12 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 		msgs []sources.Message
 		// topicErr is the topic's answer to every read of this poll.
 		topicErr error
-		want     []string // table:biz_id of the changes
-		said     int      // lines said so far
-		unmapped int      // Unmapped after the poll
+		// readsFrom, when set, is the earliest time (seconds from t0) the
+		// poll may read the topic from: its own records' search window.
+		readsFrom *float64
+		want      []string // table:biz_id of the changes
+		said      int      // lines said so far
+		unmapped  int      // Unmapped after the poll
 	}
 	skipped := func(at float64, msgID string) fakeRow {
 		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionSkipped}
@@ -263,6 +268,10 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 			// The overlap reads the record again: not a change again.
 			{want: nil},
 		}},
+		{"before the watch started: the records are the first sweep's, the rows of the lookback polled", []poll{
+			{records: []fakeRow{skipped(-60, "msg-old")}, orders: []fakeRow{order(-60, "7000")}, msgs: []sources.Message{orderMsg(1, sec(-61), "7000", "msg-old")},
+				want: []string{"orders:7000"}},
+		}},
 		{"a DONE record decides nothing: not read, not mapped", []poll{
 			{records: []fakeRow{done(1, "msg-1")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1")}},
 		}},
@@ -275,10 +284,11 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 		{"the topic unreadable: the records are left to the timer and the sweep, said once; the orders still change", []poll{
 			{records: []fakeRow{skipped(1, "msg-1")}, orders: []fakeRow{order(1, "7001")}, topicErr: down, want: []string{"orders:7001"}, said: 1, unmapped: 1},
 			{records: []fakeRow{skipped(2, "msg-2")}, topicErr: down, said: 1, unmapped: 2},
-			// Kafka back: the next record is mapped; the ones before are not
-			// read again (as binlog mode).
+			// Kafka back: the next record is mapped, the topic read over its
+			// own search window only (not from where the failed reads
+			// began); the ones before are not read again (as binlog mode).
 			{records: []fakeRow{skipped(3, "msg-3")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1"), orderMsg(2, sec(2.9), "7003", "msg-3")},
-				want: []string{"idempotent:7003"}, said: 1, unmapped: 2},
+				readsFrom: ptr(3 - sources.DefaultSearchWindow.Seconds()), want: []string{"idempotent:7003"}, said: 1, unmapped: 2},
 		}},
 		{"records across pages, each mapped", []poll{
 			{records: []fakeRow{skipped(1, "m1"), skipped(1, "m2"), skipped(1, "m3"), skipped(1.1, "m4"), skipped(1.2, "m5")},
@@ -291,7 +301,7 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 			topic := &recordsTopic{}
 			var said []string
 			src := &watch.PollSource{Pipelines: []*config.Pipeline{seed003Pipeline()}, DBFor: func(*config.Pipeline) watch.Walker { return db },
-				Page: 2, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+				Page: 2, Lookback: 10 * time.Minute, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
 			ctx := context.Background()
 			pos, err := src.Head(ctx)
 			if err != nil {
@@ -303,6 +313,7 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				topic.msgs = append(topic.msgs, p.msgs...)
 				topic.err = p.topicErr
 				db.walks = nil
+				topic.reads = nil
 				changes, np, err := src.Changes(ctx, pos)
 				if err != nil {
 					t.Fatalf("poll %d: %v", i, err)
@@ -320,6 +331,11 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				}
 				if len(said) != p.said || src.Unmapped() != p.unmapped {
 					t.Errorf("poll %d: said %d line(s) %q and %d unmapped, want %d and %d", i, len(said), said, src.Unmapped(), p.said, p.unmapped)
+				}
+				for _, r := range topic.reads {
+					if p.readsFrom != nil && r[0].Before(sec(*p.readsFrom)) {
+						t.Errorf("poll %d: read the topic from %v to %v: want nothing before %v", i, r[0], r[1], sec(*p.readsFrom))
+					}
 				}
 				for _, w := range db.walks {
 					if w.Table == "idempotent" && (w.EqCol != "action" || w.EqVal != inspect.ActionSkipped || w.PosCol != "created_at" || w.KeyCol != "msg_id") {
