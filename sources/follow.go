@@ -60,6 +60,12 @@ type RowChange struct {
 	// (binlog_row_image=MINIMAL or NOBLOB): their values are unknown, not
 	// empty.
 	Missing []string
+	// Zoned names the columns of type TIMESTAMP: the binlog holds them as
+	// seconds since the epoch and their text is that instant in this
+	// process's time zone, not the wall clock the server's sessions read
+	// (a DATETIME's text is its stored wall clock). The watch does not
+	// compare them with a value read back (docs/watch.md#how-it-works).
+	Zoned []string
 	// Statement is set when the change cannot be read as rows: a
 	// statement-format event (binlog_format STATEMENT or MIXED, for the
 	// server or one session) that changes the table, or rows whose column

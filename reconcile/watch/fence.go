@@ -56,11 +56,17 @@ type fence struct {
 // column col grew strictly between its row images, or an insert that
 // holds col (the row did not exist before it; a life of the row before a
 // delete is excluded by markFences and the delete's own second look); nil
-// otherwise: a delete, the column missing from an image, NULL or not
+// otherwise: a delete, the column missing from an image, a time column
+// of type TIMESTAMP (sources.RowChange.Zoned), NULL or not
 // read as kind, or an update that did not grow it (a consumer that does
 // not bump it, two writes in one second of a DATETIME(0)).
 func fenceCandidate(c sources.RowChange, table, keyCol, key, col string, kind fenceKind) *fence {
 	if col == "" || containsFold(c.Missing, col) {
+		return nil
+	}
+	if kind == fenceTime && containsFold(c.Zoned, col) {
+		// A TIMESTAMP's binlog text is in this process's zone, the value
+		// read back in the session's: not comparable.
 		return nil
 	}
 	after, ok := value(c, col)

@@ -35,6 +35,8 @@ func TestFenceCandidate(t *testing.T) {
 		{"updated_at, milliseconds apart", up(map[string]string{"updated_at": "2026-12-02 04:00:00.120"}, map[string]string{"updated_at": "2026-12-02 04:00:00.121"}), "updated_at", fenceTime, "2026-12-02 04:00:00.120->2026-12-02 04:00:00.121"},
 		{"DATETIME(0): two versions in one second", up(map[string]string{"updated_at": "2026-12-02 04:00:00"}, map[string]string{"updated_at": "2026-12-02 04:00:00"}), "updated_at", fenceTime, ""},
 		{"DATETIME(0): the next second", up(map[string]string{"updated_at": "2026-12-02 04:00:00"}, map[string]string{"updated_at": "2026-12-02 04:00:01"}), "updated_at", fenceTime, "2026-12-02 04:00:00->2026-12-02 04:00:01"},
+		{"updated_at a TIMESTAMP (binlog text in the process's zone)", sources.RowChange{Kind: sources.ChangeUpdate, Before: map[string]string{"updated_at": "2026-12-02 04:00:00.120"}, Values: map[string]string{"updated_at": "2026-12-02 04:00:00.121"}, Zoned: []string{"UPDATED_AT"}}, "updated_at", fenceTime, ""},
+		{"version beside a TIMESTAMP column", sources.RowChange{Kind: sources.ChangeUpdate, Before: map[string]string{"version": "3"}, Values: map[string]string{"version": "4"}, Zoned: []string{"updated_at"}}, "version", fenceVersion, "3->4"},
 		{"updated_at set back", up(map[string]string{"updated_at": "2026-12-02 04:00:01"}, map[string]string{"updated_at": "2026-12-02 04:00:00"}), "updated_at", fenceTime, ""},
 		{"insert", sources.RowChange{Kind: sources.ChangeInsert, Values: map[string]string{"version": "0"}}, "version", fenceVersion, "->0"},
 		{"insert without the column", sources.RowChange{Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "a"}}, "version", fenceVersion, ""},

@@ -602,8 +602,16 @@ func (f *follower) rows(e *replication.RowsEvent, kind replication.EnumRowsEvent
 	default:
 		return
 	}
+	var zoned []string
+	if e.Table != nil {
+		for _, p := range ft.keep {
+			if p < len(e.Table.ColumnType) && (e.Table.ColumnType[p] == gomysql.MYSQL_TYPE_TIMESTAMP || e.Table.ColumnType[p] == gomysql.MYSQL_TYPE_TIMESTAMP2) {
+				zoned = append(zoned, ft.cols[p])
+			}
+		}
+	}
 	for i := 0; i+step-1 < len(e.Rows); i += step {
-		c := sources.RowChange{Schema: schema, Table: table, Kind: k, Values: make(map[string]string, len(ft.keep))}
+		c := sources.RowChange{Schema: schema, Table: table, Kind: k, Values: make(map[string]string, len(ft.keep)), Zoned: zoned}
 		img, bits := e.Rows[i], e.ColumnBitmap1
 		var before []any
 		if step == 2 {

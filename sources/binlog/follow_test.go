@@ -365,6 +365,21 @@ func TestFollowUpdateBefore(t *testing.T) {
 	}
 }
 
+// A TIMESTAMP column is named in Zoned (its text is in this process's
+// zone), a DATETIME one is not.
+func TestFollowZoned(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, "CREATE TABLE zoned (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL, dt DATETIME(3) NULL)")
+	start := head(t, f.reader)
+	f.db.Exec(t, "INSERT INTO zoned VALUES (1, '2026-12-02 04:00:00.120', '2026-12-02 04:00:00.120')")
+	got, err := follow(t, f.reader, start, []sources.FollowTable{{Schema: f.db.Name, Table: "zoned", Columns: []string{"id", "ts", "dt"}}}, 20*time.Second, count(1))
+	testenv.Must(t, err, "follow")
+	ch := changesOf(got)
+	if len(ch) != 1 || !slices.Equal(ch[0].Zoned, []string{"ts"}) {
+		t.Fatalf("changes %+v; want one with Zoned [ts]", ch)
+	}
+}
+
 // A session in binlog_format=STATEMENT that changes a followed table is a
 // change with Statement set; one that changes another table is not.
 func TestFollowStatementFormat(t *testing.T) {
