@@ -33,13 +33,16 @@ type Collector struct {
 	Binlog        Binlog
 	BinlogMissing string
 	BinlogSchema  string
-	// PerOperation makes CollectMany read each operation's MySQL rows with
-	// its own statements, as Collect does, even when DB is a BatchDB: the
-	// watch's batches are a few changed operations of a large table, where
-	// a batched statement's plan may read the whole table (MariaDB turns a
-	// NOT EXISTS of an evidence query into a scan of its index once per
-	// batch: docs/watch.md#how-it-works); the group view is still read
-	// once per batch.
+	// PerOperation makes CollectMany read each query whose plan for a list
+	// of keys opctl cannot know with one statement per operation, as
+	// Collect does, even when DB is a BatchDB: the watch's batches are a
+	// few changed operations of a large table, where a batched statement's
+	// plan may read the whole table (MariaDB turns a NOT EXISTS of an
+	// evidence query into a scan of its index once per batch:
+	// docs/watch.md#how-it-works). With a HybridDB the queries that look
+	// their keys up in one table are still read once per batch (its
+	// ReadOperationsHybrid); with any other DB every query is read per
+	// operation. The group view is read once per batch either way.
 	PerOperation bool
 	// Route, when set, gives a pipeline its own MySQL read path and binlog
 	// reader (pipelines[].mysql: docs/config.md#pipelines); nil: DB and
@@ -134,14 +137,24 @@ type BatchDB interface {
 	ReadOperations(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) (evs []DBEvidence, errs []error, err error)
 }
 
+// HybridDB is a BatchDB that can also batch only the queries whose keyed
+// form is a lookup of the keys in one table and read every other one per
+// operation (Collector.PerOperation). ReadOperationsHybrid returns what
+// ReadOperations does.
+type HybridDB interface {
+	BatchDB
+	ReadOperationsHybrid(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) (evs []DBEvidence, errs []error, err error)
+}
+
 // CollectMany reads the operations bizIDs of pipeline p, as Collect reads
 // one: evs[i] is what Collect(bizIDs[i]) returns. The Kafka group view is
 // read once for all of them, and when the DB is a BatchDB the MySQL rows of
-// all of them come from one statement per query; when the Kafka is a
-// BatchLocator their messages are located by one LocateMany (within
-// --timeout, as one Locate); the probes (and the message searches of a
-// Kafka that is not) then run for every operation concurrently. The error
-// is a *ConnError when MySQL cannot be reached at all.
+// all of them come from one statement per query (with PerOperation, only
+// the lookups of a HybridDB); when the Kafka is a BatchLocator their
+// messages are located by one LocateMany (within --timeout, as one
+// Locate); the probes (and the message searches of a Kafka that is not)
+// then run for every operation concurrently. The error is a *ConnError
+// when MySQL cannot be reached at all.
 func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs []string) ([]Evidence, error) {
 	c = c.For(p)
 	var gr groupResult
@@ -153,9 +166,15 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 	dbs := make([]DBEvidence, len(bizIDs))
 	errs := make([]error, len(bizIDs))
 	dctx, cancel := context.WithTimeout(ctx, c.timeout())
-	if b, ok := c.DB.(BatchDB); ok && !c.PerOperation {
+	b, batched := c.DB.(BatchDB)
+	h, hybrid := c.DB.(HybridDB)
+	if batched && !c.PerOperation || hybrid {
+		read := b.ReadOperations
+		if c.PerOperation {
+			read = h.ReadOperationsHybrid
+		}
 		var err error
-		dbs, errs, err = b.ReadOperations(dctx, p, c.AuditTable, bizIDs)
+		dbs, errs, err = read(dctx, p, c.AuditTable, bizIDs)
 		if err != nil {
 			cancel()
 			gwg.Wait()
@@ -208,7 +227,8 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 }
 
 // manyReading bounds the operations of a CollectMany whose MySQL rows are
-// read one operation at a time (PerOperation, or a DB that is no BatchDB).
+// read one operation at a time (PerOperation with a DB that is no
+// HybridDB, or a DB that is no BatchDB).
 const manyReading = 8
 
 // manyProbing bounds the operations of a CollectMany that probe and locate

@@ -131,3 +131,76 @@ func TestCollectMany(t *testing.T) {
 		})
 	}
 }
+
+// fakeHybridDB is a fakeBatchDB that also reads hybrid batches.
+type fakeHybridDB struct {
+	*fakeBatchDB
+	hybrid atomic.Int64
+}
+
+func (f *fakeHybridDB) ReadOperationsHybrid(ctx context.Context, p *config.Pipeline, audit string, ids []string) ([]DBEvidence, []error, error) {
+	f.hybrid.Add(1)
+	f.batches.Add(-1) // ReadOperations below counts only the batched form
+	return f.fakeBatchDB.ReadOperations(ctx, p, audit, ids)
+}
+
+// TestCollectManyPerOperation: with PerOperation, a HybridDB's rows come
+// from one ReadOperationsHybrid call per CollectMany (never the batched
+// form), a BatchDB's from one ReadOperation per operation, and a hybrid
+// read that cannot reach MySQL is a *ConnError.
+func TestCollectManyPerOperation(t *testing.T) {
+	p := &config.Pipeline{Name: "p", Topic: "t", Group: "g", MessageKey: "{biz_id}"}
+	rows := map[string]DBEvidence{}
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("op-%02d", i)
+		rows[id] = DBEvidence{State: StateRow{Found: i%3 != 0, Status: "DONE"}, Now: time.Unix(int64(i), 0)}
+		ids = append(ids, id)
+	}
+	for _, tc := range []struct {
+		name                   string
+		hybrid                 bool
+		wantReads, wantHybrids int64
+	}{
+		{"BatchDB", false, 20, 0},
+		{"HybridDB", true, 20, 1}, // the fake's hybrid read calls ReadOperation per id
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fd := &fakeDB{rows: rows}
+			bd := &fakeBatchDB{fakeDB: fd}
+			var db DB = bd
+			hd := &fakeHybridDB{fakeBatchDB: bd}
+			if tc.hybrid {
+				db = hd
+			}
+			c := &Collector{DB: db, Kafka: &fakeKafka{}, Timeout: time.Second, PerOperation: true}
+			evs, err := c.CollectMany(context.Background(), p, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := bd.batches.Load(); n != 0 {
+				t.Errorf("%d batched reads with PerOperation, want 0", n)
+			}
+			if n := hd.hybrid.Load(); n != tc.wantHybrids {
+				t.Errorf("%d hybrid reads, want %d", n, tc.wantHybrids)
+			}
+			if n := fd.reads.Load(); n != tc.wantReads {
+				t.Errorf("%d operation reads, want %d", n, tc.wantReads)
+			}
+			for i, id := range ids {
+				one, err := c.Collect(context.Background(), p, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(evs[i], one) {
+					t.Errorf("%s: CollectMany\n%+v\nCollect\n%+v", id, evs[i], one)
+				}
+			}
+			fd.down = true
+			var ce *ConnError
+			if _, err := c.CollectMany(context.Background(), p, ids); !errors.As(err, &ce) {
+				t.Errorf("MySQL down: err = %v, want a *ConnError", err)
+			}
+		})
+	}
+}

@@ -50,6 +50,12 @@ type RowChange struct {
 	// after image of an insert or update, the before image of a delete.
 	// A NULL column is absent from Values (and not in Missing).
 	Values map[string]string
+	// Before is an update's before image of the same columns (nil for an
+	// insert or a delete); a column the before image does not hold
+	// (binlog_row_image=MINIMAL) or that was NULL is absent. The watch
+	// reads a state row's version in both to tell that the update moved
+	// it (docs/watch.md#how-it-works).
+	Before map[string]string
 	// Missing names the followed columns the image does not hold
 	// (binlog_row_image=MINIMAL or NOBLOB): their values are unknown, not
 	// empty.

@@ -49,6 +49,18 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBat
 		}
 		pc := *col.For(p)
 		pc.PerOperation = true
+		if fr := fencesFrom(ctx); fr != nil {
+			// The fences first: a read that ends before the triage
+			// starts (fence.go). One that fails proves nothing.
+			if kr, ok := pc.DB.(KeyReader); ok {
+				fctx, cancel := ctx, context.CancelFunc(func() {})
+				if pc.Timeout > 0 {
+					fctx, cancel = context.WithTimeout(ctx, pc.Timeout)
+				}
+				_ = fr.prove(fctx, kr)
+				cancel()
+			}
+		}
 		return triage.Judge(ctx, &pc, p, bizIDs)
 	}
 }
@@ -176,10 +188,30 @@ func (w *Watcher) triageGroup(ctx context.Context, name string, ls []lookup, idx
 	for j, i := range idx {
 		ids[j] = ls[i].k.BizID
 	}
+	// The binlog changes' fences go with the call (fence.go): those the
+	// batch triage proves visible before it reads need no second look.
+	var fr *fenceRequest
+	for _, i := range idx {
+		if f := ls[i].cause.fence; f != nil && ls[i].cause.Source == SourceBinlog && !ls[i].cause.again {
+			if fr == nil {
+				fr = &fenceRequest{fences: map[string]*fence{}}
+			}
+			fr.fences[ls[i].k.BizID] = f
+		}
+	}
 	var rs []inspect.Report
 	err := ctx.Err()
 	if err == nil {
-		rs, err = w.TriageBatch(ctx, name, ids)
+		tctx := ctx
+		if fr != nil {
+			tctx = withFences(ctx, fr)
+		}
+		rs, err = w.TriageBatch(tctx, name, ids)
+		if err == nil && fr != nil {
+			for _, i := range idx {
+				ls[i].cause.fenced = fr.proven[ls[i].k.BizID]
+			}
+		}
 		if err == nil && len(rs) != len(ids) {
 			err = fmt.Errorf("pipeline %s: %d reports for a batch of %d operations", name, len(rs), len(ids))
 		}

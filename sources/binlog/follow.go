@@ -611,6 +611,14 @@ func (f *follower) rows(e *replication.RowsEvent, kind replication.EnumRowsEvent
 			// before image holds was not changed.
 			before, img, bits = e.Rows[i], e.Rows[i+1], e.ColumnBitmap2
 		}
+		if before != nil {
+			c.Before = make(map[string]string, len(ft.keep))
+			for _, p := range ft.keep {
+				if p < len(before) && hasColumn(e.ColumnBitmap1, p) && before[p] != nil {
+					c.Before[ft.cols[p]] = ft.text(p, before[p])
+				}
+			}
+		}
 		for _, p := range ft.keep {
 			name := ft.cols[p]
 			switch {

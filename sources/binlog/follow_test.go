@@ -345,6 +345,26 @@ func TestFollowMinimalImage(t *testing.T) {
 	}
 }
 
+// An update carries its before image of the kept columns (the watch reads
+// a state row's version in both); an insert and a delete carry none.
+func TestFollowUpdateBefore(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, "INSERT INTO ledger_entry (id, biz_order_id, direction, amount) VALUES (1, 'PAY-B', 'DEBIT', 10)")
+	start := head(t, f.reader)
+	f.db.Exec(t, "UPDATE ledger_entry SET amount = 5 WHERE id = 1")
+	f.db.Exec(t, "INSERT INTO ledger_entry (id, biz_order_id, direction, amount) VALUES (2, 'PAY-B2', 'DEBIT', 7)")
+	got, err := follow(t, f.reader, start, []sources.FollowTable{{Schema: f.db.Name, Table: "ledger_entry", Columns: []string{"id", "amount"}}}, 20*time.Second, count(2))
+	testenv.Must(t, err, "follow")
+	ch := changesOf(got)
+	up, ins := ch[0], ch[1]
+	if up.Kind != sources.ChangeUpdate || up.Values["amount"] != "5.0000000000" || up.Before["amount"] != "10.0000000000" || up.Before["id"] != "1" || len(up.Before) != 2 {
+		t.Errorf("update: %+v; want amount 10 before, 5 after", up)
+	}
+	if ins.Kind != sources.ChangeInsert || ins.Before != nil {
+		t.Errorf("insert: %+v; want no before image", ins)
+	}
+}
+
 // A session in binlog_format=STATEMENT that changes a followed table is a
 // change with Statement set; one that changes another table is not.
 func TestFollowStatementFormat(t *testing.T) {

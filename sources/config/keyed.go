@@ -119,3 +119,128 @@ var scalarFuncs = map[string]bool{
 	"SUBSTRING": true, "TIME": true, "TIMESTAMPADD": true, "TIMESTAMPDIFF": true, "TRIM": true,
 	"UCASE": true, "UNHEX": true, "UNIX_TIMESTAMP": true, "UPPER": true, "UTC_TIMESTAMP": true,
 }
+
+// PlainLookup reports whether q, which CutKeyedSelect accepts, reads one
+// table by its key and nothing else: SELECT <list> FROM <table> [[AS]
+// alias] WHERE <column> = ? [AND ...], with no subquery anywhere, no join,
+// no index hint, and no OR (or XOR, ||) beside the key's comparison at the
+// WHERE's top level. Its keyed form (the table joined with a list of keys)
+// is then a lookup of each key in the table, as cheap per key as the query
+// for one key is on the same index; any other query may be planned for a
+// list of keys as something else entirely (MariaDB 10.11 reads a whole
+// index once per list for a NOT EXISTS: docs/watch.md#how-it-works).
+func PlainLookup(q string) bool {
+	if _, ok := CutKeyedSelect(q); !ok {
+		return false
+	}
+	toks, _ := statement(q)
+	from, depth := -1, 0
+	for i, t := range toks {
+		switch {
+		case i > 0 && t.is("SELECT"):
+			return false // a subquery
+		case t.kind == tokPunct && t.text == "(":
+			depth++
+		case t.kind == tokPunct && t.text == ")":
+			depth--
+		case depth == 0 && from < 0 && t.is("FROM"):
+			from = i
+		}
+	}
+	name := func(i int) bool { return i < len(toks) && (toks[i].kind == tokWord || toks[i].kind == tokIdent) }
+	punct := func(i int, p string) bool { return i < len(toks) && toks[i].kind == tokPunct && toks[i].text == p }
+	// The table: name or schema.name, then an alias, with or without AS.
+	i := from + 1
+	if !name(i) {
+		return false
+	}
+	i++
+	if punct(i, ".") {
+		if !name(i + 1) {
+			return false
+		}
+		i += 2
+	}
+	if i < len(toks) && toks[i].is("AS") {
+		i++
+		if !name(i) {
+			return false
+		}
+		i++
+	} else if name(i) && !toks[i].is("WHERE") {
+		i++
+	}
+	if i >= len(toks) || !toks[i].is("WHERE") {
+		return false
+	}
+	where := i + 1
+	// The WHERE's top level: AND-ed terms, one of them <column> = ? or
+	// ? = <column>.
+	keyed := false
+	depth = 0
+	for i := where; i < len(toks); i++ {
+		t := toks[i]
+		if t.kind == tokPunct {
+			switch t.text {
+			case "(":
+				depth++
+			case ")":
+				depth--
+			case "|":
+				if depth == 0 {
+					return false
+				}
+			case "?":
+				if depth != 0 {
+					return false
+				}
+				keyed = keyTerm(toks, where, i)
+				if !keyed {
+					return false
+				}
+			}
+			continue
+		}
+		if depth == 0 && (t.is("OR") || t.is("XOR")) {
+			return false
+		}
+	}
+	return keyed
+}
+
+// keyTerm reports whether the placeholder toks[q] is one side of a term
+// <column> = ? (or ? = <column>) that stands alone between the WHERE
+// (toks[where] is its first token), AND and the end: the column a name,
+// or qualified by one.
+func keyTerm(toks []sqlToken, where, q int) bool {
+	isName := func(i int) bool {
+		return i >= 0 && i < len(toks) && (toks[i].kind == tokWord || toks[i].kind == tokIdent)
+	}
+	isDot := func(i int) bool { return i >= 0 && i < len(toks) && toks[i].kind == tokPunct && toks[i].text == "." }
+	isEq := func(i int) bool { return i >= 0 && i < len(toks) && toks[i].kind == tokPunct && toks[i].text == "=" }
+	bound := func(i int, before bool) bool {
+		if before {
+			return i == where-1 || i >= where && toks[i].is("AND")
+		}
+		return i >= len(toks) || toks[i].is("AND")
+	}
+	// column = ?
+	if isEq(q-1) && isName(q-2) && !toks[q-2].is("AND") && bound(q+1, false) {
+		c := q - 2
+		if isDot(c-1) && isName(c-2) {
+			c -= 2
+		}
+		if bound(c-1, true) {
+			return true
+		}
+	}
+	// ? = column
+	if isEq(q+1) && isName(q+2) && bound(q-1, true) {
+		c := q + 2
+		if isDot(c+1) && isName(c+2) {
+			c += 2
+		}
+		return bound(c+1, false)
+	}
+	return false
+}

@@ -104,3 +104,56 @@ func FuzzCutKeyedSelect(f *testing.F) {
 		checkCuts(t, q, k)
 	})
 }
+
+// TestPlainLookup: which snippets a hybrid read batches (a lookup of the
+// key in one table) and which it reads per operation (anything whose plan
+// for many keys opctl cannot know).
+func TestPlainLookup(t *testing.T) {
+	for _, c := range []struct {
+		name, q string
+		ok      bool
+	}{
+		{"plain", "SELECT id, direction, amount, created_at FROM ledger_entry WHERE biz_order_id = ?", true},
+		{"constant beside the key", "SELECT id, kind, created_at FROM outbox WHERE biz_id = ? AND kind = 'notice'", true},
+		{"key last", "SELECT request_id, sent_at FROM step_intent WHERE step = 'notify' AND biz_id = ?", true},
+		{"placeholder first", "SELECT id FROM t WHERE ? = t.k", true},
+		{"alias", "SELECT j.id FROM debit_log j WHERE j.biz_id = ?", true},
+		{"alias with AS", "SELECT j.id FROM debit_log AS j WHERE j.biz_id = ?", true},
+		{"schema-qualified", "SELECT status, updated_at FROM seed003.orders WHERE order_id = ?", true},
+		{"quoted names", "SELECT `id` FROM `my db`.`t` WHERE `k` = ?", true},
+		{"IN list of constants", "SELECT id FROM t WHERE k = ? AND kind IN ('A', 'B')", true},
+		{"scalar function in the list", "SELECT COALESCE(a, 0) FROM t WHERE k = ?", true},
+		{"lower case", "select id from t where k = ?", true},
+
+		{"NOT EXISTS", "SELECT j.id FROM debit_log j WHERE j.biz_id = ? AND j.kind = 'DEBIT' AND NOT EXISTS (SELECT 1 FROM debit_log r WHERE r.kind = 'REVERSAL' AND r.reverses_id = j.id)", false},
+		{"IN subquery", "SELECT id FROM t WHERE k = ? AND id IN (SELECT t_id FROM r)", false},
+		{"scalar subquery in the list", "SELECT id, (SELECT COUNT(*) FROM r WHERE r.id = t.id) AS n FROM t WHERE k = ?", false},
+		{"join", "SELECT a.id, b.v FROM a JOIN b ON b.a_id = a.id WHERE a.k = ?", false},
+		{"left join", "SELECT a.id FROM a LEFT JOIN b ON b.a_id = a.id WHERE a.k = ?", false},
+		{"comma join", "SELECT a.id FROM a, b WHERE b.a_id = a.id AND a.k = ?", false},
+		{"derived table", "SELECT d.id FROM (SELECT id, k FROM t) AS d WHERE d.k = ?", false},
+		{"index hint", "SELECT id FROM t FORCE INDEX (ix_k) WHERE k = ?", false},
+		{"no WHERE", "SELECT ? AS k, id FROM t", false},
+		{"placeholder in the list", "SELECT ? AS k, id FROM t WHERE k = 'x'", false},
+		{"OR", "SELECT id FROM t WHERE k = ? OR alt = 'x'", false},
+		{"OR beside", "SELECT id FROM t WHERE kind = 'A' OR k = ?", false},
+		{"pipes", "SELECT id FROM t WHERE k = ? || alt = 'x'", false},
+		{"XOR", "SELECT id FROM t WHERE k = ? XOR alt = 'x'", false},
+		{"key in parentheses", "SELECT id FROM t WHERE (k = ?)", false},
+		{"key not compared for equality", "SELECT id FROM t WHERE k >= ?", false},
+		{"key not equal", "SELECT id FROM t WHERE k != ?", false},
+		{"null-safe equality", "SELECT id FROM t WHERE k <=> ?", false},
+		{"key in an expression", "SELECT id FROM t WHERE k = CONCAT(?, '-x')", false},
+		{"column in an expression", "SELECT id FROM t WHERE LOWER(k) = ?", false},
+		{"NOT before the term", "SELECT id FROM t WHERE NOT k = ?", false},
+		{"arithmetic after the key", "SELECT id FROM t WHERE ? = k + 1", false},
+		{"order by", "SELECT id FROM t WHERE k = ? ORDER BY id", false},
+		{"count", "SELECT COUNT(*) FROM t WHERE k = ?", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := PlainLookup(c.q); got != c.ok {
+				t.Errorf("PlainLookup(%q) = %v, want %v", c.q, got, c.ok)
+			}
+		})
+	}
+}

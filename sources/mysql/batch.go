@@ -19,8 +19,9 @@ import (
 // (sources.MaxBatch).
 const MaxBatch = sources.MaxBatch
 
-// BatchStats describes the statements of a Reader's ReadOperations calls so
-// far (reconcile reports them; tests check the batching).
+// BatchStats describes the statements of a Reader's ReadOperations and
+// ReadOperationsHybrid calls so far (reconcile reports them; tests check
+// the batching).
 type BatchStats struct {
 	// Batches is the number of ReadOperations calls, Operations the
 	// operations they read.
@@ -31,6 +32,10 @@ type BatchStats struct {
 	// that read a batch in its keyed form (fetchKeyed), failed ones
 	// included.
 	Statements, Fallbacks, Keyed int
+	// Hybrid is how many of the calls were ReadOperationsHybrid (Batches
+	// counts them too); Single the statements their per-operation queries
+	// ran, one per query and operation (Statements counts them too).
+	Hybrid, Single int
 }
 
 // ReadOperations reads the operations bizIDs of pipeline p, as ReadOperation
@@ -73,11 +78,47 @@ type BatchStats struct {
 // an invalid pipeline; per-operation failures are in errs, as
 // ReadOperation's (a *PartialError, or a step's Err).
 func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) ([]sources.DBEvidence, []error, error) {
+	return r.readBatch(ctx, p, auditTable, bizIDs, false)
+}
+
+// ReadOperationsHybrid reads the operations bizIDs of pipeline p as
+// ReadOperations does, but batches only the queries whose keyed form is a
+// lookup of the keys in one table (query.lookup: the state row, the
+// idempotency records, the audit rows, and each configured evidence,
+// intent or entity query that config.PlainLookup accepts); every other
+// query (a subquery, a NOT EXISTS, a join: a plan opctl cannot know for a
+// list of keys) is run once per operation with its own bound biz_id, as
+// ReadOperation runs it, at most maxOpenConns at a time. The watch reads
+// its batches so (sources.Collector.PerOperation,
+// docs/watch.md#how-it-works): a batch of a few changed operations of a
+// large table, where MariaDB 10.11 planned the batched form of the lab's
+// debit evidence (a NOT EXISTS on the journal) as a scan of the whole
+// journal index per batch, and where one statement per query and
+// operation costs a round trip each.
+//
+// evs[i] and errs[i] are what ReadOperation(bizIDs[i]) returns: a batched
+// lookup keeps the order of opctl's own queries (their ORDER BY), a
+// configured lookup has no ORDER BY (PlainLookup refuses one) and its rows
+// come per key in the order of the index the server looks the key up in,
+// as for one key; the operations share the clock of the batch's one state
+// statement. Failures are ReadOperation's, per operation: a batched
+// statement the server rejects is retried for one operation and then
+// reported for all, or read per operation (ReadOperations).
+func (r *Reader) ReadOperationsHybrid(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string) ([]sources.DBEvidence, []error, error) {
+	return r.readBatch(ctx, p, auditTable, bizIDs, true)
+}
+
+// readBatch is ReadOperations, or with hybrid ReadOperationsHybrid.
+func (r *Reader) readBatch(ctx context.Context, p *config.Pipeline, auditTable string, bizIDs []string, hybrid bool) ([]sources.DBEvidence, []error, error) {
+	name := "ReadOperations"
+	if hybrid {
+		name = "ReadOperationsHybrid"
+	}
 	if p == nil {
-		return nil, nil, errors.New("mysql: ReadOperations: nil pipeline")
+		return nil, nil, fmt.Errorf("mysql: %s: nil pipeline", name)
 	}
 	if len(bizIDs) > MaxBatch {
-		return nil, nil, fmt.Errorf("mysql: ReadOperations: %d operations, at most %d per batch", len(bizIDs), MaxBatch)
+		return nil, nil, fmt.Errorf("mysql: %s: %d operations, at most %d per batch", name, len(bizIDs), MaxBatch)
 	}
 	n := len(bizIDs)
 	if n == 0 {
@@ -91,8 +132,9 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	}
 	// A configured query's keyed form, once for the batch (opctl's own
 	// queries carry theirs).
+	single := func(q query) bool { return hybrid && !q.lookup && len(q.args) > 0 }
 	for k := range qs0 {
-		if qs0[k].keyed == "" && qs0[k].branch == "" && len(qs0[k].args) > 0 && n > 1 {
+		if qs0[k].keyed == "" && qs0[k].branch == "" && len(qs0[k].args) > 0 && n > 1 && !single(qs0[k]) {
 			qs0[k].keyed = keyedSnippet(qs0[k].text)
 		}
 	}
@@ -117,7 +159,22 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	var mu sync.Mutex
 	var stats BatchStats
 	var wg sync.WaitGroup
+	// The per-operation statements of a hybrid read, at most maxOpenConns
+	// at a time (more would only queue for the pool's connections).
+	sem := make(chan struct{}, maxOpenConns)
 	for j := range slots {
+		if single(qs0[j]) {
+			for i := range n {
+				wg.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					results[i][j] = r.fetchQuery(ctx, qss[i][j])
+				})
+			}
+			stats.Statements += n
+			stats.Single += n
+			continue
+		}
 		wg.Go(func() {
 			stmts, keyed, fellBack := r.fetchBatch(ctx, qss, j, results)
 			mu.Lock()
@@ -152,6 +209,10 @@ func (r *Reader) ReadOperations(ctx context.Context, p *config.Pipeline, auditTa
 	r.batch.Statements += stats.Statements
 	r.batch.Fallbacks += stats.Fallbacks
 	r.batch.Keyed += stats.Keyed
+	r.batch.Single += stats.Single
+	if hybrid {
+		r.batch.Hybrid++
+	}
 	r.mu.Unlock()
 	if !reachable && connErr != nil {
 		return nil, nil, connErr

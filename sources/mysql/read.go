@@ -56,6 +56,12 @@ type query struct {
 	// the operation's ordinal (keyedOp). ReadOperations makes a configured
 	// query's, once a batch (keyedSnippet).
 	keyed string
+	// lookup says that the keyed form reads one table by its key and
+	// nothing else (opctl's own queries; a configured query that
+	// config.PlainLookup accepts), so that it costs the server per key what
+	// the query costs for one: ReadOperationsHybrid reads such a query
+	// with one statement per batch, any other once per operation.
+	lookup bool
 }
 
 // The keyed form of a batched read: the batch's keys as a JSON array bound
@@ -376,7 +382,7 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		// batch — a full pass over the state table per 256 candidates.
 		clock := fmt.Sprintf("SELECT -1, %s FROM (SELECT 1 AS one) AS o LEFT JOIN %s AS s ON s.%s = NULL", sel, q(st.Table), q(st.Key))
 		keyed := fmt.Sprintf("SELECT %s, %s FROM %s, %s AS s WHERE s.%s = %s", keyedOp, sel, keyedFrom, q(st.Table), q(st.Key), keyedKey)
-		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock, keyed: keyed})
+		qs = append(qs, query{kind: kindState, text: text, args: []any{bizID}, stateCols: cols, branch: branch, clock: clock, keyed: keyed, lookup: true})
 	} else {
 		qs = append(qs, query{kind: kindState, text: "SELECT NOW(6)"})
 	}
@@ -385,10 +391,10 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 		// Evidence and intent queries are the operator team's SQL, run with
 		// the biz_id bound to their one `?`.
 		if s.Evidence != "" {
-			qs = append(qs, query{kind: kindEvidence, step: i, text: s.Evidence, args: []any{bizID}})
+			qs = append(qs, query{kind: kindEvidence, step: i, text: s.Evidence, args: []any{bizID}, lookup: config.PlainLookup(s.Evidence)})
 		}
 		if s.Intent != "" {
-			qs = append(qs, query{kind: kindIntent, step: i, text: s.Intent, args: []any{bizID}})
+			qs = append(qs, query{kind: kindIntent, step: i, text: s.Intent, args: []any{bizID}, lookup: config.PlainLookup(s.Intent)})
 		}
 	}
 
@@ -412,17 +418,17 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 			pos = []int{3, 1}
 		}
 		keyed := fmt.Sprintf("SELECT %s, %s FROM %s, %s WHERE %s = %s", keyedOp, sel, keyedFrom, q(id.Table), q(id.BizID), keyedKey)
-		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}, order: pos, branch: branch, keyed: keyed})
+		qs = append(qs, query{kind: kindIdempotency, text: text, args: []any{bizID}, order: pos, branch: branch, keyed: keyed, lookup: true})
 	}
 
 	if e := p.Entity; e != nil && e.Query != "" {
-		qs = append(qs, query{kind: kindEntity, text: e.Query, args: []any{bizID}})
+		qs = append(qs, query{kind: kindEntity, text: e.Query, args: []any{bizID}, lookup: config.PlainLookup(e.Query)})
 	}
 
 	if auditTable != "" {
 		sel := auditSelect(q(auditTable))
 		text := fmt.Sprintf("SELECT %s ORDER BY id LIMIT %d", sel, MaxRows)
-		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, order: []int{7},
+		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, order: []int{7}, lookup: true,
 			branch: "SELECT ? AS opctl_op, " + sel,
 			keyed:  fmt.Sprintf("SELECT %s, %s FROM %s, %s WHERE biz_id = %s AND pipeline = ?", keyedOp, auditCols, keyedFrom, q(auditTable), keyedKey)})
 	}

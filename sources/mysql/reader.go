@@ -375,7 +375,10 @@ func isNoTable(err error) bool {
 	return errors.As(err, &me) && me.Number == errNoTable
 }
 
-var _ sources.DB = (*Reader)(nil)
+var (
+	_ sources.DB       = (*Reader)(nil)
+	_ sources.HybridDB = (*Reader)(nil)
+)
 
 // quietLogger drops the driver's log lines.
 type quietLogger struct{}
