@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -397,6 +398,62 @@ func BenchmarkLocateSearched512(b *testing.B) {
 					})
 				}
 				wg.Wait()
+			}
+		})
+	}
+}
+
+// TestLocateManyKafkaDown: with no broker at the address (a closed port)
+// or one that never answers, every request of a LocateMany, stored or
+// searched, has an error that names the broker, as Locate's does; the
+// silent one says the reader's timeout ended it.
+func TestLocateManyKafkaDown(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	reqs := []sources.LocateRequest{
+		{Topic: topic, Key: []byte("PAY-1"), Partition: 0, Offset: 5},
+		{Topic: topic, Key: []byte("PAY-2"), Partition: 1, Offset: 9},
+		{Topic: topic, Key: []byte("PAY-3"), Partition: 0, Offset: -1, Around: time.Now()},
+	}
+	for _, c := range []struct {
+		name, addr, says string
+	}{
+		{"closed port", unusedAddr(t), "cannot connect"},
+		{"silent broker", silent.Addr().String(), "no answer within 300ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReader(t, []string{c.addr}, 300*time.Millisecond)
+			locs, errs := r.LocateMany(context.Background(), reqs)
+			for i, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), c.addr) || !strings.Contains(err.Error(), c.says) {
+					t.Errorf("request %d: error %v, want one naming %s and saying %q", i, err, c.addr, c.says)
+				}
+				if want := (sources.Location{Partition: -1, Offset: -1, Located: sources.LocatedUnknown}); !reflect.DeepEqual(locs[i], want) {
+					t.Errorf("request %d: location %+v, want %+v", i, locs[i], want)
+				}
 			}
 		})
 	}
