@@ -347,9 +347,10 @@ func anyContains(set map[string]bool, s string) bool {
 
 // BenchmarkLocateSearched512: 512 operations without a stored position,
 // each searched from 5 minutes before its record's time (300 records of
-// its partition before it), for its message and for every message of its
-// key (All): located together (LocateMany), and one at a time (Locate)
-// 16 at a time.
+// its partition before it), for its message (first) and for every message
+// of its key (all), and among the newest records of the day (newest: from
+// the partition's start): located together (LocateMany), and one at a
+// time (Locate) 16 at a time.
 func BenchmarkLocateSearched512(b *testing.B) {
 	const parts, n = 4, 4000
 	k := childKafka(b, topic, parts)
@@ -365,17 +366,24 @@ func BenchmarkLocateSearched512(b *testing.B) {
 	}
 	r := newReader(b, k.Brokers, 30*time.Second)
 	ctx := context.Background()
-	for _, all := range []bool{false, true} {
+	for _, kind := range []string{"first", "all", "newest"} {
 		reqs := slices.Clone(reqs)
 		for j := range reqs {
-			reqs[j].All = all
+			switch kind {
+			case "all":
+				reqs[j].All = true
+			case "newest":
+				// Anchored at now, no row to anchor it (seed 000): the
+				// newest 50,000 records of the day, the whole partition.
+				reqs[j].Newest, reqs[j].Around, reqs[j].Window = true, at.Add(n*time.Second), 24*time.Hour
+			}
 		}
 		check := func(i int, loc sources.Location, err error) {
 			if err != nil || loc.Message == nil {
 				b.Fatalf("request %d: %+v, %v", i, loc, err)
 			}
 		}
-		b.Run(fmt.Sprintf("all=%v/LocateMany", all), func(b *testing.B) {
+		b.Run(kind+"/LocateMany", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				locs, errs := r.LocateMany(ctx, reqs)
@@ -384,7 +392,7 @@ func BenchmarkLocateSearched512(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("all=%v/Locate", all), func(b *testing.B) {
+		b.Run(kind+"/Locate", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				sem := make(chan struct{}, 16)
