@@ -139,10 +139,15 @@ func BenchmarkLocateStored512(b *testing.B) {
 	})
 }
 
-// written is a record the equivalence test wrote: its key and msg_id.
-type written struct{ key, msgID string }
+// written is a record the equivalence test wrote: its key and msg_id, and
+// when it would be stamped by a producer whose clock is right.
+type written struct {
+	key, msgID string
+	at         time.Time
+}
 
-// equivalenceLog writes, to a 3-partition topic: partition 0, plain
+// equivalenceLog writes, to a 3-partition topic (records stamped one a
+// second, one in six of the plain ones 3 minutes ahead): partition 0, plain
 // records and compressed batches, the first ones then deleted by
 // retention; partition 1, transactions aborted and committed (records of
 // 2 KB, so that a marker is in some answers and not in others), plain
@@ -157,14 +162,18 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 	plain := func(p int32, value string) {
 		n++
 		key, id := fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n)
-		off := k.Produce(t, topic, p, key, value, map[string]string{"msg_id": id}, at.Add(time.Duration(n)*time.Second))
-		recs[p][off] = written{key, id}
+		ts := at.Add(time.Duration(n) * time.Second)
+		if rng.IntN(6) == 0 {
+			ts = ts.Add(3 * time.Minute) // a producer's clock running ahead
+		}
+		off := k.Produce(t, topic, p, key, value, map[string]string{"msg_id": id}, ts)
+		recs[p][off] = written{key, id, at.Add(time.Duration(n) * time.Second)}
 	}
 	for i := range 60 {
 		if i%10 == 5 {
 			keys := []string{fmt.Sprintf("B-%d-a", i), fmt.Sprintf("B-%d-b", i), fmt.Sprintf("B-%d-c", i)}
 			for j, off := range k.ProduceBatch(t, topic, 0, keys, at) {
-				recs[0][off] = written{key: keys[j]}
+				recs[0][off] = written{key: keys[j], at: at}
 			}
 			continue
 		}
@@ -188,7 +197,7 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 			n++
 			key, id := fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n)
 			off := tx.Produce(topic, 1, key, mid, map[string]string{"msg_id": id}, at.Add(time.Duration(n)*time.Second))
-			recs[1][off] = written{key, id}
+			recs[1][off] = written{key, id, at.Add(time.Duration(n) * time.Second)}
 		}
 		tx.End(i%3 != 0)
 	}
@@ -196,7 +205,7 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 	open.Begin()
 	n++
 	off := open.Produce(topic, 1, fmt.Sprintf("PAY-%d", n), mid, map[string]string{"msg_id": fmt.Sprintf("m-%d", n)}, at.Add(time.Duration(n)*time.Second))
-	recs[1][off] = written{fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n)}
+	recs[1][off] = written{fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n), at.Add(time.Duration(n) * time.Second)}
 	for range 5 {
 		plain(1, "v")
 	}
@@ -315,6 +324,11 @@ func searchedRequest(rng *rand.Rand, p int32, w written) (sources.LocateRequest,
 		Around: time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(260)) * time.Second),
 		Window: []time.Duration{0, 5 * time.Second, 30 * time.Second, 2 * time.Minute}[rng.IntN(4)],
 		Limit:  []int{0, 3, 20, 100}[rng.IntN(4)],
+	}
+	if !w.at.IsZero() && rng.IntN(2) == 0 {
+		// Near the record's time: a record stamped ahead of it is past
+		// a small window, held until a record inside the window follows.
+		req.Around = w.at.Add(time.Duration(rng.IntN(5)-2) * time.Second)
 	}
 	kind := "searched"
 	switch rng.IntN(10) {
