@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -138,10 +139,15 @@ func BenchmarkLocateStored512(b *testing.B) {
 	})
 }
 
-// written is a record the equivalence test wrote: its key and msg_id.
-type written struct{ key, msgID string }
+// written is a record the equivalence test wrote: its key and msg_id, and
+// when it would be stamped by a producer whose clock is right.
+type written struct {
+	key, msgID string
+	at         time.Time
+}
 
-// equivalenceLog writes, to a 3-partition topic: partition 0, plain
+// equivalenceLog writes, to a 3-partition topic (records stamped one a
+// second, one in six of the plain ones 3 minutes ahead): partition 0, plain
 // records and compressed batches, the first ones then deleted by
 // retention; partition 1, transactions aborted and committed (records of
 // 2 KB, so that a marker is in some answers and not in others), plain
@@ -156,14 +162,18 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 	plain := func(p int32, value string) {
 		n++
 		key, id := fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n)
-		off := k.Produce(t, topic, p, key, value, map[string]string{"msg_id": id}, at.Add(time.Duration(n)*time.Second))
-		recs[p][off] = written{key, id}
+		ts := at.Add(time.Duration(n) * time.Second)
+		if rng.IntN(6) == 0 {
+			ts = ts.Add(3 * time.Minute) // a producer's clock running ahead
+		}
+		off := k.Produce(t, topic, p, key, value, map[string]string{"msg_id": id}, ts)
+		recs[p][off] = written{key, id, at.Add(time.Duration(n) * time.Second)}
 	}
 	for i := range 60 {
 		if i%10 == 5 {
 			keys := []string{fmt.Sprintf("B-%d-a", i), fmt.Sprintf("B-%d-b", i), fmt.Sprintf("B-%d-c", i)}
 			for j, off := range k.ProduceBatch(t, topic, 0, keys, at) {
-				recs[0][off] = written{key: keys[j]}
+				recs[0][off] = written{key: keys[j], at: at}
 			}
 			continue
 		}
@@ -187,7 +197,7 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 			n++
 			key, id := fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n)
 			off := tx.Produce(topic, 1, key, mid, map[string]string{"msg_id": id}, at.Add(time.Duration(n)*time.Second))
-			recs[1][off] = written{key, id}
+			recs[1][off] = written{key, id, at.Add(time.Duration(n) * time.Second)}
 		}
 		tx.End(i%3 != 0)
 	}
@@ -195,7 +205,7 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 	open.Begin()
 	n++
 	off := open.Produce(topic, 1, fmt.Sprintf("PAY-%d", n), mid, map[string]string{"msg_id": fmt.Sprintf("m-%d", n)}, at.Add(time.Duration(n)*time.Second))
-	recs[1][off] = written{fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n)}
+	recs[1][off] = written{fmt.Sprintf("PAY-%d", n), fmt.Sprintf("m-%d", n), at.Add(time.Duration(n) * time.Second)}
 	for range 5 {
 		plain(1, "v")
 	}
@@ -315,6 +325,11 @@ func searchedRequest(rng *rand.Rand, p int32, w written) (sources.LocateRequest,
 		Window: []time.Duration{0, 5 * time.Second, 30 * time.Second, 2 * time.Minute}[rng.IntN(4)],
 		Limit:  []int{0, 3, 20, 100}[rng.IntN(4)],
 	}
+	if !w.at.IsZero() && rng.IntN(2) == 0 {
+		// Near the record's time: a record stamped ahead of it is past
+		// a small window, held until a record inside the window follows.
+		req.Around = w.at.Add(time.Duration(rng.IntN(5)-2) * time.Second)
+	}
 	kind := "searched"
 	switch rng.IntN(10) {
 	case 0:
@@ -346,9 +361,10 @@ func anyContains(set map[string]bool, s string) bool {
 
 // BenchmarkLocateSearched512: 512 operations without a stored position,
 // each searched from 5 minutes before its record's time (300 records of
-// its partition before it), for its message and for every message of its
-// key (All): located together (LocateMany), and one at a time (Locate)
-// 16 at a time.
+// its partition before it), for its message (first) and for every message
+// of its key (all), and among the newest records of the day (newest: from
+// the partition's start): located together (LocateMany), and one at a
+// time (Locate) 16 at a time.
 func BenchmarkLocateSearched512(b *testing.B) {
 	const parts, n = 4, 4000
 	k := childKafka(b, topic, parts)
@@ -364,17 +380,24 @@ func BenchmarkLocateSearched512(b *testing.B) {
 	}
 	r := newReader(b, k.Brokers, 30*time.Second)
 	ctx := context.Background()
-	for _, all := range []bool{false, true} {
+	for _, kind := range []string{"first", "all", "newest"} {
 		reqs := slices.Clone(reqs)
 		for j := range reqs {
-			reqs[j].All = all
+			switch kind {
+			case "all":
+				reqs[j].All = true
+			case "newest":
+				// Anchored at now, no row to anchor it (seed 000): the
+				// newest 50,000 records of the day, the whole partition.
+				reqs[j].Newest, reqs[j].Around, reqs[j].Window = true, at.Add(n*time.Second), 24*time.Hour
+			}
 		}
 		check := func(i int, loc sources.Location, err error) {
 			if err != nil || loc.Message == nil {
 				b.Fatalf("request %d: %+v, %v", i, loc, err)
 			}
 		}
-		b.Run(fmt.Sprintf("all=%v/LocateMany", all), func(b *testing.B) {
+		b.Run(kind+"/LocateMany", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				locs, errs := r.LocateMany(ctx, reqs)
@@ -383,7 +406,7 @@ func BenchmarkLocateSearched512(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("all=%v/Locate", all), func(b *testing.B) {
+		b.Run(kind+"/Locate", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				sem := make(chan struct{}, 16)
@@ -397,6 +420,62 @@ func BenchmarkLocateSearched512(b *testing.B) {
 					})
 				}
 				wg.Wait()
+			}
+		})
+	}
+}
+
+// TestLocateManyKafkaDown: with no broker at the address (a closed port)
+// or one that never answers, every request of a LocateMany, stored or
+// searched, has an error that names the broker, as Locate's does; the
+// silent one says the reader's timeout ended it.
+func TestLocateManyKafkaDown(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	reqs := []sources.LocateRequest{
+		{Topic: topic, Key: []byte("PAY-1"), Partition: 0, Offset: 5},
+		{Topic: topic, Key: []byte("PAY-2"), Partition: 1, Offset: 9},
+		{Topic: topic, Key: []byte("PAY-3"), Partition: 0, Offset: -1, Around: time.Now()},
+	}
+	for _, c := range []struct {
+		name, addr, says string
+	}{
+		{"closed port", unusedAddr(t), "cannot connect"},
+		{"silent broker", silent.Addr().String(), "no answer within 300ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReader(t, []string{c.addr}, 300*time.Millisecond)
+			locs, errs := r.LocateMany(context.Background(), reqs)
+			for i, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), c.addr) || !strings.Contains(err.Error(), c.says) {
+					t.Errorf("request %d: error %v, want one naming %s and saying %q", i, err, c.addr, c.says)
+				}
+				if want := (sources.Location{Partition: -1, Offset: -1, Located: sources.LocatedUnknown}); !reflect.DeepEqual(locs[i], want) {
+					t.Errorf("request %d: location %+v, want %+v", i, locs[i], want)
+				}
 			}
 		})
 	}
