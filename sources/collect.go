@@ -150,11 +150,11 @@ type HybridDB interface {
 // one: evs[i] is what Collect(bizIDs[i]) returns. The Kafka group view is
 // read once for all of them, and when the DB is a BatchDB the MySQL rows of
 // all of them come from one statement per query (with PerOperation, only
-// the lookups of a HybridDB); when the Kafka is a BatchLocator the
-// messages at stored positions are read by one LocateMany (within
-// --timeout, as one Locate); the probes and the other message
-// searches then run for every operation concurrently. The error is a
-// *ConnError when MySQL cannot be reached at all.
+// the lookups of a HybridDB); when the Kafka is a BatchLocator their
+// messages are located by one LocateMany (within --timeout, as one
+// Locate); the probes (and the message searches of a Kafka that is not)
+// then run for every operation concurrently. The error is a *ConnError
+// when MySQL cannot be reached at all.
 func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs []string) ([]Evidence, error) {
 	c = c.For(p)
 	var gr groupResult
@@ -210,7 +210,7 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 	for i := range evs {
 		reqs[i], canLocate[i] = c.locateRequest(p, evs[i].BizID, evs[i].DB)
 	}
-	located := c.locateStored(ctx, reqs, canLocate)
+	located := c.locateMany(ctx, reqs, canLocate)
 	// The probes call the downstream services: at most manyProbing
 	// operations at a time.
 	sem := make(chan struct{}, manyProbing)
@@ -235,11 +235,11 @@ const manyReading = 8
 // at once.
 const manyProbing = 16
 
-// locateStored starts one LocateMany for the requests at a stored position
-// when the Kafka is a BatchLocator, and returns, for each of them, the wait
-// for its answer (nil for the others, and for every request when the Kafka
-// is not a BatchLocator: finish locates those one by one).
-func (c *Collector) locateStored(ctx context.Context, reqs []LocateRequest, canLocate []bool) []func() (Location, error) {
+// locateMany starts one LocateMany for the requests that can locate when
+// the Kafka is a BatchLocator, and returns, for each of them, the wait for
+// its answer (nil for the others, and for every request when the Kafka is
+// not a BatchLocator: finish locates those one by one).
+func (c *Collector) locateMany(ctx context.Context, reqs []LocateRequest, canLocate []bool) []func() (Location, error) {
 	located := make([]func() (Location, error), len(reqs))
 	bl, ok := c.Kafka.(BatchLocator)
 	if !ok {
@@ -248,7 +248,7 @@ func (c *Collector) locateStored(ctx context.Context, reqs []LocateRequest, canL
 	var idx []int
 	var batch []LocateRequest
 	for i, req := range reqs {
-		if canLocate[i] && req.Partition >= 0 && req.Offset >= 0 {
+		if canLocate[i] {
 			idx, batch = append(idx, i), append(batch, req)
 		}
 	}

@@ -25,11 +25,10 @@ func (s stateRows) ReadOperation(_ context.Context, _ *config.Pipeline, _ string
 
 // TestCollectManyLocateMany: with a Kafka that is a BatchLocator (the
 // Reader, on kfake), CollectMany reads the stored positions of a batch with
-// one LocateMany (the log bounds once: two ListOffsets besides the group
-// view's two and the searches' own) and returns for every operation what
-// Collect returns: stored positions that hold the operation's message,
-// that hold another's, past the log end, and operations without a stored
-// position, searched one by one.
+// one LocateMany (the log bounds once, the searches of a partition with one
+// read) and returns for every operation what Collect returns: stored
+// positions that hold the operation's message, that hold another's, past
+// the log end, and operations without a stored position, searched.
 func TestCollectManyLocateMany(t *testing.T) {
 	const topic = "settlement-event"
 	k := testenv.NewKafka(t, map[string]int32{topic: 3})
@@ -95,9 +94,10 @@ func TestCollectManyLocateMany(t *testing.T) {
 	mu.Lock()
 	got := listOffsets
 	mu.Unlock()
-	// The group view's two, LocateMany's two (start and end of every
-	// partition, one broker), and each search's two.
-	if want := 4 + 2*searched; got != want {
+	// The group view's two; LocateMany's two for the stored positions
+	// (start and end of every partition, one broker), and for the
+	// searches one (end) and one per search (its window's start).
+	if want := 5 + searched; got != want {
 		t.Errorf("CollectMany sent %d ListOffsets, want %d (one Locate per stored position would send %d)", got, want, 2+2*len(ids))
 	}
 	found := 0

@@ -10,7 +10,7 @@ import (
 )
 
 // When a binlog change that triaged to no target is looked at again
-// (docs/watch.md#how-it-works, "the second look"). The server writes a
+// (docs/watch.md#how-it-works, "the fence"). The server writes a
 // transaction to its binlog before its engine commit is visible, so the
 // triage that follows a change may read the rows as they were before it.
 // The report cannot say which version it read: a triage reads an
@@ -19,12 +19,14 @@ import (
 // evidence, read by a statement that started a moment earlier, does not.
 // What proves the triage saw the transaction is a read that ended before
 // the triage started: the fence. When the newest transaction of the round
-// that touched the operation moved a column that only grows (the state
-// row's version, else its updated_at, or the entity row's updated_at) of
-// the operation's own row, that row is read back (one statement per batch)
-// before the triage; a value at least the transaction's proves it, and
-// every transaction before it, visible to every statement of the triage,
-// and the second look is not needed. Anything else keeps it.
+// that touched the operation wrote the operation's own row (its state
+// row, else its entity row) and moved a column that only grows there
+// (state.version, else state.updated_at; entity.updated_at), or inserted
+// the row, that column is read back (one statement per batch and table)
+// before the batch is triaged; one row with a value at least the
+// transaction's proves it and every transaction before it visible to
+// every statement of the triage, and the second look is not needed.
+// Anything else keeps it.
 
 // fenceKind is how a fence column's values are ordered.
 type fenceKind int

@@ -527,9 +527,9 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 		// seconds: a target it finds is still flagged within a second.
 		// Not when the fence read before the triage proved it sees the
 		// change (fence.go), unless an earlier round's change still
-		// waits for its own second look (pending): the fence proves this
-		// round's transactions visible to the triage's statements, not
-		// that the earlier look read that change's rows.
+		// waits for its own second look (pending), which is kept: an
+		// inserted row's fence cannot tell the row from an older life
+		// whose delete that look waits for.
 		w.deadlines.Set(k, now.Add(min(w.settle(), binlogRecheck)))
 		cause.again = true
 		if w.unsettled == nil {

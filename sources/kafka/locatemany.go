@@ -25,63 +25,76 @@ const (
 	manyGapOffsets = 256
 	// manyFetching bounds the fetches of a LocateMany in flight at once.
 	manyFetching = 8
-	// manyLocating bounds the requests without a stored position that a
-	// LocateMany locates at once, each as Locate does.
+	// manyLocating bounds the lookups of the searches' window starts
+	// (ListOffsets by timestamp, one per partition and time) in flight at
+	// once.
 	manyLocating = 16
 )
 
 // LocateMany implements sources.BatchLocator: locs[i], errs[i] are what
-// Locate(ctx, reqs[i]) returns. The requests with a stored position are
-// read per topic in one bounded call (the reader's timeout, as one
-// Locate): the topic's metadata, then the log start and end of all their
-// partitions in one concurrent round (a ListOffsets per leader for each),
-// then each partition's wanted offsets inside the log, sorted, by fetches
-// of at most manyFetchBytes from the lowest one no answer has covered yet
-// (runs of offsets more than manyGapOffsets apart concurrently, at most
-// manyFetching fetches at once). Each position is then decided as Locate
-// decides it (decideStored); one the answers hold no record at is read by
-// a fetch of its own, as Locate reads it, so that even the next record its
-// Detail names is the same. The other requests are located one by one, as
-// Locate does, at most manyLocating at once.
+// Locate(ctx, reqs[i]) returns. The requests of each topic are read in
+// one call bounded by the reader's timeout (as one Locate is).
+//
+// The requests with a stored position: the topic's metadata, then the log
+// start and end of all their partitions in one concurrent round (a
+// ListOffsets per leader for each), then each partition's wanted offsets
+// inside the log, sorted, by fetches of at most manyFetchBytes from the
+// lowest one no answer has covered yet (runs of offsets more than
+// manyGapOffsets apart concurrently, at most manyFetching fetches at
+// once). Each position is then decided as Locate decides it
+// (decideStored); one the answers hold no record at is read by a fetch of
+// its own, as Locate reads it, so that even the next record its Detail
+// names is the same.
+//
+// The requests without one: the log end of their partitions in one round,
+// the offset of each window's start (at most manyLocating lookups at
+// once), then one forward read per partition from the lowest start (a
+// gap before a later start is jumped, not read), every record fed to the
+// search of every request it is at or past the start of, each search
+// stopping on its own terms (its window, limit, All, Newest) as Locate's
+// does. A search whose lookup found no offset is searched as Locate
+// searches it.
 func (r *Reader) LocateMany(ctx context.Context, reqs []sources.LocateRequest) ([]sources.Location, []error) {
 	locs := make([]sources.Location, len(reqs))
 	errs := make([]error, len(reqs))
-	stored := map[string][]int{}
+	stored, searched := map[string][]int{}, map[string][]int{}
 	var topics []string
 	var others []int
 	for i, req := range reqs {
-		if req.Topic == "" || req.Partition < 0 || req.Offset < 0 {
+		if req.Topic == "" {
 			others = append(others, i)
 			continue
 		}
-		if stored[req.Topic] == nil {
+		if stored[req.Topic] == nil && searched[req.Topic] == nil {
 			topics = append(topics, req.Topic)
 		}
-		stored[req.Topic] = append(stored[req.Topic], i)
+		if req.Partition >= 0 && req.Offset >= 0 {
+			stored[req.Topic] = append(stored[req.Topic], i)
+		} else {
+			searched[req.Topic] = append(searched[req.Topic], i)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, topic := range topics {
-		wg.Go(func() { r.locateStoredMany(ctx, topic, reqs, stored[topic], locs, errs) })
+		if idx := stored[topic]; len(idx) > 0 {
+			wg.Go(func() { r.locateStoredMany(ctx, topic, reqs, idx, locs, errs) })
+		}
+		if idx := searched[topic]; len(idx) > 0 {
+			wg.Go(func() { r.searchMany(ctx, topic, reqs, idx, locs, errs) })
+		}
 	}
-	sem := make(chan struct{}, manyLocating)
 	for _, i := range others {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			locs[i], errs[i] = r.Locate(ctx, reqs[i])
-		})
+		locs[i], errs[i] = r.Locate(ctx, reqs[i])
 	}
 	wg.Wait()
 	return locs, errs
 }
 
-// locateStoredMany locates reqs[i] for every i of idx (all at stored
-// positions of topic) into locs[i], errs[i].
-func (r *Reader) locateStoredMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
-	opCtx, cancel := r.op(ctx)
-	defer cancel()
-	var mu sync.Mutex // guards errs and locs against the runs' goroutines
-	set := func(i int, loc sources.Location, err error) {
+// setter records the answers of a LocateMany's requests (concurrently): an
+// error as Locate returns it.
+func (r *Reader) setter(ctx, opCtx context.Context, topic string, locs []sources.Location, errs []error) func(int, sources.Location, error) {
+	var mu sync.Mutex
+	return func(i int, loc sources.Location, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -90,6 +103,243 @@ func (r *Reader) locateStoredMany(ctx context.Context, topic string, reqs []sour
 		}
 		locs[i], errs[i] = loc, err
 	}
+}
+
+// searchMany locates reqs[i] for every i of idx (all of topic, none at a
+// stored position) into locs[i], errs[i].
+func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	set := r.setter(ctx, opCtx, topic, locs, errs)
+	fail := func(is []int, err error) {
+		for _, i := range is {
+			set(i, sources.Location{}, err)
+		}
+	}
+	c, err := r.getClient()
+	if err != nil {
+		fail(idx, err)
+		return
+	}
+	parts, err := call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
+	if err != nil {
+		fail(idx, fmt.Errorf("topic metadata: %w", err))
+		return
+	}
+	byPart := map[int32][]int{}
+	var ps []int32
+	var all []int
+	for _, i := range idx {
+		p, loc, ok, err := searchTarget(reqs[i], parts)
+		if !ok || err != nil {
+			set(i, loc, err)
+			continue
+		}
+		if byPart[p] == nil {
+			ps = append(ps, p)
+		}
+		byPart[p] = append(byPart[p], i)
+		all = append(all, i)
+	}
+	if len(ps) == 0 {
+		return
+	}
+	slices.Sort(ps)
+	iso := r.isolation()
+
+	// The log ends, and the offset of every window's start, concurrently.
+	type lookup struct {
+		p  int32
+		ms int64
+	}
+	type found struct {
+		off int64
+		err error
+	}
+	starts := map[lookup]found{}
+	var mu sync.Mutex
+	var ends map[int32]int64
+	fns := []func() error{func() (err error) {
+		ends, err = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetNewest, iso)
+		return err
+	}}
+	sem := make(chan struct{}, manyLocating)
+	for _, i := range all {
+		req := reqs[i]
+		p, _, _, _ := searchTarget(req, parts)
+		k := lookup{p, req.Around.Add(-searchWindow(req)).UnixMilli()}
+		if _, ok := starts[k]; ok {
+			continue
+		}
+		starts[k] = found{}
+		fns = append(fns, func() error {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			// A lookup that fails is not the end of the search (newScan).
+			offs, err := r.listOffsets(opCtx, c, topic, []int32{p}, k.ms, iso)
+			mu.Lock()
+			starts[k] = found{offs[p], err}
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := parallel(opCtx, fns...); err != nil {
+		fail(all, err)
+		return
+	}
+
+	var wg sync.WaitGroup
+	psem := make(chan struct{}, manyFetching)
+	for _, p := range ps {
+		var scans []*scan
+		var at []int
+		for _, i := range byPart[p] {
+			req := reqs[i]
+			st := starts[lookup{p, req.Around.Add(-searchWindow(req)).UnixMilli()}]
+			if st.err != nil && opCtx.Err() != nil {
+				set(i, sources.Location{}, st.err)
+				continue
+			}
+			start := int64(-1)
+			if st.err == nil {
+				start = st.off
+			}
+			s, loc, err := r.newScan(opCtx, c, req, p, start, ends[p], st.err)
+			if s == nil {
+				set(i, loc, err)
+				continue
+			}
+			scans, at = append(scans, s), append(at, i)
+		}
+		if len(scans) == 0 {
+			continue
+		}
+		psem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-psem }()
+			r.scanMany(ctx, opCtx, c, topic, p, ends[p], scans, func(j int, loc sources.Location, err error) { set(at[j], loc, err) })
+		})
+	}
+	wg.Wait()
+}
+
+// scanMany drives the searches of partition p with one forward read from
+// the lowest start, jumping to the next start when no search has begun
+// before it; each record is fed to every search it is at or past the
+// start of, matched against all of them at once (by msg_id and by key).
+// set(j, ...) receives the end of scans[j].
+func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic string, p int32, end int64, scans []*scan, set func(int, sources.Location, error)) {
+	iso := r.isolation()
+	byMsgID, byKey := map[string][]int{}, map[string][]int{}
+	for j, s := range scans {
+		if s.req.MsgID != "" {
+			byMsgID[s.req.MsgID] = append(byMsgID[s.req.MsgID], j)
+		}
+		if len(s.req.Key) > 0 {
+			byKey[string(s.req.Key)] = append(byKey[string(s.req.Key)], j)
+		}
+	}
+	live := make([]int, len(scans))
+	for j := range live {
+		live[j] = j
+	}
+	// finish ends the searches for which keep is false, each with the
+	// Location and error ended gives.
+	finish := func(keep func(int) bool, ended func(*scan) (sources.Location, error)) {
+		kept := live[:0]
+		for _, j := range live {
+			if keep(j) {
+				kept = append(kept, j)
+				continue
+			}
+			loc, err := ended(scans[j])
+			set(j, loc, err)
+		}
+		live = kept
+	}
+	matched := make([]int, len(scans)) // the record number each last matched
+	for n := 1; len(live) > 0; {
+		next := scans[live[0]].start
+		for _, j := range live[1:] {
+			next = min(next, scans[j].start)
+		}
+		for len(live) > 0 {
+			if next >= end {
+				why := fmt.Sprintf("reached the %s %d", scans[live[0]].endName, end)
+				finish(func(int) bool { return false }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
+				return
+			}
+			batch, err := r.fetch(ctx, c, topic, p, next, fetchPartitionBytes, iso, nil)
+			if err != nil {
+				finish(func(int) bool { return false }, func(s *scan) (sources.Location, error) { return s.failed(parent, ctx, err) })
+				return
+			}
+			begun := func(j int) bool { return scans[j].start <= next }
+			if batch.err != nil {
+				why := fetchStop(next, batch.err)
+				finish(func(j int) bool { return !begun(j) }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
+				break // the others from their own start
+			}
+			end = batch.end(end, iso)
+			for _, rec := range batch.recs {
+				if rec.Offset < next {
+					continue
+				}
+				n++
+				if h, ok := rec.Headers[MsgIDHeader]; ok {
+					for _, j := range byMsgID[h] {
+						if matches(scans[j].req, rec.Message) {
+							matched[j] = n
+						}
+					}
+				}
+				for _, j := range byKey[string(rec.Key)] {
+					if matched[j] != n && matches(scans[j].req, rec.Message) {
+						matched[j] = n
+					}
+				}
+				kept := live[:0]
+				for _, j := range live {
+					s := scans[j]
+					if rec.Offset < s.start {
+						kept = append(kept, j)
+						continue
+					}
+					done, err := s.feed(ctx, c, rec, matched[j] == n)
+					switch {
+					case err != nil:
+						loc, err := s.failed(parent, ctx, err)
+						set(j, loc, err)
+					case done:
+						set(j, s.loc, nil)
+					default:
+						kept = append(kept, j)
+					}
+				}
+				live = kept
+				if len(live) == 0 {
+					return
+				}
+			}
+			if batch.next <= next {
+				why := fmt.Sprintf("the broker returned no data at offset %d", next)
+				finish(func(j int) bool { return !begun(j) }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
+				break
+			}
+			next = batch.next
+			if !slices.ContainsFunc(live, begun) {
+				break // no search has begun before the next start: jump to it
+			}
+		}
+	}
+}
+
+// locateStoredMany locates reqs[i] for every i of idx (all at stored
+// positions of topic) into locs[i], errs[i].
+func (r *Reader) locateStoredMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	set := r.setter(ctx, opCtx, topic, locs, errs)
 	fail := func(is []int, err error) {
 		for _, i := range is {
 			set(i, sources.Location{}, err)

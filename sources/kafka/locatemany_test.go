@@ -226,7 +226,7 @@ func TestLocateManyEquivalence(t *testing.T) {
 	}
 	var reqs []sources.LocateRequest
 	kinds := map[string]int{}
-	for len(reqs) < 400 {
+	for len(reqs) < 600 {
 		p := int32(rng.IntN(3))
 		req := sources.LocateRequest{Topic: topic, Partitioner: "murmur2", Partition: p, Offset: rng.Int64N(ends[p] + 3)}
 		w, ok := recs[p][req.Offset]
@@ -237,11 +237,11 @@ func TestLocateManyEquivalence(t *testing.T) {
 			req.Partition, kind = 3+int32(rng.IntN(3)), "no such partition"
 		case x == 1:
 			req.Topic, kind = "no-such-topic", "no such topic"
-		case x == 2:
-			req.Offset, req.Around, kind = -1, time.Date(2025, 3, 1, 10, 0, 30, 0, time.UTC), "searched"
-		case x == 3 && ok:
+		case x <= 5:
+			req, kind = searchedRequest(rng, p, w)
+		case x == 6 && ok:
 			req.Key, kind = []byte("OTHER"), "key mismatch"
-		case x == 4 && ok && w.msgID != "":
+		case x == 7 && ok && w.msgID != "":
 			req.MsgID, kind = "m-other", "msg_id mismatch"
 		case ok:
 			kind = "stored"
@@ -271,7 +271,10 @@ func TestLocateManyEquivalence(t *testing.T) {
 				if !reflect.DeepEqual(locs[i], want) {
 					t.Errorf("request %d (%s/%d@%d):\nLocateMany %+v\nLocate     %+v", i, req.Topic, req.Partition, req.Offset, locs[i], want)
 				}
-				d, _, _ := strings.Cut(want.Detail, " (")
+				d := want.Detail
+				if !strings.HasPrefix(d, "not found") && !strings.HasPrefix(d, "found") {
+					d, _, _ = strings.Cut(d, " (")
+				}
 				details[strings.Map(func(r rune) rune {
 					if r >= '0' && r <= '9' {
 						return '#'
@@ -281,7 +284,9 @@ func TestLocateManyEquivalence(t *testing.T) {
 			}
 			// The mix reached every decision.
 			for _, d := range []string{"deleted by retention", "past the log end", "does not match", "producer aborted", "read at the stored position",
-				"no record at offset", "does not exist"} {
+				"no record at offset", "does not exist",
+				"found after scanning", "message(s) of the key", "stopped: limit of", "stopped: record timestamps passed", "stopped: reached the",
+				"the newest", "nothing to match", "no timestamp known"} {
 				found := false
 				for got := range details {
 					found = found || strings.Contains(got, d)
@@ -298,6 +303,38 @@ func TestLocateManyEquivalence(t *testing.T) {
 	}
 }
 
+// searchedRequest is a request without a stored position for the record
+// w (its key and msg_id, or another's, or none) in partition p or the
+// partitioner's, around a random time of the log (equivalenceLog stamps
+// its n-th record at 10:00 + n s), with a random window and limit, for
+// the first message or All of the key, or the newest records.
+func searchedRequest(rng *rand.Rand, p int32, w written) (sources.LocateRequest, string) {
+	req := sources.LocateRequest{Topic: topic, Partitioner: "murmur2", Partition: p, Offset: -1,
+		Key: []byte(w.key), MsgID: w.msgID,
+		Around: time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(260)) * time.Second),
+		Window: []time.Duration{0, 5 * time.Second, 30 * time.Second, 2 * time.Minute}[rng.IntN(4)],
+		Limit:  []int{0, 3, 20, 100}[rng.IntN(4)],
+	}
+	kind := "searched"
+	switch rng.IntN(10) {
+	case 0:
+		req.Partition, kind = -1, "searched by partitioner"
+	case 1:
+		req.Around, kind = time.Time{}, "searched without a time"
+	case 2:
+		req.Key, req.MsgID, kind = []byte(fmt.Sprintf("PAY-%d", rng.IntN(200))), "", "searched by key"
+	case 3:
+		req.MsgID, kind = fmt.Sprintf("m-%d", rng.IntN(200)), "searched by msg_id"
+	case 4, 5:
+		req.All, req.MsgID, kind = true, "", "searched, all"
+	case 6:
+		req.Newest, req.Window, kind = true, 24*time.Hour, "searched, newest"
+	case 7:
+		req.Key, req.MsgID, kind = nil, "", "searched, nothing to match"
+	}
+	return req, kind
+}
+
 func anyContains(set map[string]bool, s string) bool {
 	for k := range set {
 		if strings.Contains(k, s) {
@@ -305,4 +342,62 @@ func anyContains(set map[string]bool, s string) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkLocateSearched512: 512 operations without a stored position,
+// each searched from 5 minutes before its record's time (300 records of
+// its partition before it), for its message and for every message of its
+// key (All): located together (LocateMany), and one at a time (Locate)
+// 16 at a time.
+func BenchmarkLocateSearched512(b *testing.B) {
+	const parts, n = 4, 4000
+	k := childKafka(b, topic, parts)
+	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	produceLoad(b, k, topic, parts, n, at)
+	rng := rand.New(rand.NewPCG(1, 2))
+	reqs := make([]sources.LocateRequest, 512)
+	for j := range reqs {
+		p := int32(j % parts)
+		i := n*3/4 + rng.IntN(n/4)
+		reqs[j] = sources.LocateRequest{Topic: topic, Partitioner: "murmur2", Key: []byte(fmt.Sprintf("PAY-%d-%d", p, i)),
+			MsgID: fmt.Sprintf("m-%d-%d", p, i), Partition: p, Offset: -1, Around: at.Add(time.Duration(i) * time.Second)}
+	}
+	r := newReader(b, k.Brokers, 30*time.Second)
+	ctx := context.Background()
+	for _, all := range []bool{false, true} {
+		reqs := slices.Clone(reqs)
+		for j := range reqs {
+			reqs[j].All = all
+		}
+		check := func(i int, loc sources.Location, err error) {
+			if err != nil || loc.Message == nil {
+				b.Fatalf("request %d: %+v, %v", i, loc, err)
+			}
+		}
+		b.Run(fmt.Sprintf("all=%v/LocateMany", all), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				locs, errs := r.LocateMany(ctx, reqs)
+				for i := range reqs {
+					check(i, locs[i], errs[i])
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("all=%v/Locate", all), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sem := make(chan struct{}, 16)
+				var wg sync.WaitGroup
+				for i, req := range reqs {
+					sem <- struct{}{}
+					wg.Go(func() {
+						defer func() { <-sem }()
+						loc, err := r.Locate(ctx, req)
+						check(i, loc, err)
+					})
+				}
+				wg.Wait()
+			}
+		})
+	}
 }

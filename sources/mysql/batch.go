@@ -171,8 +171,10 @@ func (r *Reader) readBatch(ctx context.Context, p *config.Pipeline, auditTable s
 					results[i][j] = r.fetchQuery(ctx, qss[i][j])
 				})
 			}
+			mu.Lock()
 			stats.Statements += n
 			stats.Single += n
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
