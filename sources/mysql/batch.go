@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -262,7 +263,7 @@ func (r *Reader) fetchBatch(ctx context.Context, qss [][]query, j int, results [
 	ok := func(res result, capRows int) bool {
 		switch {
 		case res.err == nil && len(res.rows) <= capRows:
-			split(res, n, q0.limit(), j, results)
+			split(res, n, q0, j, results)
 			return true
 		case res.err != nil && isConnError(res.err):
 			allErr(res.err)
@@ -382,10 +383,13 @@ func batchSQL(qss [][]query, j int) (string, []any, int) {
 	return sb.String(), args, branches
 }
 
-// split distributes the rows of a batched statement to its operations,
-// dropping the ordinal column and keeping at most limit rows each. The
-// clock row (ordinal -1) is the row of every operation that got none.
-func split(res result, n, limit, j int, results [][]result) {
+// split distributes the rows of a batched statement of query q to its
+// operations, dropping the ordinal column and keeping at most q.limit()
+// rows each: the first ones in the statement's order, or with q.sortLast
+// the ones of the smallest last column. The clock row (ordinal -1) is the
+// row of every operation that got none.
+func split(res result, n int, q query, j int, results [][]result) {
+	limit := q.limit()
 	cols := res.cols[1:]
 	// Each operation's result keeps its columns' types, as scan gives them
 	// to a single read (LockRows tells DECIMAL columns by them).
@@ -407,8 +411,21 @@ func split(res result, n, limit, j int, results [][]result) {
 			continue // padding (see batchSQL)
 		}
 		rr := &results[op][j]
-		if len(rr.rows) < limit {
+		if len(rr.rows) < limit || q.sortLast {
 			rr.rows = append(rr.rows, vals[1:])
+		}
+	}
+	if q.sortLast {
+		for i := range n {
+			rr := &results[i][j]
+			slices.SortStableFunc(rr.rows, func(a, b []sources.Value) int {
+				x, _ := asInt64(a[len(a)-1])
+				y, _ := asInt64(b[len(b)-1])
+				return cmp.Compare(x, y)
+			})
+			if len(rr.rows) > limit {
+				rr.rows = rr.rows[:limit]
+			}
 		}
 	}
 	if clock != nil {

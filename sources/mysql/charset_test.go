@@ -12,7 +12,7 @@ import (
 // TestIDTheKeyColumnCannotHold: an id with characters the key column's
 // character set does not hold ('支付-1' against latin1) is an id no row
 // has: every query of the read (state with its clock, evidence, intents,
-// idempotency, entity, and the batched reads reconcile uses) answers "no
+// idempotency, entity, and the batched reads reconcile and the watch use) answers "no
 // row", never an error. Before, the server's "Illegal mix of collations"
 // made each query fail and the verdict READ_ERROR (exit 6) instead of
 // NOT_FOUND. A query's own mix of collations (two columns) stays an error.
@@ -74,6 +74,12 @@ func TestIDTheKeyColumnCannotHold(t *testing.T) {
 			if p.State != nil && (!evs[0].State.Found || !evs[2].State.Found || evs[1].State.Found) {
 				t.Errorf("batch: found %v %v %v, want PAY-1 and PAY-é, not 支付-1", evs[0].State.Found, evs[1].State.Found, evs[2].State.Found)
 			}
+			// The watch's hybrid read: each operation exactly as alone.
+			evs, errs, err = r.ReadOperationsHybrid(ctx, p, "opctl_audit", ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameAsOne(t, r, p, "opctl_audit", ids, evs, errs)
 		})
 	}
 

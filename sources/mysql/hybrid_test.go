@@ -414,3 +414,35 @@ func TestReadOperationsHybridDown(t *testing.T) {
 		t.Fatalf("err = %v, want a *ConnError", err)
 	}
 }
+
+// TestSplitSortsByLastColumn: the audit's batched rows come unordered
+// (query.sortLast); each operation keeps its MaxRows rows of the smallest
+// ids, in id order, as its own statement's ORDER BY id LIMIT gives them.
+func TestSplitSortsByLastColumn(t *testing.T) {
+	res := result{cols: []string{"opctl_op", "plan_id", "id"}, types: []string{"BIGINT", "CHAR", "BIGINT"}}
+	for id := MaxRows + 5; id >= 1; id-- {
+		res.rows = append(res.rows, []sources.Value{int64(0), "p", int64(id)})
+		if id%400 == 0 {
+			res.rows = append(res.rows, []sources.Value{int64(1), "p", int64(5000 - id)})
+		}
+	}
+	results := [][]result{make([]result, 1), make([]result, 1), make([]result, 1)}
+	split(res, 3, query{kind: kindAudit, sortLast: true}, 0, results)
+	for op, want := range [][]int64{{1, MaxRows, MaxRows}, {4200, 4600, 2}, {0, 0, 0}} {
+		rows := results[op][0].rows
+		if int64(len(rows)) != want[2] {
+			t.Fatalf("operation %d: %d rows, want %d", op, len(rows), want[2])
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		for k := 1; k < len(rows); k++ {
+			if rows[k-1][1].(int64) >= rows[k][1].(int64) {
+				t.Fatalf("operation %d: ids not ascending at %d: %v, %v", op, k, rows[k-1], rows[k])
+			}
+		}
+		if first, last := rows[0][1].(int64), rows[len(rows)-1][1].(int64); first != want[0] || last != want[1] {
+			t.Errorf("operation %d: ids %d..%d, want %d..%d", op, first, last, want[0], want[1])
+		}
+	}
+}

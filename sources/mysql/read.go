@@ -62,6 +62,14 @@ type query struct {
 	// the query costs for one: ReadOperationsHybrid reads such a query
 	// with one statement per batch, any other once per operation.
 	lookup bool
+	// sortLast says that the batched forms (keyed, UNION ALL) have no
+	// ORDER BY and each operation's rows are sorted by their last column,
+	// a unique integer, once split (split): the audit's. Ordered by the
+	// server, the batch's rows went through a temporary table, an on-disk
+	// (Aria) one because after_image is a BLOB, and MariaDB 10.11.19 once
+	// crashed (signal 11, in ha_maria::drop_table as the statement freed
+	// it) on the keyed audit read; sorted here, the statement needs none.
+	sortLast bool
 }
 
 // The keyed form of a batched read: the batch's keys as a JSON array bound
@@ -428,7 +436,7 @@ func buildQueries(p *config.Pipeline, auditTable, bizID string) ([]query, error)
 	if auditTable != "" {
 		sel := auditSelect(q(auditTable))
 		text := fmt.Sprintf("SELECT %s ORDER BY id LIMIT %d", sel, MaxRows)
-		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, order: []int{7}, lookup: true,
+		qs = append(qs, query{kind: kindAudit, text: text, args: []any{bizID, p.Name}, sortLast: true, lookup: true,
 			branch: "SELECT ? AS opctl_op, " + sel,
 			keyed:  fmt.Sprintf("SELECT %s, %s FROM %s, %s WHERE biz_id = %s AND pipeline = ?", keyedOp, auditCols, keyedFrom, q(auditTable), keyedKey)})
 	}

@@ -64,7 +64,7 @@ func TestSplitKeepsColumnTypes(t *testing.T) {
 	res := result{cols: []string{"opctl_op", "id", "delta"}, types: []string{"BIGINT", "BIGINT", "DECIMAL"},
 		rows: [][]sources.Value{{int64(0), int64(1), "-5.00"}, {int64(1), int64(2), "7.10"}}}
 	results := [][]result{make([]result, 1), make([]result, 1)}
-	split(res, 2, 10, 0, results)
+	split(res, 2, query{kind: kindEvidence}, 0, results)
 	for i, r := range results {
 		got := r[0]
 		if strings.Join(got.cols, ",") != "id,delta" || strings.Join(got.types, ",") != "BIGINT,DECIMAL" || len(got.rows) != 1 {
