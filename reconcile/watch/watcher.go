@@ -296,19 +296,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.mu.Lock()
 			keys, ats := w.deadlines.Due(w.now())
 			w.mu.Unlock()
-			ls := make([]lookup, len(keys))
-			for i, k := range keys {
-				at := ats[i]
-				cause := Cause{Source: SourceTimer, CommittedAt: &at}
-				w.mu.Lock()
-				if c, ok := w.unsettled[k]; ok {
-					cause = c
-					delete(w.unsettled, k)
-				}
-				w.mu.Unlock()
-				ls[i] = lookup{k, cause}
-			}
-			w.lookAll(ctx, ls)
+			w.lookAll(ctx, w.dueLookups(keys, ats))
 		case <-pollC:
 			roundStart := time.Now()
 			rctx, cancel := w.bounded(ctx)
