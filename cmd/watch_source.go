@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/opctl-dev/opctl/reconcile/watch"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/connect"
 )
 
 // The values of `opctl watch --source`.
@@ -29,31 +31,48 @@ const (
 // returned func closes the followers.
 func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pipeline, walkers func(*config.Pipeline) watch.Walker) (watch.ChangeSource, func(), error) {
 	errOut := opts.IO.ErrOut
+	// The topic maps the changes that name no operation (SKIPPED records
+	// without biz_id, binlog steps' rows), polled or followed; one index
+	// for every part, each record read once.
+	var topics *watch.Topics
+	kafkaMissing := "no kafka.brokers"
+	var c *connect.Clients
+	if opts.Clients != nil {
+		var err error
+		if c, err = opts.Clients(); err != nil {
+			return nil, nil, err
+		}
+		if rr, ok := any(c.Kafka).(sources.RecordReader); ok && c.Kafka != nil {
+			topics = &watch.Topics{Kafka: rr, SearchWindow: opts.SearchWindow}
+		}
+		if c.KafkaMissing != "" {
+			kafkaMissing = c.KafkaMissing
+		}
+	}
 	poll := func(ps []*config.Pipeline, why string) watch.ChangeSource {
-		s := &watch.PollSource{Pipelines: ps, DBFor: walkers, Lookback: opts.OlderThan}
+		s := &watch.PollSource{Pipelines: ps, DBFor: walkers, Lookback: opts.OlderThan, Topics: topics,
+			Log: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, "watch: poll: "+format+"\n", a...) }}
 		for _, p := range ps {
 			fmt.Fprintf(errOut, "watch: pipeline %s: polling every %s: %s\n", p.Name, (&durationFlag{d: opts.Interval}).String(), why)
 		}
+		for _, name := range s.RecordsUnmapped() {
+			fmt.Fprintf(errOut, "watch: pipeline %s: Kafka cannot be read (%s): its SKIPPED records (no biz_id column) are not polled, only their messages name their operations: the --older-than timer and the next sweep see them (docs/watch.md#polling)\n", name, kafkaMissing)
+		}
 		for _, name := range s.Unfollowed() {
-			fmt.Fprintf(errOut, "watch: pipeline %s: polling reads none of its tables (no state table with updated_at, no idempotency table with created_at and biz_id, no entity table with updated_at): only the first sweep and --older-than's timer see it; restart the watch to sweep again (docs/watch.md#polling)\n", name)
+			fmt.Fprintf(errOut, "watch: pipeline %s: polling reads none of its tables (no state table with updated_at, no idempotency table with created_at and biz_id or Kafka to map its records, no entity table with updated_at): only the first sweep and --older-than's timer see it; restart the watch to sweep again (docs/watch.md#polling)\n", name)
 		}
 		return s
 	}
 	if opts.Source == WatchSourcePoll {
 		return poll(pipelines, "--source poll"), func() {}, nil
 	}
-	c, err := opts.Clients()
-	if err != nil {
-		return nil, nil, err
+	if c == nil {
+		return nil, nil, errors.New("watch: no clients to read the binlog with")
 	}
 	host, _ := os.Hostname()
 	servers, err := c.WatchServers(pipelines, host+"\x00"+opts.State)
 	if err != nil {
 		return nil, nil, err
-	}
-	var topics *watch.Topics
-	if rr, ok := any(c.Kafka).(sources.RecordReader); ok && c.Kafka != nil {
-		topics = &watch.Topics{Kafka: rr, SearchWindow: opts.SearchWindow}
 	}
 	notify := make(chan struct{}, 1)
 	multi := &watch.MultiSource{Parts: map[string]watch.ChangeSource{}, Notify: notify}

@@ -701,10 +701,8 @@ func TestWatchRepairLockLost(t *testing.T) {
 // --repair WRONGLY_SKIPPED` flags 8821 (PAID recorded SKIPPED after
 // SHIPPED), repairs it by itself through the same plan as `opctl repair
 // apply` (one redrive of points, operator opctl-watch@host), and the
-// points are granted exactly once. In binlog mode: polling does not see a
-// SKIPPED record without a biz_id (docs/watch.md#polling), so a polling
-// watch finds 8821 only when the order row moves after the record, or at
-// its next sweep.
+// points are granted exactly once. In binlog mode; a polling watch flags
+// 8821 from the poll of its SKIPPED record (TestWatchPollingSeed003Records).
 func TestWatchRepairsSeed003OnItsOwnSchema(t *testing.T) {
 	srv := binlogSrv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

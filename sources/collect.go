@@ -123,7 +123,8 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 	}
 
 	// 3. Probes and the message search, concurrently.
-	c.finish(ctx, &ev, func() groupResult { return <-groupCh })
+	req, canLocate := c.locateRequest(p, ev.BizID, ev.DB)
+	c.finish(ctx, &ev, func() groupResult { return <-groupCh }, req, canLocate, nil)
 	return ev, nil
 }
 
@@ -149,9 +150,11 @@ type HybridDB interface {
 // one: evs[i] is what Collect(bizIDs[i]) returns. The Kafka group view is
 // read once for all of them, and when the DB is a BatchDB the MySQL rows of
 // all of them come from one statement per query (with PerOperation, only
-// the lookups of a HybridDB); the probes and message
-// searches then run for every operation concurrently. The error is a
-// *ConnError when MySQL cannot be reached at all.
+// the lookups of a HybridDB); when the Kafka is a BatchLocator their
+// messages are located by one LocateMany (within --timeout, as one
+// Locate); the probes (and the message searches of a Kafka that is not)
+// then run for every operation concurrently. The error is a *ConnError
+// when MySQL cannot be reached at all.
 func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs []string) ([]Evidence, error) {
 	c = c.For(p)
 	var gr groupResult
@@ -202,6 +205,12 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 		}
 	}
 	waitGroup := func() groupResult { gwg.Wait(); return gr }
+	reqs := make([]LocateRequest, len(evs))
+	canLocate := make([]bool, len(evs))
+	for i := range evs {
+		reqs[i], canLocate[i] = c.locateRequest(p, evs[i].BizID, evs[i].DB)
+	}
+	located := c.locateMany(ctx, reqs, canLocate)
 	// The probes call the downstream services: at most manyProbing
 	// operations at a time.
 	sem := make(chan struct{}, manyProbing)
@@ -210,7 +219,7 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			c.finish(ctx, &evs[i], waitGroup)
+			c.finish(ctx, &evs[i], waitGroup, reqs[i], canLocate[i], located[i])
 		})
 	}
 	wg.Wait()
@@ -225,6 +234,41 @@ const manyReading = 8
 // manyProbing bounds the operations of a CollectMany that probe and locate
 // at once.
 const manyProbing = 16
+
+// locateMany starts one LocateMany for the requests that can locate when
+// the Kafka is a BatchLocator, and returns, for each of them, the wait for
+// its answer (nil for the others, and for every request when the Kafka is
+// not a BatchLocator: finish locates those one by one).
+func (c *Collector) locateMany(ctx context.Context, reqs []LocateRequest, canLocate []bool) []func() (Location, error) {
+	located := make([]func() (Location, error), len(reqs))
+	bl, ok := c.Kafka.(BatchLocator)
+	if !ok {
+		return located
+	}
+	var idx []int
+	var batch []LocateRequest
+	for i, req := range reqs {
+		if canLocate[i] {
+			idx, batch = append(idx, i), append(batch, req)
+		}
+	}
+	if len(batch) == 0 {
+		return located
+	}
+	var locs []Location
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kctx, cancel := context.WithTimeout(ctx, c.timeout())
+		defer cancel()
+		locs, errs = bl.LocateMany(kctx, batch)
+	}()
+	for j, i := range idx {
+		located[i] = func() (Location, error) { <-done; return locs[j], errs[j] }
+	}
+	return located
+}
 
 type groupResult struct {
 	g   GroupView
@@ -339,20 +383,25 @@ func StoredBizID(typed string, db DBEvidence) string {
 	return typed
 }
 
-// finish probes the unacked intents and locates the message, concurrently,
-// then waits for the group view (group) and records the Kafka facts.
-func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() groupResult) {
+// finish probes the unacked intents and locates the message (req, when
+// canLocate), concurrently, then waits for the group view (group) and
+// records the Kafka facts. located, when not nil, waits for the message's
+// location read with others' (CollectMany's LocateMany) instead.
+func (c *Collector) finish(ctx context.Context, ev *Evidence, group func() groupResult, req LocateRequest, canLocate bool, located func() (Location, error)) {
 	p, bizID := ev.Pipeline, ev.BizID
 	var wg sync.WaitGroup
 	c.probe(ctx, &wg, p, bizID, ev)
 
 	var loc Location
 	var locErr error
-	req, canLocate := c.locateRequest(p, bizID, ev.DB)
 	if c.Kafka != nil && canLocate {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if located != nil {
+				loc, locErr = located()
+				return
+			}
 			kctx, cancel := context.WithTimeout(ctx, c.timeout())
 			defer cancel()
 			loc, locErr = c.Kafka.Locate(kctx, req)

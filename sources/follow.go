@@ -50,10 +50,22 @@ type RowChange struct {
 	// after image of an insert or update, the before image of a delete.
 	// A NULL column is absent from Values (and not in Missing).
 	Values map[string]string
+	// Before is an update's before image of the same columns (nil for an
+	// insert or a delete); a column the before image does not hold
+	// (binlog_row_image=MINIMAL) or that was NULL is absent. The watch
+	// reads a state row's version in both to tell that the update moved
+	// it (docs/watch.md#how-it-works).
+	Before map[string]string
 	// Missing names the followed columns the image does not hold
 	// (binlog_row_image=MINIMAL or NOBLOB): their values are unknown, not
 	// empty.
 	Missing []string
+	// Zoned names the columns of type TIMESTAMP: the binlog holds them as
+	// seconds since the epoch and their text is that instant in this
+	// process's time zone, not the wall clock the server's sessions read
+	// (a DATETIME's text is its stored wall clock). The watch does not
+	// compare them with a value read back (docs/watch.md#how-it-works).
+	Zoned []string
 	// Statement is set when the change cannot be read as rows: a
 	// statement-format event (binlog_format STATEMENT or MIXED, for the
 	// server or one session) that changes the table, or rows whose column

@@ -472,6 +472,18 @@ type Kafka interface {
 	Locate(ctx context.Context, req LocateRequest) (Location, error)
 }
 
+// BatchLocator is a Kafka that can locate many messages at once: the
+// stored positions of a batch are read together (the log bounds of their
+// partitions once, each partition's offsets by as few fetches as cover
+// them) instead of one round each.
+type BatchLocator interface {
+	// LocateMany returns, for every reqs[i], what Locate(ctx, reqs[i])
+	// returns: locs[i] and errs[i]. A failure of a read several requests
+	// share (the topic's metadata, the log bounds, a fetch) is the error
+	// of each of them.
+	LocateMany(ctx context.Context, reqs []LocateRequest) (locs []Location, errs []error)
+}
+
 // RecordsRead is what a read of a topic over a time window found.
 type RecordsRead struct {
 	// Records is how many data records were handed over.

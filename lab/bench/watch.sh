@@ -27,6 +27,11 @@
 #   OLDER_THAN  watch and reconcile --older-than (default 5s)
 #   OUT         keep the events, the watch's stderr and the configs here
 #               (default: a temporary directory, removed)
+#   PROFILE     a directory: opctl is built with -tags pprof and each of
+#               its processes writes a CPU profile of its first
+#               PROFILE_SECONDS (default 60) to PROFILE/opctl.cpu.PID and
+#               its allocations beside it (.heap); read them with
+#               go tool pprof -top BINARY FILE (docs/performance.md)
 #
 # It prints the summary (JSON on stdout, the table on stderr) and the
 # machine's uptime before and after: the machine may be shared.
@@ -41,7 +46,14 @@ esac
 WATCH_ARGS=${WATCH_ARGS-$DEFAULT_ARGS}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-go build -o "$TMP/opctl" .
+if [ -n "${PROFILE:-}" ]; then
+  mkdir -p "$PROFILE"
+  go build -tags pprof -o "$PROFILE/opctl" .
+  cp "$PROFILE/opctl" "$TMP/opctl"
+  export OPCTL_CPUPROFILE="$(cd "$PROFILE" && pwd)/opctl.cpu" OPCTL_PROFILE_SECONDS="${PROFILE_SECONDS:-60}"
+else
+  go build -o "$TMP/opctl" .
+fi
 go build -o "$TMP/watchbench" ./lab/bench/watch
 echo "uptime before: $(uptime)" >&2
 echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')" >&2

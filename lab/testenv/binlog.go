@@ -157,6 +157,15 @@ func (s *BinlogServer) wait(limit time.Duration) error {
 	}
 }
 
+// Pid is the server process's id (0 when it is not running): benchmarks
+// read its CPU from /proc.
+func (s *BinlogServer) Pid() int {
+	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop stops the server (SIGTERM, then SIGKILL after 20 s) and removes its
 // directory.
 func (s *BinlogServer) Stop() {

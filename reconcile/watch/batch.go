@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/inspect/triage"
@@ -49,6 +50,18 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBat
 		}
 		pc := *col.For(p)
 		pc.PerOperation = true
+		if fr := fencesFrom(ctx); fr != nil {
+			// The fences first: a read that ends before the triage
+			// starts (fence.go). One that fails proves nothing.
+			if kr, ok := pc.DB.(KeyReader); ok {
+				fctx, cancel := ctx, context.CancelFunc(func() {})
+				if pc.Timeout > 0 {
+					fctx, cancel = context.WithTimeout(ctx, pc.Timeout)
+				}
+				_ = fr.prove(fctx, kr)
+				cancel()
+			}
+		}
 		return triage.Judge(ctx, &pc, p, bizIDs)
 	}
 }
@@ -73,27 +86,102 @@ func (w *Watcher) batch() int {
 // TriageBatch, Batch of them at a time are triaged with one call per
 // pipeline and the results then applied one by one in order: the
 // flag/clear state machine, the deadlines, the retry set and the events
-// are exactly look's (docs/watch.md#how-it-works). It reports whether
-// every triage answered.
+// are exactly look's (docs/watch.md#how-it-works); without, one at a time,
+// Batch per window. Between two windows the deadlines that came due are
+// served (serveDue), so that a long round does not hold them back. It
+// reports whether every triage of ls answered.
 func (w *Watcher) lookAll(ctx context.Context, ls []lookup) bool {
 	ok := true
-	if w.TriageBatch == nil {
-		for _, l := range ls {
-			if !w.look(ctx, l.k, l.cause) {
-				ok = false
-			}
-		}
-		return ok
-	}
 	n := w.batch()
-	for len(ls) > 0 {
-		win := ls[:min(n, len(ls))]
-		ls = ls[len(win):]
-		if !w.lookBatch(ctx, win) {
+	var rest map[Key]int // each key's last index in ls, built when first needed
+	for off := 0; off < len(ls); {
+		win := ls[off:min(off+n, len(ls))]
+		if !w.lookWindow(ctx, win) {
+			ok = false
+		}
+		off += len(win)
+		if off < len(ls) {
+			w.serveDue(ctx, func(k Key) bool {
+				if rest == nil {
+					rest = make(map[Key]int, len(ls))
+					for i, l := range ls {
+						rest[l.k] = i
+					}
+				}
+				i, in := rest[k]
+				return in && i >= off
+			})
+		}
+	}
+	return ok
+}
+
+// lookWindow looks at ls (at most Batch): one TriageBatch call per
+// pipeline, or one look each without TriageBatch.
+func (w *Watcher) lookWindow(ctx context.Context, ls []lookup) bool {
+	if w.TriageBatch != nil {
+		return w.lookBatch(ctx, ls)
+	}
+	ok := true
+	for _, l := range ls {
+		if !w.look(ctx, l.k, l.cause) {
 			ok = false
 		}
 	}
 	return ok
+}
+
+// serveDue looks at the operations whose deadline has passed (a stuck
+// operation crossing --older-than, a settle look, a binlog second look),
+// at most Batch of them, earliest first, with the cause the timer gives
+// them (dueLookups): what a long look (a round's changes, the first
+// sweep's targets, the retries) does between two of its windows, so that
+// a deadline waits for one window, not for the whole look
+// (docs/watch.md#how-it-works). An operation that keep reports (the rest
+// of that look holds it) stays in the heap: the look comes to it soon
+// and applies its result as today, one triage with its own cause, not a
+// timer's triage followed by the change's. The rest stay for the next
+// window, or the timer after the look.
+func (w *Watcher) serveDue(ctx context.Context, keep func(Key) bool) {
+	if ctx.Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	if w.deadlines == nil {
+		w.mu.Unlock()
+		return
+	}
+	now := w.now()
+	var keys []Key
+	var ats []time.Time
+	if next, ok := w.deadlines.Next(); ok && !next.After(now) {
+		keys, ats = w.deadlines.DueAtMost(now, w.batch(), keep)
+	}
+	w.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	w.lookWindow(ctx, w.dueLookups(keys, ats))
+}
+
+// dueLookups are the operations whose deadline passed (keys, their
+// deadlines ats) as lookups: a binlog change's second look with that
+// change's cause (unsettled), any other with cause "timer" and the
+// deadline crossed.
+func (w *Watcher) dueLookups(keys []Key, ats []time.Time) []lookup {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls := make([]lookup, len(keys))
+	for i, k := range keys {
+		at := ats[i]
+		cause := Cause{Source: SourceTimer, CommittedAt: &at}
+		if c, ok := w.unsettled[k]; ok {
+			cause = c
+			delete(w.unsettled, k)
+		}
+		ls[i] = lookup{k, cause}
+	}
+	return ls
 }
 
 // lookBatch triages ls (at most Batch) with one TriageBatch call per
@@ -176,10 +264,30 @@ func (w *Watcher) triageGroup(ctx context.Context, name string, ls []lookup, idx
 	for j, i := range idx {
 		ids[j] = ls[i].k.BizID
 	}
+	// The binlog changes' fences go with the call (fence.go): those the
+	// batch triage proves visible before it reads need no second look.
+	var fr *fenceRequest
+	for _, i := range idx {
+		if f := ls[i].cause.fence; f != nil && ls[i].cause.Source == SourceBinlog && !ls[i].cause.again {
+			if fr == nil {
+				fr = &fenceRequest{fences: map[string]*fence{}}
+			}
+			fr.fences[ls[i].k.BizID] = f
+		}
+	}
 	var rs []inspect.Report
 	err := ctx.Err()
 	if err == nil {
-		rs, err = w.TriageBatch(ctx, name, ids)
+		tctx := ctx
+		if fr != nil {
+			tctx = withFences(ctx, fr)
+		}
+		rs, err = w.TriageBatch(tctx, name, ids)
+		if err == nil && fr != nil {
+			for _, i := range idx {
+				ls[i].cause.fenced = fr.proven[ls[i].k.BizID]
+			}
+		}
 		if err == nil && len(rs) != len(ids) {
 			err = fmt.Errorf("pipeline %s: %d reports for a batch of %d operations", name, len(rs), len(ids))
 		}
@@ -233,6 +341,16 @@ func (w *Watcher) retryBatched(ctx context.Context, due []Key, causes []Cause) {
 		w.mu.Unlock()
 		if again {
 			return
+		}
+		if len(due) > 0 {
+			// Between two batches that answered, the deadlines due, as
+			// lookAll serves them; those still to retry are left to the
+			// retry.
+			rest := make(map[Key]bool, len(due))
+			for _, k := range due {
+				rest[k] = true
+			}
+			w.serveDue(ctx, func(k Key) bool { return rest[k] })
 		}
 	}
 }

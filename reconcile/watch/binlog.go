@@ -135,7 +135,7 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 	var order []*config.Pipeline
 	pos := from
 	s.rows = 0
-	for _, tx := range txs {
+	for seq, tx := range txs {
 		for _, c := range tx.Changes {
 			if c.Statement != "" {
 				s.stop()
@@ -148,8 +148,12 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 			s.stop()
 			return out, pos, fmt.Errorf("%s: %w", unknown, ErrPositionGone)
 		}
+		for i := range direct {
+			direct[i].seq = seq + 1
+		}
 		out = append(out, direct...)
 		for _, pc := range pending {
+			pc.seq = seq + 1
 			if byPipeline[pc.rule.p.Name] == nil {
 				order = append(order, pc.rule.p)
 			}
@@ -196,6 +200,10 @@ func (s *BinlogSource) Changes(ctx context.Context, from string) ([]Change, stri
 		}
 		out = append(out, mapped...)
 	}
+	// Each operation's round fence: what proves, read back before its
+	// triage, that the triage sees the round's changes (fence.go). A
+	// return above leaves every fence nil: the second look stays.
+	markFences(out)
 	if ferr != nil {
 		s.stop()
 		if errors.As(ferr, &pe) {

@@ -50,6 +50,10 @@ type mapRule struct {
 	// idempotency.created_at, entity.updated_at, scan.time; "" none): a
 	// finer commit time than the binlog's whole second (commitTime).
 	timeCol string
+	// version and updated are the operation's own row's columns that
+	// only grow (state.version, state.updated_at; entity.updated_at): an
+	// update that moves one offers its round a fence (fence.go).
+	version, updated string
 }
 
 // followPlan is what a binlog source follows: per schema.table the rules
@@ -93,7 +97,7 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 	}
 	for _, p := range pipelines {
 		if st := p.State; st != nil && st.Table != "" && st.Key != "" {
-			add(st.Table, mapRule{p: p, what: "state", col: st.Key, timeCol: st.UpdatedAt}, st.Key, st.UpdatedAt)
+			add(st.Table, mapRule{p: p, what: "state", col: st.Key, timeCol: st.UpdatedAt, version: st.Version, updated: st.UpdatedAt}, st.Key, st.UpdatedAt, st.Version)
 		}
 		if id := p.Idempotency; id != nil && id.Table != "" {
 			switch {
@@ -117,7 +121,7 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 			}
 		}
 		if e := p.Entity; e != nil && e.Table != "" && e.Key != "" {
-			add(e.Table, mapRule{p: p, what: "entity", col: e.Key, timeCol: e.UpdatedAt}, e.Key, e.UpdatedAt)
+			add(e.Table, mapRule{p: p, what: "entity", col: e.Key, timeCol: e.UpdatedAt, updated: e.UpdatedAt}, e.Key, e.UpdatedAt)
 		}
 	}
 	return fp
@@ -153,6 +157,8 @@ type pendingChange struct {
 	at    time.Time
 	table string
 	pos   string
+	// seq is its transaction's order in the Changes call (fence.go).
+	seq int
 }
 
 // mapTx maps one transaction's row changes: the changes that name their
@@ -175,7 +181,17 @@ func (fp followPlan) mapTx(tx sources.BinlogTx, loc *time.Location) (direct []Ch
 			at := commitTime(tx.CommittedAt, c, r.timeCol, loc)
 			switch r.kind {
 			case byBizID:
-				direct = append(direct, Change{Pipeline: r.p.Name, BizID: v, Table: r.table, Position: pos, CommittedAt: &at})
+				ch := Change{Pipeline: r.p.Name, BizID: v, Table: r.table, Position: pos, CommittedAt: &at}
+				if r.what == "state" || r.what == "entity" {
+					// The operation's own row: an update that moves a
+					// column that only grows is its round's fence, a
+					// delete ends the row's life (fence.go).
+					ch.del = c.Kind == sources.ChangeDelete
+					if ch.cand = fenceCandidate(c, r.table, r.col, v, r.version, fenceVersion); ch.cand == nil {
+						ch.cand = fenceCandidate(c, r.table, r.col, v, r.updated, fenceTime)
+					}
+				}
+				direct = append(direct, ch)
 			case byMsgID:
 				// A deleted record (a TTL purge, a flip_skipped reopen) and
 				// a DONE one decide no target by themselves.

@@ -45,6 +45,11 @@ type Cause struct {
 	// again marks the second look of a binlog change that triaged to no
 	// target (Watcher.look): it is not looked at a third time.
 	again bool
+	// fence is the row the look reads back before its triage (fence.go);
+	// fenced is set when that read proved the triage sees the change, which
+	// then needs no second look.
+	fence  *fence
+	fenced bool
 }
 
 // Event is one line of the event stream: one transition of one operation.

@@ -61,6 +61,25 @@ func (d *Deadlines) Due(now time.Time) (keys []Key, ats []time.Time) {
 	return keys, ats
 }
 
+// DueAtMost is Due bounded: at most n operations (n <= 0: all), earliest
+// first, leaving in the heap, where they were, those keep reports true
+// (an operation a round is about to look at anyway).
+func (d *Deadlines) DueAtMost(now time.Time, n int, keep func(Key) bool) (keys []Key, ats []time.Time) {
+	var kept []deadline
+	for len(d.items) > 0 && !d.items[0].at.After(now) && (n <= 0 || len(keys) < n) {
+		x := heap.Pop((*deadlineHeap)(d)).(deadline)
+		if keep != nil && keep(x.key) {
+			kept = append(kept, x)
+			continue
+		}
+		keys, ats = append(keys, x.key), append(ats, x.at)
+	}
+	for _, x := range kept {
+		heap.Push((*deadlineHeap)(d), x)
+	}
+	return keys, ats
+}
+
 // deadlineHeap is container/heap's view of Deadlines.
 type deadlineHeap Deadlines
 

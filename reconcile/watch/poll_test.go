@@ -2,11 +2,17 @@ package watch_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/reconcile/watch"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 	mysqlsrc "github.com/opctl-dev/opctl/sources/mysql"
 )
@@ -125,4 +131,258 @@ func TestUnfollowedOnTheSeedsSchemas(t *testing.T) {
 		t.Errorf("unfollowed %v of %d seed pipelines: want seed 000's only", got, len(pipes))
 	}
 	t.Logf("unfollowed: %v", got)
+}
+
+// fakeWalker is a database of tables of rows for the poller: each row has
+// a time, a key, an extra column's value and the EqCol's value. It keeps
+// the walks it was asked for.
+type fakeWalker struct {
+	now    time.Time
+	tables map[string][]fakeRow
+	walks  []sources.Walk
+}
+
+type fakeRow struct {
+	at         time.Time
+	key, extra string
+	eq         any
+}
+
+func (f *fakeWalker) Now(context.Context) (time.Time, error) { return f.now, nil }
+
+func (f *fakeWalker) WalkPage(_ context.Context, w sources.Walk, after sources.Cursor, limit int) ([]sources.WalkRow, error) {
+	f.walks = append(f.walks, w)
+	rows := slices.Clone(f.tables[w.Table])
+	slices.SortFunc(rows, func(a, b fakeRow) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	var out []sources.WalkRow
+	for _, r := range rows {
+		if from, ok := w.From.(time.Time); ok && r.at.Before(from) {
+			continue
+		}
+		if w.EqCol != "" && r.eq != w.EqVal {
+			continue
+		}
+		if after.Set {
+			at, key := after.Values[0].(time.Time), after.Values[1].(string)
+			if r.at.Before(at) || (r.at.Equal(at) && r.key <= key) {
+				continue
+			}
+		}
+		extra := ""
+		if w.ExtraCol != "" {
+			extra = r.extra
+		}
+		out = append(out, sources.WalkRow{Pos: r.at, Key: r.key, Extra: extra, Keyset: []any{r.at, r.key}})
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// recordsTopic is a topic for the poller's tests: its messages, the reads
+// asked of it, and an error to answer with.
+type recordsTopic struct {
+	msgs  []sources.Message
+	reads [][2]time.Time
+	err   error
+}
+
+func (f *recordsTopic) Records(_ context.Context, _ string, from, to time.Time, _ int, each func(*sources.Message)) (sources.RecordsRead, error) {
+	f.reads = append(f.reads, [2]time.Time{from, to})
+	if f.err != nil {
+		return sources.RecordsRead{}, f.err
+	}
+	n := 0
+	for i := range f.msgs {
+		if m := f.msgs[i]; !m.Timestamp.Before(from) && !m.Timestamp.After(to) {
+			each(&m)
+			n++
+		}
+	}
+	return sources.RecordsRead{Records: n}, nil
+}
+
+// seed003Pipeline is seed 003's pipeline as its preset configures it: an
+// idempotency table without biz_id (records keyed by msg id, the msg id in
+// the payload), orders as the entity table.
+func seed003Pipeline() *config.Pipeline {
+	return &config.Pipeline{Name: "orders", Topic: "order-event", MessageKey: config.DefaultMessageKey,
+		Idempotency: &config.Idempotency{Table: "idempotent", Key: "msg_id", Action: "action", CreatedAt: "created_at", MsgIDPath: "$.msgId"},
+		Entity:      &config.Entity{Table: "orders", Key: "order_id", Status: "status", UpdatedAt: "updated_at"}}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func orderMsg(off int64, at time.Time, order, msgID string) sources.Message {
+	return sources.Message{Partition: 0, Offset: off, Timestamp: at, Key: []byte(order), Value: []byte(`{"msgId":"` + msgID + `","orderId":` + order + `}`)}
+}
+
+// TestPollSourceRecordsWithoutBizID: the SKIPPED records of an idempotency
+// table without biz_id (seed 003's) are polled by created_at and mapped to
+// their operations through their messages, as binlog mode maps them
+// (docs/watch.md#polling); DONE records are not read; what cannot be
+// mapped is counted and said once, not per record nor per poll, and the
+// other tables' changes are changes all the same.
+func TestPollSourceRecordsWithoutBizID(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	sec := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Second))) }
+	type poll struct {
+		// records and orders added before the poll (time, key; records: action).
+		records []fakeRow
+		orders  []fakeRow
+		// messages added to the topic before the poll.
+		msgs []sources.Message
+		// topicErr is the topic's answer to every read of this poll.
+		topicErr error
+		// readsFrom, when set, is the earliest time (seconds from t0) the
+		// poll may read the topic from: its own records' search window.
+		readsFrom *float64
+		want      []string // table:biz_id of the changes
+		said      int      // lines said so far
+		unmapped  int      // Unmapped after the poll
+	}
+	skipped := func(at float64, msgID string) fakeRow {
+		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionSkipped}
+	}
+	done := func(at float64, msgID string) fakeRow {
+		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionDone}
+	}
+	order := func(at float64, id string) fakeRow { return fakeRow{at: sec(at), key: id} }
+	down := errors.New("kafka: brokers unreachable")
+	for _, tc := range []struct {
+		name  string
+		polls []poll
+	}{
+		{"seed 003's incident: PAID recorded SKIPPED after the order row, mapped from the record", []poll{
+			{orders: []fakeRow{order(1, "8821")}, records: []fakeRow{done(0.5, "msg-7390"), skipped(1.2, "msg-7391")},
+				msgs: []sources.Message{orderMsg(1, sec(0.4), "8821", "msg-7390"), orderMsg(2, sec(1.1), "8821", "msg-7391")},
+				// The record first, in the tables' order: the watch triages
+				// 8821 once, with the record as its cause.
+				want: []string{"idempotent:8821", "orders:8821"}},
+			// The overlap reads the record again: not a change again.
+			{want: nil},
+		}},
+		{"before the watch started: the records are the first sweep's, the rows of the lookback polled", []poll{
+			{records: []fakeRow{skipped(-60, "msg-old")}, orders: []fakeRow{order(-60, "7000")}, msgs: []sources.Message{orderMsg(1, sec(-61), "7000", "msg-old")},
+				want: []string{"orders:7000"}},
+		}},
+		{"a DONE record decides nothing: not read, not mapped", []poll{
+			{records: []fakeRow{done(1, "msg-1")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1")}},
+		}},
+		{"a message not found is said once, and again only after a poll that maps", []poll{
+			{records: []fakeRow{skipped(1, "msg-ghost-1")}, said: 1, unmapped: 1},
+			{records: []fakeRow{skipped(1.5, "msg-ghost-2"), skipped(1.6, "msg-ghost-3")}, said: 1, unmapped: 3},
+			{records: []fakeRow{skipped(2, "msg-5")}, msgs: []sources.Message{orderMsg(1, sec(1.9), "7005", "msg-5")}, want: []string{"idempotent:7005"}, said: 1, unmapped: 3},
+			{records: []fakeRow{skipped(3, "msg-ghost-4")}, said: 2, unmapped: 4},
+		}},
+		{"the topic unreadable: the records are left to the timer and the sweep, said once; the orders still change", []poll{
+			{records: []fakeRow{skipped(1, "msg-1")}, orders: []fakeRow{order(1, "7001")}, topicErr: down, want: []string{"orders:7001"}, said: 1, unmapped: 1},
+			{records: []fakeRow{skipped(2, "msg-2")}, topicErr: down, said: 1, unmapped: 2},
+			// Kafka back: the next record is mapped, the topic read over its
+			// own search window only (not from where the failed reads
+			// began); the ones before are not read again (as binlog mode).
+			{records: []fakeRow{skipped(3, "msg-3")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1"), orderMsg(2, sec(2.9), "7003", "msg-3")},
+				readsFrom: ptr(3 - sources.DefaultSearchWindow.Seconds()), want: []string{"idempotent:7003"}, said: 1, unmapped: 2},
+		}},
+		{"records across pages, each mapped", []poll{
+			{records: []fakeRow{skipped(1, "m1"), skipped(1, "m2"), skipped(1, "m3"), skipped(1.1, "m4"), skipped(1.2, "m5")},
+				msgs: []sources.Message{orderMsg(1, sec(0.5), "1", "m1"), orderMsg(2, sec(0.5), "2", "m2"), orderMsg(3, sec(0.5), "3", "m3"), orderMsg(4, sec(0.5), "4", "m4"), orderMsg(5, sec(0.5), "5", "m5")},
+				want: []string{"idempotent:1", "idempotent:2", "idempotent:3", "idempotent:4", "idempotent:5"}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeWalker{now: t0, tables: map[string][]fakeRow{}}
+			topic := &recordsTopic{}
+			var said []string
+			src := &watch.PollSource{Pipelines: []*config.Pipeline{seed003Pipeline()}, DBFor: func(*config.Pipeline) watch.Walker { return db },
+				Page: 2, Lookback: 10 * time.Minute, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+			ctx := context.Background()
+			pos, err := src.Head(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range tc.polls {
+				db.tables["idempotent"] = append(db.tables["idempotent"], p.records...)
+				db.tables["orders"] = append(db.tables["orders"], p.orders...)
+				topic.msgs = append(topic.msgs, p.msgs...)
+				topic.err = p.topicErr
+				db.walks = nil
+				topic.reads = nil
+				changes, np, err := src.Changes(ctx, pos)
+				if err != nil {
+					t.Fatalf("poll %d: %v", i, err)
+				}
+				pos = np
+				var got []string
+				for _, c := range changes {
+					got = append(got, c.Table+":"+c.BizID)
+					if c.Pipeline != "orders" || c.CommittedAt == nil || c.Position == "" {
+						t.Errorf("poll %d: change %+v: want the pipeline, the row's time and its position", i, c)
+					}
+				}
+				if !slices.Equal(got, p.want) {
+					t.Errorf("poll %d: changes %v, want %v", i, got, p.want)
+				}
+				if len(said) != p.said || src.Unmapped() != p.unmapped {
+					t.Errorf("poll %d: said %d line(s) %q and %d unmapped, want %d and %d", i, len(said), said, src.Unmapped(), p.said, p.unmapped)
+				}
+				for _, r := range topic.reads {
+					if p.readsFrom != nil && r[0].Before(sec(*p.readsFrom)) {
+						t.Errorf("poll %d: read the topic from %v to %v: want nothing before %v", i, r[0], r[1], sec(*p.readsFrom))
+					}
+				}
+				for _, w := range db.walks {
+					if w.Table == "idempotent" && (w.EqCol != "action" || w.EqVal != inspect.ActionSkipped || w.PosCol != "created_at" || w.KeyCol != "msg_id") {
+						t.Errorf("poll %d: the records' walk %+v: want the SKIPPED ones by created_at, keyed by msg_id", i, w)
+					}
+				}
+			}
+			for _, l := range said {
+				if !strings.Contains(l, "pipeline orders: ") || !strings.Contains(l, "idempotent") || !strings.Contains(l, "timer and the next sweep") {
+					t.Errorf("said %q: want the pipeline, the table and who sees the records", l)
+				}
+			}
+		})
+	}
+}
+
+// Without Kafka (or a pipeline whose messages are not keyed by the biz_id)
+// the records are not polled and the pipeline is named; an entity table
+// is still polled, so the pipeline is followed.
+func TestPollSourceRecordsWithoutTopic(t *testing.T) {
+	keyedOther := seed003Pipeline()
+	keyedOther.Name, keyedOther.MessageKey = "other", "order-{biz_id}"
+	for _, tc := range []struct {
+		name       string
+		p          *config.Pipeline
+		topics     *watch.Topics
+		wantTables []string
+		unmapped   []string
+	}{
+		{"with Kafka", seed003Pipeline(), &watch.Topics{Kafka: &recordsTopic{}}, []string{"idempotent", "orders"}, nil},
+		{"no Kafka", seed003Pipeline(), nil, []string{"orders"}, []string{"orders"}},
+		{"Kafka's reader not opened", seed003Pipeline(), &watch.Topics{}, []string{"orders"}, []string{"orders"}},
+		{"messages not keyed by the biz_id: binlog mode does not map them either", keyedOther, &watch.Topics{Kafka: &recordsTopic{}}, []string{"orders"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeWalker{now: time.Now()}
+			src := &watch.PollSource{Pipelines: []*config.Pipeline{tc.p}, DBFor: func(*config.Pipeline) watch.Walker { return db }, Topics: tc.topics}
+			if _, _, err := src.Changes(context.Background(), ""); err != nil {
+				t.Fatal(err)
+			}
+			var tables []string
+			for _, w := range db.walks {
+				tables = append(tables, w.Table)
+			}
+			if !slices.Equal(tables, tc.wantTables) || !slices.Equal(src.RecordsUnmapped(), tc.unmapped) || len(src.Unfollowed()) != 0 {
+				t.Errorf("walked %v, records unmapped %v, unfollowed %v; want %v, %v and none", tables, src.RecordsUnmapped(), src.Unfollowed(), tc.wantTables, tc.unmapped)
+			}
+		})
+	}
 }

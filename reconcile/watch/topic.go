@@ -143,7 +143,7 @@ func (t *Topics) resolve(ctx context.Context, p *config.Pipeline, pend []pending
 		}
 		for _, b := range bizs {
 			at := pc.at
-			out = append(out, Change{Pipeline: p.Name, BizID: b, Table: pc.table, Position: pc.pos, CommittedAt: &at})
+			out = append(out, Change{Pipeline: p.Name, BizID: b, Table: pc.table, Position: pc.pos, CommittedAt: &at, seq: pc.seq})
 		}
 	}
 	return out, skipped, nil
@@ -199,6 +199,10 @@ func (t *Topics) read(ctx context.Context, p *config.Pipeline, x *topicIndex, fr
 	})
 	t.records += got.Records
 	if err != nil {
+		// The changes it was for are left to the timer and the sweep: the
+		// next read starts at the next changes' own window, not where this
+		// one began (a window that would only grow while the reads fail).
+		delete(t.idx, p.Name)
 		return fmt.Errorf("reading %s from %s to %s to map binlog changes to operations: %w", p.Topic, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 	}
 	return nil

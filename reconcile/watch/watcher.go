@@ -29,6 +29,15 @@ type Change struct {
 	// Source is the cause.source when it is not the ChangeSource's Name
 	// (a MultiSource's part); "" otherwise.
 	Source string
+
+	// A binlog change's part in its operation's fence (fence.go): seq is
+	// its transaction's order in the Changes call (0: none), cand the
+	// fence its row offers, del whether it deleted the operation's own
+	// row; fence is the operation's round fence (markFences).
+	seq   int
+	cand  *fence
+	del   bool
+	fence *fence
 }
 
 // ChangeSource is where the watch learns of changes after its first sweep:
@@ -287,19 +296,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.mu.Lock()
 			keys, ats := w.deadlines.Due(w.now())
 			w.mu.Unlock()
-			ls := make([]lookup, len(keys))
-			for i, k := range keys {
-				at := ats[i]
-				cause := Cause{Source: SourceTimer, CommittedAt: &at}
-				w.mu.Lock()
-				if c, ok := w.unsettled[k]; ok {
-					cause = c
-					delete(w.unsettled, k)
-				}
-				w.mu.Unlock()
-				ls[i] = lookup{k, cause}
-			}
-			w.lookAll(ctx, ls)
+			w.lookAll(ctx, w.dueLookups(keys, ats))
 		case <-pollC:
 			roundStart := time.Now()
 			rctx, cancel := w.bounded(ctx)
@@ -353,27 +350,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					}
 					w.Hooks.RowsRead(w.Source.Name(), n)
 				}
-				seen := map[Key]bool{}
-				var ls []lookup
-				for _, c := range changes {
-					k := Key{c.Pipeline, c.BizID}
-					if seen[k] {
-						continue
-					}
-					seen[k] = true
-					cause := Cause{Source: w.Source.Name(), CommittedAt: c.CommittedAt}
-					if c.Source != "" {
-						cause.Source = c.Source
-					}
-					if c.Table != "" {
-						cause.Table = &c.Table
-					}
-					if c.Position != "" {
-						cause.Position = &c.Position
-					}
-					ls = append(ls, lookup{k, cause})
-				}
-				w.lookAll(ctx, ls)
+				w.lookAll(ctx, roundLookups(w.Source.Name(), changes))
 				w.retryDue(ctx)
 			}
 			save(false)
@@ -383,6 +360,33 @@ func (w *Watcher) Run(ctx context.Context) error {
 			poll.Reset(max(0, interval-time.Since(roundStart)))
 		}
 	}
+}
+
+// roundLookups are a round's changes as the operations to look at, each
+// once, with the cause of its first change (source: the ChangeSource's
+// Name unless the change names its own) and its round fence (fence.go).
+func roundLookups(source string, changes []Change) []lookup {
+	seen := map[Key]bool{}
+	var ls []lookup
+	for _, c := range changes {
+		k := Key{c.Pipeline, c.BizID}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		cause := Cause{Source: source, CommittedAt: c.CommittedAt, fence: c.fence}
+		if c.Source != "" {
+			cause.Source = c.Source
+		}
+		if c.Table != "" {
+			cause.Table = &c.Table
+		}
+		if c.Position != "" {
+			cause.Position = &c.Position
+		}
+		ls = append(ls, lookup{k, cause})
+	}
+	return ls
 }
 
 // setUp records whether the source answers; it returns true when that
@@ -495,9 +499,10 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 	}
 	ev := w.tracker.Observe(obs, cause, now)
 	w.dirty = true
+	_, pending := w.unsettled[k]
 	delete(w.unsettled, k)
 	switch {
-	case !obs.Target && cause.Source == SourceBinlog && !cause.again && w.settle() > 0:
+	case !obs.Target && cause.Source == SourceBinlog && !cause.again && w.settle() > 0 && (!cause.fenced || pending):
 		// The server writes a transaction to its binlog before its
 		// engine commit is visible to other sessions, so a triage right
 		// after the follower delivered it can read the rows as they were
@@ -508,6 +513,11 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 		// The window is the server's group commit (milliseconds), so
 		// the look comes after binlogRecheck, not after the settle look's
 		// seconds: a target it finds is still flagged within a second.
+		// Not when the fence read before the triage proved it sees the
+		// change (fence.go), unless an earlier round's change still
+		// waits for its own second look (pending), which is kept: an
+		// inserted row's fence cannot tell the row from an older life
+		// whose delete that look waits for.
 		w.deadlines.Set(k, now.Add(min(w.settle(), binlogRecheck)))
 		cause.again = true
 		if w.unsettled == nil {

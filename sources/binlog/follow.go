@@ -602,14 +602,30 @@ func (f *follower) rows(e *replication.RowsEvent, kind replication.EnumRowsEvent
 	default:
 		return
 	}
+	var zoned []string
+	if e.Table != nil {
+		for _, p := range ft.keep {
+			if p < len(e.Table.ColumnType) && (e.Table.ColumnType[p] == gomysql.MYSQL_TYPE_TIMESTAMP || e.Table.ColumnType[p] == gomysql.MYSQL_TYPE_TIMESTAMP2) {
+				zoned = append(zoned, ft.cols[p])
+			}
+		}
+	}
 	for i := 0; i+step-1 < len(e.Rows); i += step {
-		c := sources.RowChange{Schema: schema, Table: table, Kind: k, Values: make(map[string]string, len(ft.keep))}
+		c := sources.RowChange{Schema: schema, Table: table, Kind: k, Values: make(map[string]string, len(ft.keep)), Zoned: zoned}
 		img, bits := e.Rows[i], e.ColumnBitmap1
 		var before []any
 		if step == 2 {
 			// After image first; a column it lacks (MINIMAL) that the
 			// before image holds was not changed.
 			before, img, bits = e.Rows[i], e.Rows[i+1], e.ColumnBitmap2
+		}
+		if before != nil {
+			c.Before = make(map[string]string, len(ft.keep))
+			for _, p := range ft.keep {
+				if p < len(before) && hasColumn(e.ColumnBitmap1, p) && before[p] != nil {
+					c.Before[ft.cols[p]] = ft.text(p, before[p])
+				}
+			}
 		}
 		for _, p := range ft.keep {
 			name := ft.cols[p]

@@ -345,6 +345,41 @@ func TestFollowMinimalImage(t *testing.T) {
 	}
 }
 
+// An update carries its before image of the kept columns (the watch reads
+// a state row's version in both); an insert and a delete carry none.
+func TestFollowUpdateBefore(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, "INSERT INTO ledger_entry (id, biz_order_id, direction, amount) VALUES (1, 'PAY-B', 'DEBIT', 10)")
+	start := head(t, f.reader)
+	f.db.Exec(t, "UPDATE ledger_entry SET amount = 5 WHERE id = 1")
+	f.db.Exec(t, "INSERT INTO ledger_entry (id, biz_order_id, direction, amount) VALUES (2, 'PAY-B2', 'DEBIT', 7)")
+	got, err := follow(t, f.reader, start, []sources.FollowTable{{Schema: f.db.Name, Table: "ledger_entry", Columns: []string{"id", "amount"}}}, 20*time.Second, count(2))
+	testenv.Must(t, err, "follow")
+	ch := changesOf(got)
+	up, ins := ch[0], ch[1]
+	if up.Kind != sources.ChangeUpdate || up.Values["amount"] != "5.0000000000" || up.Before["amount"] != "10.0000000000" || up.Before["id"] != "1" || len(up.Before) != 2 {
+		t.Errorf("update: %+v; want amount 10 before, 5 after", up)
+	}
+	if ins.Kind != sources.ChangeInsert || ins.Before != nil {
+		t.Errorf("insert: %+v; want no before image", ins)
+	}
+}
+
+// A TIMESTAMP column is named in Zoned (its text is in this process's
+// zone), a DATETIME one is not.
+func TestFollowZoned(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, "CREATE TABLE zoned (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL, dt DATETIME(3) NULL)")
+	start := head(t, f.reader)
+	f.db.Exec(t, "INSERT INTO zoned VALUES (1, '2026-12-02 04:00:00.120', '2026-12-02 04:00:00.120')")
+	got, err := follow(t, f.reader, start, []sources.FollowTable{{Schema: f.db.Name, Table: "zoned", Columns: []string{"id", "ts", "dt"}}}, 20*time.Second, count(1))
+	testenv.Must(t, err, "follow")
+	ch := changesOf(got)
+	if len(ch) != 1 || !slices.Equal(ch[0].Zoned, []string{"ts"}) {
+		t.Fatalf("changes %+v; want one with Zoned [ts]", ch)
+	}
+}
+
 // A session in binlog_format=STATEMENT that changes a followed table is a
 // change with Statement set; one that changes another table is not.
 func TestFollowStatementFormat(t *testing.T) {

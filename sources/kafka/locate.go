@@ -75,35 +75,49 @@ func (r *Reader) locate(parent, ctx context.Context, req sources.LocateRequest) 
 		return r.locateStored(ctx, c, req, parts)
 	}
 
+	p, loc, ok, err := searchTarget(req, parts)
+	if !ok || err != nil {
+		return loc, err
+	}
+	return r.search(parent, ctx, c, req, p)
+}
+
+// searchTarget is the partition a request without a stored position is
+// searched in (of the topic's parts): req.Partition, or the partitioner's
+// for req.Key. ok is false, and the Location says why, when nothing can be
+// searched: no partition, no timestamp, nothing to match.
+func searchTarget(req sources.LocateRequest, parts []int32) (int32, sources.Location, bool, error) {
+	loc := sources.Location{Partition: -1, Offset: -1, Located: sources.LocatedUnknown}
 	p := req.Partition
 	if p < 0 {
 		if req.Partitioner == config.PartitionerStored || req.Partitioner == "" {
 			loc.Detail = fmt.Sprintf("no stored partition, and partitioner %q cannot compute one from the key", req.Partitioner)
-			return loc, nil
+			return p, loc, false, nil
 		}
 		if len(req.Key) == 0 {
 			loc.Detail = "no stored partition and no message key: the partition cannot be computed"
-			return loc, nil
+			return p, loc, false, nil
 		}
+		var err error
 		p, err = sources.PartitionFor(req.Partitioner, req.Key, int32(len(parts)))
 		if err != nil {
-			return loc, err
+			return p, loc, false, err
 		}
 	} else if !slices.Contains(parts, p) {
 		loc.Partition = p
 		loc.Detail = fmt.Sprintf("partition %d does not exist (topic %s has %d partitions)", p, req.Topic, len(parts))
-		return loc, nil
+		return p, loc, false, nil
 	}
 	loc.Partition = p
 	if req.Around.IsZero() {
 		loc.Detail = noTimestampDetail
-		return loc, nil
+		return p, loc, false, nil
 	}
 	if len(req.Key) == 0 && req.MsgID == "" {
 		loc.Detail = "nothing to match: neither a message key nor a msg_id is known"
-		return loc, nil
+		return p, loc, false, nil
 	}
-	return r.search(parent, ctx, c, req, p)
+	return p, loc, true, nil
 }
 
 // matches reports whether m is the operation's message. The msg id is the
@@ -132,12 +146,19 @@ const windowEndRun = 16
 // isolation is what the consumers read (kafka.isolation_level).
 func (r *Reader) isolation() sarama.IsolationLevel { return isolation(r.cfg) }
 
+// storedFetchBytes is the partition budget of a fetch at a stored
+// position. The broker returns at least the whole record batch that holds
+// the offset whatever the budget (KIP-74; kfake too: it stops at the
+// budget only once a batch is in), so a small budget still reads the
+// record, and the batches just after it, where its transaction's marker
+// mostly is (read_uncommitted: else settle asks). A budget of 1 MiB decoded
+// up to a few thousand records to read one.
+const storedFetchBytes = 4 << 10
+
 func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.LocateRequest, parts []int32) (sources.Location, error) {
 	p, off := req.Partition, req.Offset
-	loc := sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}
 	if !slices.Contains(parts, p) {
-		loc.Detail = fmt.Sprintf("stored partition %d does not exist (topic %s has %d partitions)", p, req.Topic, len(parts))
-		return loc, nil
+		return noStoredPartition(req, parts), nil
 	}
 	iso := r.isolation()
 	var (
@@ -154,14 +175,71 @@ func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.
 			return err
 		},
 		func() (err error) {
-			batch, err = r.fetch(ctx, c, req.Topic, p, off, 1<<20, iso)
+			batch, err = r.fetch(ctx, c, req.Topic, p, off, storedFetchBytes, iso, []int64{off})
 			return err
 		},
 	)
 	if err != nil {
-		return loc, err
+		return sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}, err
 	}
-	start, end := starts[p], ends[p]
+	return r.decideStored(ctx, c, req, starts[p], ends[p], batch.at(off))
+}
+
+// noStoredPartition is the Location of a stored position in a partition
+// the topic does not have.
+func noStoredPartition(req sources.LocateRequest, parts []int32) sources.Location {
+	return sources.Location{Partition: req.Partition, Offset: req.Offset, Located: sources.LocatedStored,
+		Detail: fmt.Sprintf("stored partition %d does not exist (topic %s has %d partitions)", req.Partition, req.Topic, len(parts))}
+}
+
+// storedAnswer is what a fetch that reached a stored position says of it.
+type storedAnswer struct {
+	// err is the fetch's partition-level error.
+	err error
+	// lso is the fetch's last stable offset, -1 when not said.
+	lso int64
+	// rec is the data record at the offset, nil when the answer has none.
+	rec *record
+	// next is the offset of the answer's first data record after the
+	// offset, -1 when it has none.
+	next int64
+}
+
+// at is what f says of offset off, which f's fetch reached (f was fetched
+// from off, or from below it and read past it).
+func (f fetched) at(off int64) storedAnswer {
+	a := storedAnswer{err: f.err, lso: f.lso, next: -1}
+	for i := range f.recs {
+		if rec := &f.recs[i]; rec.Offset == off {
+			a.rec = rec
+			return a
+		}
+	}
+	if f.offs != nil {
+		if i, _ := slices.BinarySearch(f.offs, off+1); i < len(f.offs) {
+			a.next = f.offs[i]
+		}
+		return a
+	}
+	for _, rec := range f.recs {
+		if rec.Offset > off {
+			a.next = rec.Offset
+			break
+		}
+	}
+	return a
+}
+
+// decideStored says what the stored position of req is, from the log's
+// bounds (start, end) and what a fetch read at it (a): deleted by
+// retention, past the end, unreadable, past the last stable offset, a
+// compacted gap or a marker, a record that does not match, one whose
+// transaction did not commit (settle asks when the answer does not say),
+// or the operation's message. Locate and LocateMany both decide here.
+func (r *Reader) decideStored(ctx context.Context, c sarama.Client, req sources.LocateRequest, start, end int64, a storedAnswer) (sources.Location, error) {
+	p, off := req.Partition, req.Offset
+	loc := sources.Location{Partition: p, Offset: off, Located: sources.LocatedStored}
+	iso := r.isolation()
 	switch {
 	case off < start:
 		loc.Detail = fmt.Sprintf("offset %d is below log start %d: deleted by retention", off, start)
@@ -169,40 +247,37 @@ func (r *Reader) locateStored(ctx context.Context, c sarama.Client, req sources.
 	case off >= end:
 		loc.Detail = fmt.Sprintf("offset %d is at or past the log end %d: no such record", off, end)
 		return loc, nil
-	case batch.err != nil:
-		loc.Detail = fmt.Sprintf("could not read offset %d: %v", off, batch.err)
+	case a.err != nil:
+		loc.Detail = fmt.Sprintf("could not read offset %d: %v", off, a.err)
 		return loc, nil
-	case iso == sarama.ReadCommitted && batch.lso >= 0 && off >= batch.lso:
-		loc.Detail = fmt.Sprintf("offset %d is at or past the last stable offset %d: its transaction has not ended, and read_committed consumers do not see it yet; the stored position is kept", off, batch.lso)
+	case iso == sarama.ReadCommitted && a.lso >= 0 && off >= a.lso:
+		loc.Detail = fmt.Sprintf("offset %d is at or past the last stable offset %d: its transaction has not ended, and read_committed consumers do not see it yet; the stored position is kept", off, a.lso)
 		return loc, nil
-	}
-	for _, rec := range batch.recs {
-		if rec.Offset < off {
-			continue
-		}
-		if rec.Offset > off {
-			loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker); the next record is at %d", off, rec.Offset)
-			return loc, nil
-		}
-		if !matches(req, rec.Message) {
-			loc.Detail = fmt.Sprintf("the record at the stored position does not match the operation (%s); the stored position is kept", mismatch(req, rec.Message))
-			return loc, nil
-		}
-		f := rec.fate
-		if f == fatePending {
-			if f, err = r.settle(ctx, c, req.Topic, p, off); err != nil {
-				return loc, err
-			}
-		}
-		if f != fateCommitted {
-			loc.Detail = "the record at the stored position " + notCopied(f, iso) + "; the stored position is kept"
-			return loc, nil
-		}
-		loc.Message = rec.Message
-		loc.Detail = fmt.Sprintf("read at the stored position (log %d..%d)", start, end)
+	case a.rec == nil && a.next >= 0:
+		loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker); the next record is at %d", off, a.next)
+		return loc, nil
+	case a.rec == nil:
+		loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker)", off)
 		return loc, nil
 	}
-	loc.Detail = fmt.Sprintf("no record at offset %d (compacted away, or a transaction marker)", off)
+	rec := a.rec
+	if !matches(req, rec.Message) {
+		loc.Detail = fmt.Sprintf("the record at the stored position does not match the operation (%s); the stored position is kept", mismatch(req, rec.Message))
+		return loc, nil
+	}
+	f := rec.fate
+	if f == fatePending {
+		var err error
+		if f, err = r.settle(ctx, c, req.Topic, p, off); err != nil {
+			return loc, err
+		}
+	}
+	if f != fateCommitted {
+		loc.Detail = "the record at the stored position " + notCopied(f, iso) + "; the stored position is kept"
+		return loc, nil
+	}
+	loc.Message = rec.Message
+	loc.Detail = fmt.Sprintf("read at the stored position (log %d..%d)", start, end)
 	return loc, nil
 }
 
@@ -236,27 +311,12 @@ func mismatch(req sources.LocateRequest, m *sources.Message) string {
 	return s
 }
 
-func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req sources.LocateRequest, p int32) (loc sources.Location, err error) {
-	loc = sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}
-	window := req.Window
-	if window <= 0 {
-		window = sources.DefaultSearchWindow
-	}
-	limit := req.Limit
-	if limit <= 0 {
-		limit = sources.DefaultSearchLimit
-	}
-	from, until := req.Around.Add(-window), req.Around.Add(window)
+func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req sources.LocateRequest, p int32) (sources.Location, error) {
 	iso := r.isolation()
-	committedOnly := iso == sarama.ReadCommitted
-	endName := "log end"
-	if committedOnly {
-		endName = "last stable offset"
-	}
-
 	var starts, ends map[int32]int64
 	var tsErr error
-	err = parallel(ctx,
+	from := req.Around.Add(-searchWindow(req))
+	err := parallel(ctx,
 		func() error {
 			// A lookup that fails is not the end of the search: the
 			// fallback below reads from the log start instead.
@@ -269,217 +329,307 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 		},
 	)
 	if err != nil {
-		return loc, err
+		return sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}, err
 	}
 	if tsErr != nil && ctx.Err() != nil {
-		return loc, tsErr
+		return sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}, tsErr
 	}
-	end := ends[p]
 	start := int64(-1)
 	if tsErr == nil {
 		start = starts[p]
 	}
-	fromTS := from.UTC().Format(time.RFC3339Nano)
-	fromDesc := fmt.Sprintf("timestamp %s, %s before the operation", fromTS, window)
+	s, loc, err := r.newScan(ctx, c, req, p, start, ends[p], tsErr)
+	if s == nil {
+		return loc, err
+	}
+	end := ends[p]
+	next := s.start
+	for {
+		if next >= end {
+			return s.stopped(fmt.Sprintf("reached the %s %d", s.endName, end)), nil
+		}
+		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes, iso, nil)
+		if err != nil {
+			return s.failed(parent, ctx, err)
+		}
+		if batch.err != nil {
+			return s.stopped(fetchStop(next, batch.err)), nil
+		}
+		end = batch.end(end, iso)
+		for _, rec := range batch.recs {
+			if rec.Offset < next {
+				continue
+			}
+			done, err := s.feed(ctx, c, rec, matches(req, rec.Message))
+			if err != nil {
+				return s.failed(parent, ctx, err)
+			}
+			if done {
+				return s.loc, nil
+			}
+		}
+		if batch.next <= next {
+			return s.stopped(fmt.Sprintf("the broker returned no data at offset %d", next)), nil
+		}
+		next = batch.next
+	}
+}
+
+// searchWindow is req's window, the default when it has none.
+func searchWindow(req sources.LocateRequest) time.Duration {
+	if req.Window <= 0 {
+		return sources.DefaultSearchWindow
+	}
+	return req.Window
+}
+
+// fetchStop says why a search stops on a fetch's partition error at next.
+func fetchStop(next int64, err error) string {
+	if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+		return fmt.Sprintf("offset %d is no longer in the log (retention?)", next)
+	}
+	return fmt.Sprintf("fetch at offset %d: %v", next, err)
+}
+
+// end is the end of the log a search reads to, moved on by f: the last
+// stable offset (read_committed) or the high watermark.
+func (f fetched) end(end int64, iso sarama.IsolationLevel) int64 {
+	if iso == sarama.ReadCommitted {
+		return max(end, f.lso)
+	}
+	return max(end, f.hwm)
+}
+
+// scan is one request's search as the records of its partition are read,
+// in offset order from its start (feed): how many were read, the run of
+// records stamped after the window, the matches held in it, the first
+// match whose transaction did not commit. Locate drives one; LocateMany
+// drives every search of a partition with one forward read.
+type scan struct {
+	r             *Reader
+	req           sources.LocateRequest
+	p             int32
+	iso           sarama.IsolationLevel
+	committedOnly bool
+	endName       string
+	window        time.Duration
+	limit         int
+	until         time.Time
+	// start is the first offset read; fromDesc says where it comes from.
+	start    int64
+	fromDesc string
 	// notBefore: records stamped before it are read but never the match
 	// (only a search that starts at the log start meets them).
-	var notBefore time.Time
-	var fellBack string
+	notBefore time.Time
+	// fellBack says why the search starts at the log start ("" when it
+	// does not): every Detail then says so.
+	fellBack string
+
+	loc       sources.Location
+	scanned   int   // records read (control records aside)
+	invisible int   // of them, records of aborted transactions (read_committed)
+	last      int64 // the last record read, -1 before the first
+	// run counts the records in a row stamped after until, from offset
+	// runAt; held are the matches among them, inside the window only if
+	// a record stamped inside it follows.
+	run   int
+	runAt int64
+	held  []record
+	// fallback is the first match whose transaction aborted or has not
+	// ended (read_uncommitted consumers read it): the position when no
+	// committed record of the operation follows.
+	fallback *record
+}
+
+// newScan starts req's search in partition p from the offset of its
+// window's start (start, -1 when none; tsErr when the lookup failed) and
+// the log end. A search with nothing to read returns no scan but its
+// Location (or the error of the lookups it took to know).
+func (r *Reader) newScan(ctx context.Context, c sarama.Client, req sources.LocateRequest, p int32, start, end int64, tsErr error) (*scan, sources.Location, error) {
+	s := &scan{r: r, req: req, p: p, iso: r.isolation(), window: searchWindow(req), limit: req.Limit,
+		endName: "log end", last: -1, runAt: -1,
+		loc: sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}}
+	if s.limit <= 0 {
+		s.limit = sources.DefaultSearchLimit
+	}
+	from := req.Around.Add(-s.window)
+	s.until = req.Around.Add(s.window)
+	s.committedOnly = s.iso == sarama.ReadCommitted
+	if s.committedOnly {
+		s.endName = "last stable offset"
+	}
+	fromTS := from.UTC().Format(time.RFC3339Nano)
+	s.fromDesc = fmt.Sprintf("timestamp %s, %s before the operation", fromTS, s.window)
 	if tsErr != nil || start < 0 || start >= end {
 		// The timestamp lookup failed, or says no record is stamped at or
 		// after from. Believe it only when the log's last record says so
 		// too: a broker whose lookup contradicts its log (librdkafka's mock
 		// answers -1 for every timestamp) is searched from the log start,
 		// within the same limit (docs/where.md "Finding the message").
-		why, err := r.doubtLookup(ctx, c, req.Topic, p, from, end, tsErr, iso)
+		why, err := r.doubtLookup(ctx, c, req.Topic, p, from, end, tsErr, s.iso)
 		if err != nil {
-			return loc, err
+			return nil, s.loc, err
 		}
 		if why == "" {
-			loc.Detail = fmt.Sprintf("not found: partition %d has no record at or after %s (%s %d); nothing to search",
-				p, fromTS, endName, end)
-			return loc, nil
+			s.loc.Detail = fmt.Sprintf("not found: partition %d has no record at or after %s (%s %d); nothing to search",
+				p, fromTS, s.endName, end)
+			return nil, s.loc, nil
 		}
 		first, err := r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetOldest, sarama.ReadUncommitted)
 		if err != nil {
-			return loc, fmt.Errorf("%s, and the log start could not be read: %w", why, err)
+			return nil, s.loc, fmt.Errorf("%s, and the log start could not be read: %w", why, err)
 		}
-		start, notBefore = first[p], from
-		fromDesc = "the log start"
-		fellBack = fmt.Sprintf("%s: searched from the log start %d instead, records stamped before %s passed over, at most %d records", why, start, fromTS, limit)
+		start, s.notBefore = first[p], from
+		s.fromDesc = "the log start"
+		s.fellBack = fmt.Sprintf("%s: searched from the log start %d instead, records stamped before %s passed over, at most %d records", why, start, fromTS, s.limit)
 		if start >= end {
-			loc.Detail = fmt.Sprintf("not found: %s; the log is empty (%s %d)", fellBack, endName, end)
-			return loc, nil
+			s.loc.Detail = fmt.Sprintf("not found: %s; the log is empty (%s %d)", s.fellBack, s.endName, end)
+			return nil, s.loc, nil
 		}
 	}
-
-	if req.Newest && fellBack == "" {
-		fromDesc = fmt.Sprintf("timestamp %s, %s before now", fromTS, window)
+	if req.Newest && s.fellBack == "" {
+		s.fromDesc = fmt.Sprintf("timestamp %s, %s before now", fromTS, s.window)
 	}
-	if req.Newest && end-int64(limit) > start {
+	if req.Newest && end-int64(s.limit) > start {
 		// Anchored at now: the newest Limit records of the window, not
 		// its oldest.
-		start, notBefore = end-int64(limit), from
-		fromDesc = fmt.Sprintf("the newest %d records before the %s %d, back to at most %s", limit, endName, end, fromTS)
-		fellBack = ""
+		start, s.notBefore = end-int64(s.limit), from
+		s.fromDesc = fmt.Sprintf("the newest %d records before the %s %d, back to at most %s", s.limit, s.endName, end, fromTS)
+		s.fellBack = ""
 	}
-	var (
-		scanned   int   // records read (control records aside)
-		invisible int   // of them, records of aborted transactions (read_committed)
-		last      int64 = -1
-		// run counts the records in a row stamped after until, from
-		// offset runAt; held are the matches among them, inside the window
-		// only if a record stamped inside it follows.
-		run   int
-		runAt int64 = -1
-		held  []record
-		// fallback is the first match whose transaction aborted or has not
-		// ended (read_uncommitted consumers read it): the position when no
-		// committed record of the operation follows.
-		fallback *record
-	)
-	scannedDesc := func() string {
-		s := fmt.Sprintf("%d records from offset %d (%s)", scanned, start, fromDesc)
-		if invisible > 0 {
-			s += fmt.Sprintf(", %d of them in aborted transactions (invisible to read_committed consumers)", invisible)
-		}
-		return s
+	s.start = start
+	return s, s.loc, nil
+}
+
+func (s *scan) scannedDesc() string {
+	d := fmt.Sprintf("%d records from offset %d (%s)", s.scanned, s.start, s.fromDesc)
+	if s.invisible > 0 {
+		d += fmt.Sprintf(", %d of them in aborted transactions (invisible to read_committed consumers)", s.invisible)
 	}
-	defer func() {
-		if fellBack != "" && err == nil {
-			loc.Detail += " (" + fellBack + ")"
-		}
-	}()
-	stopped := func(why string) (sources.Location, error) {
-		if req.All && len(loc.Messages) > 0 {
-			first := loc.Messages[0]
-			loc.Offset, loc.Located, loc.Message = first.Offset, sources.LocatedSearched, first
-			loc.Detail = fmt.Sprintf("found %d message(s) of the key after scanning %s (stopped: %s)", len(loc.Messages), scannedDesc(), why)
-			return loc, nil
-		}
-		if fallback != nil {
-			loc.Offset, loc.Located = fallback.Offset, sources.LocatedSearched
-			loc.Detail = fmt.Sprintf("found after scanning %s; the record %s (no committed record of the operation followed; stopped: %s)",
-				scannedDesc(), notCopied(fallback.fate, iso), why)
-			return loc, nil
-		}
+	return d
+}
+
+// done ends the search with its Location as it stands: a search that
+// fell back to the log start says so.
+func (s *scan) done() {
+	if s.fellBack != "" {
+		s.loc.Detail += " (" + s.fellBack + ")"
+	}
+}
+
+// stopped ends the search for why: the messages of the key found (All),
+// the first match whose transaction did not commit, or not found.
+func (s *scan) stopped(why string) sources.Location {
+	loc := &s.loc
+	switch {
+	case s.req.All && len(loc.Messages) > 0:
+		first := loc.Messages[0]
+		loc.Offset, loc.Located, loc.Message = first.Offset, sources.LocatedSearched, first
+		loc.Detail = fmt.Sprintf("found %d message(s) of the key after scanning %s (stopped: %s)", len(loc.Messages), s.scannedDesc(), why)
+	case s.fallback != nil:
+		loc.Offset, loc.Located = s.fallback.Offset, sources.LocatedSearched
+		loc.Detail = fmt.Sprintf("found after scanning %s; the record %s (no committed record of the operation followed; stopped: %s)",
+			s.scannedDesc(), notCopied(s.fallback.fate, s.iso), why)
+	default:
 		to := "nothing"
-		if last >= 0 {
-			to = fmt.Sprint(last)
+		if s.last >= 0 {
+			to = fmt.Sprint(s.last)
 		}
-		loc.Detail = fmt.Sprintf("not found: scanned %s to %s; stopped: %s", scannedDesc(), to, why)
-		return loc, nil
+		loc.Detail = fmt.Sprintf("not found: scanned %s to %s; stopped: %s", s.scannedDesc(), to, why)
 	}
-	// failed ends the search on a read error: one cut short by the
-	// reader's timeout is a search that did not find the message.
-	failed := func(err error) (sources.Location, error) {
-		if parent.Err() == nil && ctx.Err() != nil {
-			return stopped(fmt.Sprintf("the %s timeout ended the search (%v)", r.timeout, err))
+	s.done()
+	return *loc
+}
+
+// failed ends the search on a read error: one cut short by the reader's
+// timeout (ctx, under parent) is a search that did not find the message.
+func (s *scan) failed(parent, ctx context.Context, err error) (sources.Location, error) {
+	if parent.Err() == nil && ctx.Err() != nil {
+		return s.stopped(fmt.Sprintf("the %s timeout ended the search (%v)", s.r.timeout, err)), nil
+	}
+	return s.loc, err
+}
+
+// take decides a match inside the window: true when it is the
+// operation's message (a record that is not in a transaction, or whose
+// transaction committed).
+func (s *scan) take(ctx context.Context, c sarama.Client, rec record) (bool, error) {
+	f := rec.fate
+	if f == fatePending {
+		var err error
+		if f, err = s.r.settle(ctx, c, s.req.Topic, s.p, rec.Offset); err != nil {
+			return false, err
 		}
-		return loc, err
 	}
-	// take decides a match inside the window: true when it is the
-	// operation's message (a record that is not in a transaction, or whose
-	// transaction committed).
-	take := func(rec record) (bool, error) {
-		f := rec.fate
-		if f == fatePending {
-			var err error
-			if f, err = r.settle(ctx, c, req.Topic, p, rec.Offset); err != nil {
+	if f != fateCommitted {
+		if s.fallback == nil && !s.committedOnly {
+			rec.fate = f
+			s.fallback = &rec
+		}
+		return false, nil
+	}
+	if s.req.All {
+		// Every message of the key in the window: an order's PAID and
+		// SHIPPED events (docs/where.md#records-without-a-biz_id).
+		s.loc.Messages = append(s.loc.Messages, rec.Message)
+		return false, nil
+	}
+	s.loc.Offset, s.loc.Located, s.loc.Message = rec.Offset, sources.LocatedSearched, rec.Message
+	s.loc.Detail = "found after scanning " + s.scannedDesc()
+	if s.fallback != nil {
+		s.loc.Detail += fmt.Sprintf("; the record at offset %d matched first, but %s", s.fallback.Offset, notCopied(s.fallback.fate, s.iso))
+	}
+	s.done()
+	return true, nil
+}
+
+// feed reads the next record (at or after start, in offset order);
+// matched says whether it matches the request. It returns true when the
+// search ended: s.loc is then its Location.
+func (s *scan) feed(ctx context.Context, c sarama.Client, rec record, matched bool) (bool, error) {
+	s.scanned++
+	s.last = rec.Offset
+	switch {
+	case s.committedOnly && rec.fate == fateAborted:
+		s.invisible++
+	case s.committedOnly && rec.fate != fateCommitted:
+		// Past the last stable offset: not visible yet.
+	case rec.Timestamp.After(s.until):
+		if s.run == 0 {
+			s.runAt = rec.Offset
+		}
+		s.run++
+		if matched {
+			s.held = append(s.held, rec)
+		}
+		if s.run >= windowEndRun {
+			s.stopped(fmt.Sprintf("record timestamps passed %s (%s after the operation) from offset %d on",
+				s.until.UTC().Format(time.RFC3339Nano), s.window, s.runAt))
+			return true, nil
+		}
+	default:
+		// A record stamped inside the window: the run before it, if
+		// any, was inside the window too.
+		s.run = 0
+		if matched && !rec.Timestamp.Before(s.notBefore) {
+			s.held = append(s.held, rec)
+		}
+		for _, h := range s.held {
+			ok, err := s.take(ctx, c, h)
+			if err != nil {
 				return false, err
 			}
-		}
-		if f != fateCommitted {
-			if fallback == nil && !committedOnly {
-				rec.fate = f
-				fallback = &rec
+			if ok {
+				return true, nil
 			}
-			return false, nil
 		}
-		if req.All {
-			// Every message of the key in the window: an order's PAID and
-			// SHIPPED events (docs/where.md#records-without-a-biz_id).
-			loc.Messages = append(loc.Messages, rec.Message)
-			return false, nil
-		}
-		loc.Offset, loc.Located, loc.Message = rec.Offset, sources.LocatedSearched, rec.Message
-		loc.Detail = "found after scanning " + scannedDesc()
-		if fallback != nil {
-			loc.Detail += fmt.Sprintf("; the record at offset %d matched first, but %s", fallback.Offset, notCopied(fallback.fate, iso))
-		}
+		s.held = s.held[:0]
+	}
+	if s.scanned >= s.limit {
+		s.stopped(fmt.Sprintf("limit of %d records reached", s.limit))
 		return true, nil
 	}
-
-	next := start
-	for {
-		if next >= end {
-			return stopped(fmt.Sprintf("reached the %s %d", endName, end))
-		}
-		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes, iso)
-		if err != nil {
-			return failed(err)
-		}
-		if batch.err != nil {
-			if errors.Is(batch.err, sarama.ErrOffsetOutOfRange) {
-				return stopped(fmt.Sprintf("offset %d is no longer in the log (retention?)", next))
-			}
-			return stopped(fmt.Sprintf("fetch at offset %d: %v", next, batch.err))
-		}
-		if committedOnly {
-			end = max(end, batch.lso)
-		} else {
-			end = max(end, batch.hwm)
-		}
-		for _, rec := range batch.recs {
-			if rec.Offset < next {
-				continue
-			}
-			scanned++
-			last = rec.Offset
-			switch {
-			case committedOnly && rec.fate == fateAborted:
-				invisible++
-			case committedOnly && rec.fate != fateCommitted:
-				// Past the last stable offset: not visible yet.
-			case rec.Timestamp.After(until):
-				if run == 0 {
-					runAt = rec.Offset
-				}
-				run++
-				if matches(req, rec.Message) {
-					held = append(held, rec)
-				}
-				if run >= windowEndRun {
-					return stopped(fmt.Sprintf("record timestamps passed %s (%s after the operation) from offset %d on",
-						until.UTC().Format(time.RFC3339Nano), window, runAt))
-				}
-			default:
-				// A record stamped inside the window: the run before it,
-				// if any, was inside the window too.
-				run = 0
-				if matches(req, rec.Message) && !rec.Timestamp.Before(notBefore) {
-					held = append(held, rec)
-				}
-				for _, h := range held {
-					ok, err := take(h)
-					if err != nil {
-						return failed(err)
-					}
-					if ok {
-						return loc, nil
-					}
-				}
-				held = held[:0]
-			}
-			if scanned >= limit {
-				return stopped(fmt.Sprintf("limit of %d records reached", limit))
-			}
-		}
-		if batch.next <= next {
-			return stopped(fmt.Sprintf("the broker returned no data at offset %d", next))
-		}
-		next = batch.next
-	}
+	return false, nil
 }
 
 // doubtLookup decides whether a timestamp lookup that found no offset for
@@ -495,7 +645,7 @@ func (r *Reader) doubtLookup(ctx context.Context, c sarama.Client, topic string,
 	if end <= 0 {
 		return "", nil
 	}
-	batch, err := r.fetch(ctx, c, topic, p, end-1, 1<<20, iso)
+	batch, err := r.fetch(ctx, c, topic, p, end-1, 1<<20, iso, nil)
 	if err != nil {
 		return "", fmt.Errorf("the last record, to check the timestamp lookup: %w", err)
 	}
@@ -543,6 +693,10 @@ type fetched struct {
 	// records before the requested offset may be included (a batch starts
 	// where it starts).
 	recs []record
+	// offs are the offsets of every data record at or after the fetch's
+	// offset, in order, when the fetch decoded only the wanted offsets'
+	// records (nil otherwise).
+	offs []int64
 	// next is the offset after the last batch returned (control batches
 	// and compacted gaps included).
 	next int64
@@ -583,7 +737,7 @@ func fetchVersion(v sarama.KafkaVersion) int16 {
 // the last stable offset (fateOpen) and lists the aborted transactions that
 // overlap what it returns.
 func (r *Reader) settle(ctx context.Context, c sarama.Client, topic string, p int32, off int64) (fate, error) {
-	f, err := r.fetch(ctx, c, topic, p, off, 1<<16, sarama.ReadCommitted)
+	f, err := r.fetch(ctx, c, topic, p, off, storedFetchBytes, sarama.ReadCommitted, []int64{off})
 	if err != nil {
 		return fatePending, fmt.Errorf("how the transaction of offset %d ended: %w", off, err)
 	}
@@ -604,10 +758,14 @@ func (r *Reader) settle(ctx context.Context, c sarama.Client, topic string, p in
 // fetch reads from offset in one partition with one Fetch request to its
 // leader, as a consumer with isolation level iso reads: read_uncommitted,
 // every record below the high watermark; read_committed, those below the
-// last stable offset. A moved leader is looked up again once.
-func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel) (fetched, error) {
+// last stable offset. A moved leader is looked up again once. With wanted
+// (sorted offsets) only their records become messages, and fetched.offs
+// lists the offsets of the others at or after offset: the answer is
+// decoded whole either way, but a record nobody asked for costs no
+// message.
+func (r *Reader) fetch(ctx context.Context, c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel, wanted []int64) (fetched, error) {
 	for attempt := 0; ; attempt++ {
-		f, err := call(ctx, func() (fetched, error) { return r.fetchOnce(c, topic, p, offset, maxBytes, iso) })
+		f, err := call(ctx, func() (fetched, error) { return r.fetchOnce(c, topic, p, offset, maxBytes, iso, wanted) })
 		if err == nil && (f.err == nil || attempt > 0 || !isLeaderErr(f.err)) {
 			// Success, or a partition-level answer the caller reports.
 			return f, nil
@@ -639,7 +797,7 @@ func controlType(rb *sarama.RecordBatch) sarama.ControlRecordType {
 	return sarama.ControlRecordUnknown
 }
 
-func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel) (fetched, error) {
+func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64, maxBytes int32, iso sarama.IsolationLevel, wanted []int64) (fetched, error) {
 	b, err := c.Leader(topic, p)
 	if err != nil {
 		return fetched{}, fmt.Errorf("leader of partition %d: %w", p, err)
@@ -670,6 +828,21 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 		return fetched{}, fmt.Errorf("fetch: no answer for partition %d", p)
 	}
 	out := fetched{next: offset, hwm: blk.HighWaterMarkOffset, lso: -1}
+	// skip passes over a record of no wanted offset, noting its offset.
+	skip := func(off int64) bool {
+		if wanted == nil {
+			return false
+		}
+		if off < offset {
+			return true
+		}
+		if out.offs == nil {
+			out.offs = make([]int64, 0, 64)
+		}
+		out.offs = append(out.offs, off)
+		_, ok := slices.BinarySearch(wanted, off)
+		return !ok
+	}
 	if req.Version >= 4 {
 		out.lso = blk.LastStableOffset
 	}
@@ -741,7 +914,7 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 					}
 				}
 				for _, rec := range rb.Records {
-					if rec == nil {
+					if rec == nil || skip(rb.FirstOffset+rec.OffsetDelta) {
 						continue
 					}
 					ts := rb.FirstTimestamp.Add(rec.TimestampDelta)
@@ -781,11 +954,14 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 							ts = blk.Msg.Timestamp
 						}
 					}
+					out.next = max(out.next, off+1)
+					if skip(off) {
+						continue
+					}
 					out.recs = append(out.recs, record{Message: &sources.Message{
 						Partition: p, Offset: off, Timestamp: ts,
 						Key: mb.Msg.Key, Value: mb.Msg.Value, Headers: map[string]string{},
 					}})
-					out.next = max(out.next, off+1)
 				}
 			}
 		}

@@ -167,7 +167,7 @@ func (r *Reader) FindPublished(ctx context.Context, topic string, partition int3
 	off := max(from, 0)
 	restarted := false
 	for {
-		f, err := r.fetch(opCtx, c, topic, partition, off, fetchPartitionBytes, sarama.ReadUncommitted)
+		f, err := r.fetch(opCtx, c, topic, partition, off, fetchPartitionBytes, sarama.ReadUncommitted, nil)
 		if err == nil && errors.Is(f.err, sarama.ErrOffsetOutOfRange) && !restarted {
 			// Before the log start (retention deleted it) or past the end.
 			restarted = true

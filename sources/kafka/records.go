@@ -77,7 +77,7 @@ func (r *Reader) readRange(ctx context.Context, c sarama.Client, topic string, p
 			return n, false, ctx.Err()
 		}
 		opCtx, cancel := r.op(ctx)
-		batch, err := r.fetch(opCtx, c, topic, p, next, fetchPartitionBytes, iso)
+		batch, err := r.fetch(opCtx, c, topic, p, next, fetchPartitionBytes, iso, nil)
 		cancel()
 		if err != nil {
 			return n, false, r.fail(ctx, opCtx, fmt.Sprintf("read %s/%d at offset %d", topic, p, next), err)

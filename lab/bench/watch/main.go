@@ -823,10 +823,15 @@ func (b *bench) settle(ctx context.Context) error {
 
 // sampleStats are the watch's counters at one instant.
 type sampleStats struct {
-	At        time.Time
-	Tables    map[string]int64
-	VmHWMKiB  float64
-	CPUTicks  int64
+	At       time.Time
+	Tables   map[string]int64
+	VmHWMKiB float64
+	CPUTicks int64
+	// DBTicks and LabTicks are the CPU of the private mariadbd and of this
+	// process (the lab's consumers, Kafka cluster, services and load):
+	// where the machine's two cores go.
+	DBTicks   int64
+	LabTicks  int64
 	RowsRead  float64 // opctl_watch_rows_read_total, every source
 	UserRows  map[string]int64
 	Handler   int64
@@ -836,19 +841,32 @@ type sampleStats struct {
 	MetricsOK bool
 }
 
+// cpuTicks is the user + system CPU of process pid ("self": this one) in
+// USER_HZ ticks, 0 when it cannot be read.
+func cpuTicks(pid string) int64 {
+	st, err := os.ReadFile("/proc/" + pid + "/stat")
+	i := strings.LastIndexByte(string(st), ')')
+	if err != nil || i < 0 || i+2 > len(st) {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime is the
+	// 14th field of the line, stime the 15th.
+	f := strings.Fields(string(st[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	stt, _ := strconv.ParseInt(f[12], 10, 64)
+	return ut + stt
+}
+
 func (b *bench) sample(ctx context.Context) (sampleStats, error) {
 	s := sampleStats{At: time.Now(), UserRows: map[string]int64{}}
 	if b.watch != nil && b.watch.Process != nil {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.watch.Process.Pid))
-		if err == nil {
-			// The fields after the command's closing parenthesis: utime is
-			// the 14th field of the line, stime the 15th.
-			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+2:]))
-			ut, _ := strconv.ParseInt(f[11], 10, 64)
-			stt, _ := strconv.ParseInt(f[12], 10, 64)
-			s.CPUTicks = ut + stt
-		}
+		s.CPUTicks = cpuTicks(strconv.Itoa(b.watch.Process.Pid))
 	}
+	s.DBTicks = cpuTicks(strconv.Itoa(b.srv.Pid()))
+	s.LabTicks = cpuTicks("self")
 	if code, body := b.get("/metrics"); code == http.StatusOK {
 		s.MetricsOK = true
 		for _, l := range strings.Split(body, "\n") {
@@ -1037,16 +1055,21 @@ type summary struct {
 	// Causes counts the flagged lines of the run by cause.source.
 	Causes map[string]int `json:"causes"`
 
-	CPUPercent   float64 `json:"cpu_percent_of_one_core"`
-	RSSMiB       float64 `json:"vmhwm_mib"`
-	Ops          int64   `json:"ops_written"`
-	SourceRows   float64 `json:"source_rows_read"`
-	WatchRows    int64   `json:"watch_user_rows_read"`
-	LabRows      int64   `json:"lab_rows_read"`
-	Triages      float64 `json:"triages"`
-	SourcePerOp  float64 `json:"source_rows_per_op"`
-	WatchPerOp   float64 `json:"watch_rows_per_op"`
-	WatchPerHour float64 `json:"watch_rows_per_hour"`
+	CPUPercent float64 `json:"cpu_percent_of_one_core"`
+	// DBCPUPercent and LabCPUPercent are the private mariadbd's and the
+	// lab's (consumers, Kafka, services, load: this process) CPU over the
+	// run, percent of one core.
+	DBCPUPercent  float64 `json:"mariadbd_cpu_percent_of_one_core"`
+	LabCPUPercent float64 `json:"lab_cpu_percent_of_one_core"`
+	RSSMiB        float64 `json:"vmhwm_mib"`
+	Ops           int64   `json:"ops_written"`
+	SourceRows    float64 `json:"source_rows_read"`
+	WatchRows     int64   `json:"watch_user_rows_read"`
+	LabRows       int64   `json:"lab_rows_read"`
+	Triages       float64 `json:"triages"`
+	SourcePerOp   float64 `json:"source_rows_per_op"`
+	WatchPerOp    float64 `json:"watch_rows_per_op"`
+	WatchPerHour  float64 `json:"watch_rows_per_hour"`
 
 	// TableRows are the rows read per table during the run, by everyone
 	// (userstat's TABLE_STATISTICS): where the reads go.
@@ -1082,6 +1105,8 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 	hz := int64(100) // USER_HZ
 	wall := m1.At.Sub(m0.At).Seconds()
 	sum.CPUPercent = 100 * float64(m1.CPUTicks-m0.CPUTicks) / float64(hz) / wall
+	sum.DBCPUPercent = 100 * float64(m1.DBTicks-m0.DBTicks) / float64(hz) / wall
+	sum.LabCPUPercent = 100 * float64(m1.LabTicks-m0.LabTicks) / float64(hz) / wall
 	sum.RSSMiB = m1.VmHWMKiB / 1024
 	sum.TableRows = map[string]int64{}
 	for t, n := range m1.Tables {
@@ -1324,6 +1349,8 @@ func report(w io.Writer, s *summary) {
 		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.AnchoredFlags, s.AnchoredOps, s.AnchoredVerdicts, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
 	fmt.Fprintf(w, "watch: CPU %.1f%% of one core, VmHWM %.1f MiB; rows: source %.0f (%.2f/op), watch user %d (%.2f/op, %.3g/h), %0.f triages\n",
 		s.CPUPercent, s.RSSMiB, s.SourceRows, s.SourcePerOp, s.WatchRows, s.WatchPerOp, s.WatchPerHour, s.Triages)
+	fmt.Fprintf(w, "machine: mariadbd CPU %.1f%%, lab (consumers, Kafka, services, load) %.1f%%, watch %.1f%% of one core (2 cores: 200%%)\n",
+		s.DBCPUPercent, s.LabCPUPercent, s.CPUPercent)
 	c := s.Cron
 	fmt.Fprintf(w, "reconcile --since %s once over the run: %.2fs, exit %d, %d targets, %d rows (user), %d Handler_read; %.2f rows/op → %.3g rows/h as a cron every %s over 2×%s at %d ops/s; latency p50 %.0f p99 %.0f max %.0f ms; a stuck operation seen by a run in %.1f%% of the phases, then after p50 %.0f max %.0f ms\n",
 		c.Since, c.Seconds, c.Exit, c.Targets, c.UserRows, c.HandlerRows, c.RowsPerOp, c.RowsPerHour, c.Every, c.Every, s.Rate,

@@ -1,0 +1,198 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/opctl-dev/opctl/sources"
+	"github.com/opctl-dev/opctl/sources/config"
+)
+
+// The fence a row change offers (fence.go): only a change that moves a
+// column that only grows, of the operation's own row, tells that its
+// transaction is visible when read back.
+func TestFenceCandidate(t *testing.T) {
+	up := func(before, after map[string]string, missing ...string) sources.RowChange {
+		return sources.RowChange{Schema: "app", Table: "st", Kind: sources.ChangeUpdate, Values: after, Before: before, Missing: missing}
+	}
+	for _, tc := range []struct {
+		name string
+		c    sources.RowChange
+		col  string
+		kind fenceKind
+		want string // "" no fence, else before->after
+	}{
+		{"version bumped", up(map[string]string{"version": "3"}, map[string]string{"version": "4"}), "version", fenceVersion, "3->4"},
+		{"version named in another case", up(map[string]string{"VERSION": "3"}, map[string]string{"Version": "4"}), "version", fenceVersion, "3->4"},
+		{"version not bumped (a consumer that does not)", up(map[string]string{"version": "4"}, map[string]string{"version": "4"}), "version", fenceVersion, ""},
+		{"version set back", up(map[string]string{"version": "4"}, map[string]string{"version": "1"}), "version", fenceVersion, ""},
+		{"version beyond int64", up(map[string]string{"version": "99999999999999999999"}, map[string]string{"version": "100000000000000000000"}), "version", fenceVersion, "99999999999999999999->100000000000000000000"},
+		{"version not a number", up(map[string]string{"version": "a"}, map[string]string{"version": "b"}), "version", fenceVersion, ""},
+		{"NULL before (no value)", up(map[string]string{}, map[string]string{"version": "1"}), "version", fenceVersion, ""},
+		{"MINIMAL image: the column missing", up(nil, map[string]string{"biz_id": "a"}, "version"), "version", fenceVersion, ""},
+		{"updated_at, milliseconds apart", up(map[string]string{"updated_at": "2026-12-02 04:00:00.120"}, map[string]string{"updated_at": "2026-12-02 04:00:00.121"}), "updated_at", fenceTime, "2026-12-02 04:00:00.120->2026-12-02 04:00:00.121"},
+		{"DATETIME(0): two versions in one second", up(map[string]string{"updated_at": "2026-12-02 04:00:00"}, map[string]string{"updated_at": "2026-12-02 04:00:00"}), "updated_at", fenceTime, ""},
+		{"DATETIME(0): the next second", up(map[string]string{"updated_at": "2026-12-02 04:00:00"}, map[string]string{"updated_at": "2026-12-02 04:00:01"}), "updated_at", fenceTime, "2026-12-02 04:00:00->2026-12-02 04:00:01"},
+		{"updated_at a TIMESTAMP (binlog text in the process's zone)", sources.RowChange{Kind: sources.ChangeUpdate, Before: map[string]string{"updated_at": "2026-12-02 04:00:00.120"}, Values: map[string]string{"updated_at": "2026-12-02 04:00:00.121"}, Zoned: []string{"UPDATED_AT"}}, "updated_at", fenceTime, ""},
+		{"version beside a TIMESTAMP column", sources.RowChange{Kind: sources.ChangeUpdate, Before: map[string]string{"version": "3"}, Values: map[string]string{"version": "4"}, Zoned: []string{"updated_at"}}, "version", fenceVersion, "3->4"},
+		{"updated_at set back", up(map[string]string{"updated_at": "2026-12-02 04:00:01"}, map[string]string{"updated_at": "2026-12-02 04:00:00"}), "updated_at", fenceTime, ""},
+		{"insert", sources.RowChange{Kind: sources.ChangeInsert, Values: map[string]string{"version": "0"}}, "version", fenceVersion, "->0"},
+		{"insert without the column", sources.RowChange{Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "a"}}, "version", fenceVersion, ""},
+		{"delete", sources.RowChange{Kind: sources.ChangeDelete, Values: map[string]string{"version": "4"}}, "version", fenceVersion, ""},
+		{"no column configured", up(map[string]string{"version": "3"}, map[string]string{"version": "4"}), "", fenceVersion, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fenceCandidate(tc.c, "st", "biz_id", "a", tc.col, tc.kind)
+			got := ""
+			if f != nil {
+				got = f.Before + "->" + f.After
+				if f.Table != "st" || f.KeyCol != "biz_id" || f.Key != "a" || f.Kind != tc.kind {
+					t.Errorf("fence %+v", f)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("fence %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The rule over a round's changes of an operation (markFences), through
+// the mapping of a followed pipeline's row changes: the newest transaction
+// that touched the operation must offer the fence.
+func TestMarkFences(t *testing.T) {
+	anchored := &config.Pipeline{Name: "pay",
+		State: &config.State{Table: "st", Key: "biz_id", Status: "status", Version: "version", UpdatedAt: "updated_at"},
+		Steps: []config.Step{{Name: "debit", Scan: &config.Scan{Table: "journal", Key: "biz_id", Time: "created_at"}}}}
+	noVersion := &config.Pipeline{Name: "ful", State: &config.State{Table: "fst", Key: "biz_id", Status: "status", UpdatedAt: "updated_at"}}
+	seed003 := &config.Pipeline{Name: "orders", MessageKey: config.DefaultMessageKey,
+		Idempotency: &config.Idempotency{Table: "idem", Key: "msg_id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"},
+		Entity:      &config.Entity{Table: "orders", Key: "order_id", Status: "status", UpdatedAt: "updated_at"}}
+	plan := planFollow([]*config.Pipeline{anchored, noVersion, seed003}, "app")
+	state := func(kind sources.ChangeKind, biz string, before, after int) sources.RowChange {
+		c := sources.RowChange{Schema: "app", Table: "st", Kind: kind, Values: map[string]string{"biz_id": biz, "version": fmt.Sprint(after)}}
+		if kind == sources.ChangeUpdate {
+			c.Before = map[string]string{"biz_id": biz, "version": fmt.Sprint(before)}
+		}
+		return c
+	}
+	journal := sources.RowChange{Schema: "app", Table: "journal", Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "a", "created_at": "2026-12-02 04:00:00.100"}}
+	ts := func(table, keyCol, key, before, after string) sources.RowChange {
+		return sources.RowChange{Schema: "app", Table: table, Kind: sources.ChangeUpdate,
+			Values: map[string]string{keyCol: key, "updated_at": after}, Before: map[string]string{keyCol: key, "updated_at": before}}
+	}
+	for _, tc := range []struct {
+		name string
+		txs  [][]sources.RowChange
+		want map[string]string // key -> "col>=after", "" none
+	}{
+		{"a state update that bumps the version", [][]sources.RowChange{{state(sources.ChangeUpdate, "a", 3, 4)}}, map[string]string{"pay/a": "version>=4"}},
+		{"the version not bumped", [][]sources.RowChange{{state(sources.ChangeUpdate, "a", 4, 4)}}, map[string]string{"pay/a": ""}},
+		{"the state row inserted", [][]sources.RowChange{{state(sources.ChangeInsert, "a", 0, 0)}}, map[string]string{"pay/a": "version>=0"}},
+		{"the effect and the state in one transaction", [][]sources.RowChange{{journal, state(sources.ChangeUpdate, "a", 1, 2)}}, map[string]string{"pay/a": "version>=2"}},
+		{"an evidence-only change", [][]sources.RowChange{{journal}}, map[string]string{"pay/a": ""}},
+		{"merged: the newest is not the state row", [][]sources.RowChange{{state(sources.ChangeUpdate, "a", 1, 2)}, {journal}}, map[string]string{"pay/a": ""}},
+		{"merged: the newest is the state row", [][]sources.RowChange{{journal}, {state(sources.ChangeUpdate, "a", 1, 2)}, {state(sources.ChangeUpdate, "a", 2, 3)}}, map[string]string{"pay/a": "version>=3"}},
+		{"merged: the newest did not bump", [][]sources.RowChange{{state(sources.ChangeUpdate, "a", 1, 2)}, {state(sources.ChangeUpdate, "a", 2, 2)}}, map[string]string{"pay/a": ""}},
+		{"merged with a delete of the row", [][]sources.RowChange{{state(sources.ChangeDelete, "a", 0, 7)}, {state(sources.ChangeInsert, "a", 0, 0)}}, map[string]string{"pay/a": ""}},
+		{"two operations, each its own", [][]sources.RowChange{{state(sources.ChangeUpdate, "a", 1, 2)}, {state(sources.ChangeUpdate, "b", 5, 6)}, {journal}},
+			map[string]string{"pay/a": "", "pay/b": "version>=6"}},
+		{"no version: updated_at moved", [][]sources.RowChange{{ts("fst", "biz_id", "f", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.250")}}, map[string]string{"ful/f": "updated_at>=2026-12-02 04:00:00.250"}},
+		{"no version: DATETIME(0) in one second", [][]sources.RowChange{{ts("fst", "biz_id", "f", "2026-12-02 04:00:00", "2026-12-02 04:00:00")}}, map[string]string{"ful/f": ""}},
+		{"no state row: the entity's status change", [][]sources.RowChange{{ts("orders", "order_id", "8822", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.900")}}, map[string]string{"orders/8822": "updated_at>=2026-12-02 04:00:00.900"}},
+		{"no state row: an idempotency record", [][]sources.RowChange{{{Schema: "app", Table: "idem", Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "8822", "msg_id": "m1", "action": "SKIPPED", "created_at": "2026-12-02 04:00:00.100"}}}},
+			map[string]string{"orders/8822": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out []Change
+			for i, changes := range tc.txs {
+				direct, pending, unknown := plan.mapTx(sources.BinlogTx{Changes: changes}, nil)
+				if len(pending) > 0 || unknown != "" {
+					t.Fatalf("tx %d: pending %v, unknown %q", i, pending, unknown)
+				}
+				for j := range direct {
+					direct[j].seq = i + 1
+				}
+				out = append(out, direct...)
+			}
+			markFences(out)
+			got := map[string]string{}
+			for _, c := range out {
+				s := ""
+				if c.fence != nil {
+					s = c.fence.Col + ">=" + c.fence.After
+				}
+				k := c.Pipeline + "/" + c.BizID
+				if prev, ok := got[k]; ok && prev != s {
+					t.Errorf("%s: changes with fences %q and %q; want one per operation", k, prev, s)
+				}
+				got[k] = s
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("fences %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeKeys is a table's column by key, as KeyStatuses reads it.
+type fakeKeys struct {
+	rows  map[string][]string
+	err   error
+	reads int
+}
+
+func (f *fakeKeys) KeyStatuses(_ context.Context, table, keyCol, col string, keys []string) (map[string][]string, error) {
+	f.reads++
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string][]string{}
+	for _, k := range keys {
+		if v, ok := f.rows[k]; ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// The fence read: the row read back before the triage proves the change
+// visible only with one value at least the change's.
+func TestFenceProve(t *testing.T) {
+	v := &fence{Table: "st", KeyCol: "biz_id", Key: "a", Col: "version", Kind: fenceVersion, Before: "3", After: "4"}
+	tm := &fence{Table: "st", KeyCol: "biz_id", Key: "a", Col: "updated_at", Kind: fenceTime, Before: "2026-12-02 04:00:00.100", After: "2026-12-02 04:00:00.250"}
+	for _, tc := range []struct {
+		name  string
+		f     *fence
+		rows  map[string][]string
+		err   error
+		proof bool
+	}{
+		{"the change's version: seen", v, map[string][]string{"a": {"4"}}, nil, true},
+		{"a later version: seen (its writer waited for the change's row lock)", v, map[string][]string{"a": {"6"}}, nil, true},
+		{"the version before the change: its commit not visible yet", v, map[string][]string{"a": {"3"}}, nil, false},
+		{"no row", v, map[string][]string{}, nil, false},
+		{"two rows of the key", v, map[string][]string{"a": {"4", "4"}}, nil, false},
+		{"the read failed", v, nil, errors.New("mysql down"), false},
+		{"updated_at as the driver writes it", tm, map[string][]string{"a": {"2026-12-02T04:00:00.25Z"}}, nil, true},
+		{"updated_at before the change", tm, map[string][]string{"a": {"2026-12-02 04:00:00.1"}}, nil, false},
+		{"updated_at unreadable", tm, map[string][]string{"a": {"soon"}}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &fakeKeys{rows: tc.rows, err: tc.err}
+			fr := &fenceRequest{fences: map[string]*fence{"a": tc.f}}
+			err := fr.prove(context.Background(), db)
+			if (err != nil) != (tc.err != nil) {
+				t.Errorf("prove: %v, want %v", err, tc.err)
+			}
+			if fr.proven["a"] != tc.proof {
+				t.Errorf("proven %v, want %v", fr.proven["a"], tc.proof)
+			}
+			if db.reads != 1 {
+				t.Errorf("%d reads, want 1", db.reads)
+			}
+		})
+	}
+}

@@ -1,0 +1,489 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/opctl-dev/opctl/sources"
+)
+
+var _ sources.BatchLocator = (*Reader)(nil)
+
+const (
+	// manyFetchBytes is the partition budget of a fetch of LocateMany: it
+	// bounds what a fetch decodes past the first batch, so that a wanted
+	// offset far beyond the last one costs at most this much before the
+	// next fetch starts at it.
+	manyFetchBytes = 64 << 10
+	// manyGapOffsets splits a partition's wanted offsets into runs read
+	// concurrently: offsets further apart than this are not expected in
+	// one answer of manyFetchBytes (about 180 records of 350 bytes).
+	manyGapOffsets = 256
+	// manyFetching bounds the fetches of a LocateMany in flight at once.
+	manyFetching = 8
+	// manyLocating bounds the lookups of the searches' window starts
+	// (ListOffsets by timestamp, one per partition and time) in flight at
+	// once.
+	manyLocating = 16
+)
+
+// LocateMany implements sources.BatchLocator: locs[i], errs[i] are what
+// Locate(ctx, reqs[i]) returns. The requests of each topic are read in
+// one call bounded by the reader's timeout (as one Locate is).
+//
+// The requests with a stored position: the topic's metadata, then the log
+// start and end of all their partitions in one concurrent round (a
+// ListOffsets per leader for each), then each partition's wanted offsets
+// inside the log, sorted, by fetches of at most manyFetchBytes from the
+// lowest one no answer has covered yet (runs of offsets more than
+// manyGapOffsets apart concurrently, at most manyFetching fetches at
+// once). Each position is then decided as Locate decides it
+// (decideStored); one the answers hold no record at is read by a fetch of
+// its own, as Locate reads it, so that even the next record its Detail
+// names is the same.
+//
+// The requests without one: the log end of their partitions in one round,
+// the offset of each window's start (at most manyLocating lookups at
+// once), then one forward read per partition from the lowest start (a
+// gap before a later start is jumped, not read), every record fed to the
+// search of every request it is at or past the start of, each search
+// stopping on its own terms (its window, limit, All, Newest) as Locate's
+// does. A search whose lookup found no offset is searched as Locate
+// searches it.
+func (r *Reader) LocateMany(ctx context.Context, reqs []sources.LocateRequest) ([]sources.Location, []error) {
+	locs := make([]sources.Location, len(reqs))
+	errs := make([]error, len(reqs))
+	stored, searched := map[string][]int{}, map[string][]int{}
+	var topics []string
+	var others []int
+	for i, req := range reqs {
+		if req.Topic == "" {
+			others = append(others, i)
+			continue
+		}
+		if stored[req.Topic] == nil && searched[req.Topic] == nil {
+			topics = append(topics, req.Topic)
+		}
+		if req.Partition >= 0 && req.Offset >= 0 {
+			stored[req.Topic] = append(stored[req.Topic], i)
+		} else {
+			searched[req.Topic] = append(searched[req.Topic], i)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, topic := range topics {
+		if idx := stored[topic]; len(idx) > 0 {
+			wg.Go(func() { r.locateStoredMany(ctx, topic, reqs, idx, locs, errs) })
+		}
+		if idx := searched[topic]; len(idx) > 0 {
+			wg.Go(func() { r.searchMany(ctx, topic, reqs, idx, locs, errs) })
+		}
+	}
+	for _, i := range others {
+		locs[i], errs[i] = r.Locate(ctx, reqs[i])
+	}
+	wg.Wait()
+	return locs, errs
+}
+
+// setter records the answers of a LocateMany's requests (concurrently): an
+// error as Locate returns it.
+func (r *Reader) setter(ctx, opCtx context.Context, topic string, locs []sources.Location, errs []error) func(int, sources.Location, error) {
+	var mu sync.Mutex
+	return func(i int, loc sources.Location, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			loc = sources.Location{Partition: -1, Offset: -1, Located: sources.LocatedUnknown}
+			err = r.fail(ctx, opCtx, "locate message in "+topic, err)
+		}
+		locs[i], errs[i] = loc, err
+	}
+}
+
+// searchMany locates reqs[i] for every i of idx (all of topic, none at a
+// stored position) into locs[i], errs[i].
+func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	set := r.setter(ctx, opCtx, topic, locs, errs)
+	fail := func(is []int, err error) {
+		for _, i := range is {
+			set(i, sources.Location{}, err)
+		}
+	}
+	c, err := r.getClient()
+	if err != nil {
+		fail(idx, err)
+		return
+	}
+	parts, err := call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
+	if err != nil {
+		fail(idx, fmt.Errorf("topic metadata: %w", err))
+		return
+	}
+	byPart := map[int32][]int{}
+	var ps []int32
+	var all []int
+	for _, i := range idx {
+		p, loc, ok, err := searchTarget(reqs[i], parts)
+		if !ok || err != nil {
+			set(i, loc, err)
+			continue
+		}
+		if byPart[p] == nil {
+			ps = append(ps, p)
+		}
+		byPart[p] = append(byPart[p], i)
+		all = append(all, i)
+	}
+	if len(ps) == 0 {
+		return
+	}
+	slices.Sort(ps)
+	iso := r.isolation()
+
+	// The log ends, and the offset of every window's start, concurrently.
+	type lookup struct {
+		p  int32
+		ms int64
+	}
+	type found struct {
+		off int64
+		err error
+	}
+	starts := map[lookup]found{}
+	var mu sync.Mutex
+	var ends map[int32]int64
+	fns := []func() error{func() (err error) {
+		ends, err = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetNewest, iso)
+		return err
+	}}
+	sem := make(chan struct{}, manyLocating)
+	for _, i := range all {
+		req := reqs[i]
+		p, _, _, _ := searchTarget(req, parts)
+		k := lookup{p, req.Around.Add(-searchWindow(req)).UnixMilli()}
+		if _, ok := starts[k]; ok {
+			continue
+		}
+		starts[k] = found{}
+		fns = append(fns, func() error {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			// A lookup that fails is not the end of the search (newScan).
+			offs, err := r.listOffsets(opCtx, c, topic, []int32{p}, k.ms, iso)
+			mu.Lock()
+			starts[k] = found{offs[p], err}
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := parallel(opCtx, fns...); err != nil {
+		fail(all, err)
+		return
+	}
+
+	var wg sync.WaitGroup
+	psem := make(chan struct{}, manyFetching)
+	for _, p := range ps {
+		var scans []*scan
+		var at []int
+		for _, i := range byPart[p] {
+			req := reqs[i]
+			st := starts[lookup{p, req.Around.Add(-searchWindow(req)).UnixMilli()}]
+			if st.err != nil && opCtx.Err() != nil {
+				set(i, sources.Location{}, st.err)
+				continue
+			}
+			start := int64(-1)
+			if st.err == nil {
+				start = st.off
+			}
+			s, loc, err := r.newScan(opCtx, c, req, p, start, ends[p], st.err)
+			if s == nil {
+				set(i, loc, err)
+				continue
+			}
+			scans, at = append(scans, s), append(at, i)
+		}
+		if len(scans) == 0 {
+			continue
+		}
+		psem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-psem }()
+			r.scanMany(ctx, opCtx, c, topic, p, ends[p], scans, func(j int, loc sources.Location, err error) { set(at[j], loc, err) })
+		})
+	}
+	wg.Wait()
+}
+
+// scanMany drives the searches of partition p with one forward read from
+// the lowest start, jumping to the next start when no search has begun
+// before it; each record is fed to every search it is at or past the
+// start of, matched against all of them at once (by msg_id and by key).
+// set(j, ...) receives the end of scans[j].
+func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic string, p int32, end int64, scans []*scan, set func(int, sources.Location, error)) {
+	iso := r.isolation()
+	byMsgID, byKey := map[string][]int{}, map[string][]int{}
+	for j, s := range scans {
+		if s.req.MsgID != "" {
+			byMsgID[s.req.MsgID] = append(byMsgID[s.req.MsgID], j)
+		}
+		if len(s.req.Key) > 0 {
+			byKey[string(s.req.Key)] = append(byKey[string(s.req.Key)], j)
+		}
+	}
+	live := make([]int, len(scans))
+	for j := range live {
+		live[j] = j
+	}
+	// finish ends the searches for which keep is false, each with the
+	// Location and error ended gives.
+	finish := func(keep func(int) bool, ended func(*scan) (sources.Location, error)) {
+		kept := live[:0]
+		for _, j := range live {
+			if keep(j) {
+				kept = append(kept, j)
+				continue
+			}
+			loc, err := ended(scans[j])
+			set(j, loc, err)
+		}
+		live = kept
+	}
+	matched := make([]int, len(scans)) // the record number each last matched
+	for n := 1; len(live) > 0; {
+		next := scans[live[0]].start
+		for _, j := range live[1:] {
+			next = min(next, scans[j].start)
+		}
+		for len(live) > 0 {
+			if next >= end {
+				why := fmt.Sprintf("reached the %s %d", scans[live[0]].endName, end)
+				finish(func(int) bool { return false }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
+				return
+			}
+			batch, err := r.fetch(ctx, c, topic, p, next, fetchPartitionBytes, iso, nil)
+			if err != nil {
+				finish(func(int) bool { return false }, func(s *scan) (sources.Location, error) { return s.failed(parent, ctx, err) })
+				return
+			}
+			begun := func(j int) bool { return scans[j].start <= next }
+			if batch.err != nil {
+				why := fetchStop(next, batch.err)
+				finish(func(j int) bool { return !begun(j) }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
+				break // the others from their own start
+			}
+			end = batch.end(end, iso)
+			for _, rec := range batch.recs {
+				if rec.Offset < next {
+					continue
+				}
+				n++
+				if h, ok := rec.Headers[MsgIDHeader]; ok {
+					for _, j := range byMsgID[h] {
+						if matches(scans[j].req, rec.Message) {
+							matched[j] = n
+						}
+					}
+				}
+				for _, j := range byKey[string(rec.Key)] {
+					if matched[j] != n && matches(scans[j].req, rec.Message) {
+						matched[j] = n
+					}
+				}
+				kept := live[:0]
+				for _, j := range live {
+					s := scans[j]
+					if rec.Offset < s.start {
+						kept = append(kept, j)
+						continue
+					}
+					done, err := s.feed(ctx, c, rec, matched[j] == n)
+					switch {
+					case err != nil:
+						loc, err := s.failed(parent, ctx, err)
+						set(j, loc, err)
+					case done:
+						set(j, s.loc, nil)
+					default:
+						kept = append(kept, j)
+					}
+				}
+				live = kept
+				if len(live) == 0 {
+					return
+				}
+			}
+			if batch.next <= next {
+				why := fmt.Sprintf("the broker returned no data at offset %d", next)
+				finish(func(j int) bool { return !begun(j) }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
+				break
+			}
+			next = batch.next
+			if !slices.ContainsFunc(live, begun) {
+				break // no search has begun before the next start: jump to it
+			}
+		}
+	}
+}
+
+// locateStoredMany locates reqs[i] for every i of idx (all at stored
+// positions of topic) into locs[i], errs[i].
+func (r *Reader) locateStoredMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	set := r.setter(ctx, opCtx, topic, locs, errs)
+	fail := func(is []int, err error) {
+		for _, i := range is {
+			set(i, sources.Location{}, err)
+		}
+	}
+	c, err := r.getClient()
+	if err != nil {
+		fail(idx, err)
+		return
+	}
+	parts, err := call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
+	if err != nil {
+		fail(idx, fmt.Errorf("topic metadata: %w", err))
+		return
+	}
+	byPart := map[int32][]int{}
+	var ps []int32
+	var all []int
+	for _, i := range idx {
+		p := reqs[i].Partition
+		if !slices.Contains(parts, p) {
+			set(i, noStoredPartition(reqs[i], parts), nil)
+			continue
+		}
+		if byPart[p] == nil {
+			ps = append(ps, p)
+		}
+		byPart[p] = append(byPart[p], i)
+		all = append(all, i)
+	}
+	if len(ps) == 0 {
+		return
+	}
+	slices.Sort(ps)
+	var starts, ends map[int32]int64
+	err = parallel(opCtx,
+		func() (err error) {
+			starts, err = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetOldest, sarama.ReadUncommitted)
+			return err
+		},
+		func() (err error) {
+			ends, err = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetNewest, sarama.ReadUncommitted)
+			return err
+		},
+	)
+	if err != nil {
+		fail(all, err)
+		return
+	}
+
+	// decide settles the requests at off from answer a.
+	decide := func(p int32, is []int, a storedAnswer) {
+		for _, i := range is {
+			loc, err := r.decideStored(opCtx, c, reqs[i], starts[p], ends[p], a)
+			set(i, loc, err)
+		}
+	}
+	var runs []func()
+	for _, p := range ps {
+		start, end := starts[p], ends[p]
+		at := map[int64][]int{} // wanted offset → its requests
+		var wanted []int64
+		for _, i := range byPart[p] {
+			off := reqs[i].Offset
+			if off < start || off >= end {
+				// Outside the log: decided without a record.
+				decide(p, []int{i}, storedAnswer{lso: -1, next: -1})
+				continue
+			}
+			if at[off] == nil {
+				wanted = append(wanted, off)
+			}
+			at[off] = append(at[off], i)
+		}
+		slices.Sort(wanted)
+		for len(wanted) > 0 {
+			n := 1
+			for n < len(wanted) && wanted[n]-wanted[n-1] <= manyGapOffsets {
+				n++
+			}
+			run := wanted[:n:n]
+			wanted = wanted[n:]
+			runs = append(runs, func() { r.storedRun(opCtx, c, topic, p, run, at, decide, fail) })
+		}
+	}
+	sem := make(chan struct{}, manyFetching)
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			run()
+		})
+	}
+	wg.Wait()
+}
+
+// storedRun reads the wanted offsets (sorted, inside the log) of partition
+// p: a fetch from the lowest one not yet decided decides every wanted
+// offset its answer holds a record at, and, read_committed, every one at
+// or past its last stable offset; an offset the answer holds no record at
+// is read as Locate reads it (a fetch of storedFetchBytes of its own).
+func (r *Reader) storedRun(ctx context.Context, c sarama.Client, topic string, p int32, wanted []int64, at map[int64][]int,
+	decide func(int32, []int, storedAnswer), fail func([]int, error)) {
+	iso := r.isolation()
+	failRest := func(offs []int64, err error) {
+		for _, off := range offs {
+			fail(at[off], err)
+		}
+	}
+	for len(wanted) > 0 {
+		o := wanted[0]
+		batch, err := r.fetch(ctx, c, topic, p, o, manyFetchBytes, iso, wanted)
+		if err != nil {
+			failRest(wanted, err)
+			return
+		}
+		if batch.err != nil {
+			// The answer says nothing of the others: o is decided as
+			// Locate would (its fetch from o got the same error).
+			decide(p, at[o], batch.at(o))
+			wanted = wanted[1:]
+			continue
+		}
+		var rest []int64
+		for _, w := range wanted {
+			a := batch.at(w)
+			switch {
+			case iso == sarama.ReadCommitted && batch.lso >= 0 && w >= batch.lso,
+				a.rec != nil:
+				decide(p, at[w], a)
+			case w == o || w < batch.next:
+				// No record at w in an answer that reached it: a
+				// marker or a compacted gap, read as Locate reads it.
+				own, err := r.fetch(ctx, c, topic, p, w, storedFetchBytes, iso, []int64{w})
+				if err != nil {
+					fail(at[w], err)
+					continue
+				}
+				decide(p, at[w], own.at(w))
+			default:
+				rest = append(rest, w)
+			}
+		}
+		wanted = rest
+	}
+}
