@@ -96,9 +96,9 @@ func (c *confirmer) confirm(ctx context.Context, pc *sources.Collector, p *confi
 	}
 	kept, why := 0, ""
 	for j, i := range idx {
-		if newlyUnread(confirmed[j], reps[i]) {
+		if lost := newlyUnread(confirmed[j], reps[i]); lost != "" {
 			if kept++; kept == 1 {
-				why = fmt.Sprintf("pipeline %s: %s: read partially (%s)", p.Name, sub[j], unread(confirmed[j]))
+				why = fmt.Sprintf("pipeline %s: %s: read partially (%s)", p.Name, sub[j], lost)
 			}
 			continue
 		}
@@ -121,26 +121,18 @@ func (c *confirmer) target(p *config.Pipeline, rep inspect.Report) bool {
 	return o.Target
 }
 
-// newlyUnread reports whether the confirm's report left unread a source
-// the batch's read.
-func newlyUnread(confirmed, batch inspect.Report) bool {
-	read := map[string]bool{}
+// newlyUnread names the sources the confirm's report left unread where
+// the batch's read them, each with why ("" when none).
+func newlyUnread(confirmed, batch inspect.Report) string {
+	before := map[string]bool{}
 	for _, s := range batch.Unread() {
-		read[s] = true
+		before[s] = true
 	}
-	for _, s := range confirmed.Unread() {
-		if !read[s] {
-			return true
-		}
-	}
-	return false
-}
-
-// unread names the sources rep left unread, each with why.
-func unread(rep inspect.Report) string {
 	var out []string
-	for _, s := range rep.Unread() {
-		out = append(out, s+": "+rep.Sources[s])
+	for _, s := range confirmed.Unread() {
+		if !before[s] {
+			out = append(out, s+": "+confirmed.Sources[s])
+		}
 	}
 	return strings.Join(out, "; ")
 }
