@@ -66,6 +66,10 @@ type Reader struct {
 	// noRollup: the server rejected GROUP BY ... WITH ROLLUP
 	// (go-mysql-server); SweepRange counts its pages apart.
 	noRollup atomic.Bool
+
+	// snapshotStep (tests) is called after each query of a snapshot read,
+	// with its index, before the next one runs.
+	snapshotStep func(i int)
 }
 
 // ReadStats describes the statements of the most recent ReadOperation of a

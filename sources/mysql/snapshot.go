@@ -81,6 +81,9 @@ func (r *Reader) ReadOperationSnapshot(ctx context.Context, p *config.Pipeline, 
 	results := make([]result, len(qs))
 	for i, q := range qs {
 		results[i] = r.fetchQueryOn(ctx, conn, q)
+		if r.snapshotStep != nil {
+			r.snapshotStep(i)
+		}
 	}
 	if _, err := conn.ExecContext(ctx, snapshotEnd); err == nil {
 		clean = true
