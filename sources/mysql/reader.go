@@ -70,6 +70,10 @@ type Reader struct {
 	// snapshotStep (tests) is called after each query of a snapshot read,
 	// with its index, before the next one runs.
 	snapshotStep func(i int)
+	// snapshotRefused is the error of a server whose parser refused a
+	// snapshot's statements (go-mysql-server: the embedded demo), returned
+	// by every snapshot read without asking again.
+	snapshotRefused atomic.Pointer[error]
 }
 
 // ReadStats describes the statements of the most recent ReadOperation of a

@@ -6,7 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -45,7 +48,9 @@ const snapshotFrame = 3
 // with its transaction ended; one whose transaction could not be ended
 // (out of time, broken) is closed, never reused. A snapshot that cannot
 // start (the server refuses the statement, or cannot be reached) is an
-// error that is not a *PartialError: nothing was read. The idempotency
+// error that is not a *PartialError: nothing was read; a server whose
+// parser refuses it (go-mysql-server, the embedded demo's) is not asked
+// again, every later snapshot read returning that error. The idempotency
 // records of a table without a biz_id column (ReadIdempotencyByKeys) are
 // read after the messages, outside the snapshot, as with ReadOperation.
 func (r *Reader) ReadOperationSnapshot(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (sources.DBEvidence, error) {
@@ -56,6 +61,9 @@ func (r *Reader) ReadOperationSnapshot(ctx context.Context, p *config.Pipeline, 
 	qs, err := buildQueries(p, auditTable, bizID)
 	if err != nil {
 		return sources.DBEvidence{}, err
+	}
+	if refused := r.snapshotRefused.Load(); refused != nil {
+		return sources.DBEvidence{}, *refused
 	}
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
@@ -75,7 +83,11 @@ func (r *Reader) ReadOperationSnapshot(ctx context.Context, p *config.Pipeline, 
 			if isConnError(err) {
 				return sources.DBEvidence{}, r.connError(err)
 			}
-			return sources.DBEvidence{}, fmt.Errorf("mysql %s: %s: %s (a consistent snapshot needs MySQL or MariaDB with InnoDB)", r.addr, text, scrub(err.Error(), r.passwd))
+			refused := fmt.Errorf("mysql %s: %s: %s (a consistent snapshot needs MySQL or MariaDB with InnoDB)", r.addr, text, scrub(err.Error(), r.passwd))
+			if isParseError(err) {
+				r.snapshotRefused.Store(&refused)
+			}
+			return sources.DBEvidence{}, refused
 		}
 	}
 	results := make([]result, len(qs))
@@ -93,6 +105,17 @@ func (r *Reader) ReadOperationSnapshot(ctx context.Context, p *config.Pipeline, 
 	r.stats = ReadStats{Statements: n, CriticalPath: n, Elapsed: time.Since(start), Failed: failures(results)}
 	r.mu.Unlock()
 	return r.assemble(p, qs, results)
+}
+
+// isParseError reports whether err is the server's parser refusing a
+// statement (MySQL's and MariaDB's 1064, go-mysql-server's 1105 "syntax
+// error"): a server that will refuse it again, whatever the moment.
+func isParseError(err error) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	return me.Number == 1064 || me.Number == 1105 && strings.Contains(me.Message, "syntax error")
 }
 
 // fetchOn is fetch on conn when it is not nil (no statement cache: a

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -329,5 +331,28 @@ func TestReadOperationSnapshotDown(t *testing.T) {
 	var ce *ConnError
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want a *ConnError", err)
+	}
+}
+
+// TestIsParseError: only the parser's refusal (MySQL's and MariaDB's
+// 1064, go-mysql-server's 1105 "syntax error") makes a Reader stop asking
+// for snapshots; any other refusal is tried again next time.
+func TestIsParseError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"MariaDB parse error", &gomysql.MySQLError{Number: 1064, Message: "You have an error in your SQL syntax"}, true},
+		{"go-mysql-server syntax error", &gomysql.MySQLError{Number: 1105, Message: "syntax error at position 44 near 'SNAPSHOT'"}, true},
+		{"go-mysql-server other error", &gomysql.MySQLError{Number: 1105, Message: "unknown error"}, false},
+		{"a transaction in progress", &gomysql.MySQLError{Number: 1568, Message: "Transaction characteristics can't be changed while a transaction is in progress"}, false},
+		{"not a server's error", errors.New("syntax error"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := isParseError(c.err); got != c.want {
+				t.Errorf("isParseError(%v) = %v, want %v", c.err, got, c.want)
+			}
+		})
 	}
 }
