@@ -243,9 +243,16 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 		// readsFrom, when set, is the earliest time (seconds from t0) the
 		// poll may read the topic from: its own records' search window.
 		readsFrom *float64
-		want      []string // table:biz_id of the changes
-		said      int      // lines said so far
-		unmapped  int      // Unmapped after the poll
+		// dbNow, when set, is the database's clock at the poll (seconds
+		// from t0; else t0).
+		dbNow *float64
+		// walkFrom, when set, is where each table's walk starts (seconds
+		// from t0): its watermark less the overlap.
+		walkFrom map[string]float64
+		want     []string // table:biz_id of the changes (@msg id: a record's)
+		said     int      // lines said so far
+		saidHas  []string // what the lines said by this poll say
+		unmapped int      // Unmapped after the poll
 	}
 	skipped := func(at float64, msgID string) fakeRow {
 		return fakeRow{at: sec(at), key: msgID, eq: inspect.ActionSkipped}
@@ -256,44 +263,72 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 	order := func(at float64, id string) fakeRow { return fakeRow{at: sec(at), key: id} }
 	down := errors.New("kafka: brokers unreachable")
 	for _, tc := range []struct {
-		name  string
-		polls []poll
+		name    string
+		holdMax int
+		polls   []poll
 	}{
-		{"seed 003's incident: PAID recorded SKIPPED after the order row, mapped from the record", []poll{
+		{"seed 003's incident: PAID recorded SKIPPED after the order row, mapped from the record", 0, []poll{
 			{orders: []fakeRow{order(1, "8821")}, records: []fakeRow{done(0.5, "msg-7390"), skipped(1.2, "msg-7391")},
 				msgs: []sources.Message{orderMsg(1, sec(0.4), "8821", "msg-7390"), orderMsg(2, sec(1.1), "8821", "msg-7391")},
 				// The record first, in the tables' order: the watch triages
 				// 8821 once, with the record as its cause.
-				want: []string{"idempotent:8821", "orders:8821"}},
+				want: []string{"idempotent:8821@msg-7391", "orders:8821"}},
 			// The overlap reads the record again: not a change again.
 			{want: nil},
 		}},
-		{"before the watch started: the records are the first sweep's, the rows of the lookback polled", []poll{
+		{"before the watch started: the records are the first sweep's, the rows of the lookback polled", 0, []poll{
 			{records: []fakeRow{skipped(-60, "msg-old")}, orders: []fakeRow{order(-60, "7000")}, msgs: []sources.Message{orderMsg(1, sec(-61), "7000", "msg-old")},
 				want: []string{"orders:7000"}},
 		}},
-		{"a DONE record decides nothing: not read, not mapped", []poll{
+		{"a DONE record decides nothing: not read, not mapped", 0, []poll{
 			{records: []fakeRow{done(1, "msg-1")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1")}},
 		}},
-		{"a message not found is said once, and again only after a poll that maps", []poll{
+		{"a message not found is said once, and again only after a poll that maps", 0, []poll{
 			{records: []fakeRow{skipped(1, "msg-ghost-1")}, said: 1, unmapped: 1},
 			{records: []fakeRow{skipped(1.5, "msg-ghost-2"), skipped(1.6, "msg-ghost-3")}, said: 1, unmapped: 3},
-			{records: []fakeRow{skipped(2, "msg-5")}, msgs: []sources.Message{orderMsg(1, sec(1.9), "7005", "msg-5")}, want: []string{"idempotent:7005"}, said: 1, unmapped: 3},
+			{records: []fakeRow{skipped(2, "msg-5")}, msgs: []sources.Message{orderMsg(1, sec(1.9), "7005", "msg-5")}, want: []string{"idempotent:7005@msg-5"}, said: 1, unmapped: 3},
 			{records: []fakeRow{skipped(3, "msg-ghost-4")}, said: 2, unmapped: 4},
 		}},
-		{"the topic unreadable: the records are left to the timer and the sweep, said once; the orders still change", []poll{
-			{records: []fakeRow{skipped(1, "msg-1")}, orders: []fakeRow{order(1, "7001")}, topicErr: down, want: []string{"orders:7001"}, said: 1, unmapped: 1},
-			{records: []fakeRow{skipped(2, "msg-2")}, topicErr: down, said: 1, unmapped: 2},
-			// Kafka back: the next record is mapped, the topic read over its
-			// own search window only (not from where the failed reads
-			// began); the ones before are not read again (as binlog mode).
-			{records: []fakeRow{skipped(3, "msg-3")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-1"), orderMsg(2, sec(2.9), "7003", "msg-3")},
-				readsFrom: ptr(3 - sources.DefaultSearchWindow.Seconds()), want: []string{"idempotent:7003"}, said: 1, unmapped: 2},
+		{"Kafka down for two polls while seed 003's record arrives, then up: the record waits, then is mapped once, the record the cause; the orders advance meanwhile", 0, []poll{
+			{records: []fakeRow{skipped(1, "msg-7391")}, orders: []fakeRow{order(3, "7001")}, topicErr: down,
+				walkFrom: map[string]float64{"idempotent": -2, "orders": -602},
+				want:     []string{"orders:7001"}, said: 1, saidHas: []string{"wait for Kafka", "brokers unreachable"}},
+			// Still down: the records' watermark stays at the first held
+			// (read again from 1 less the overlap), the orders' moves on.
+			{records: []fakeRow{skipped(4, "msg-2")}, orders: []fakeRow{order(5, "7002")}, topicErr: down,
+				walkFrom: map[string]float64{"idempotent": -1, "orders": 1},
+				want:     []string{"orders:7002"}, said: 1},
+			// Kafka answers: both records are read again and mapped over
+			// the first one's search window, before the orders of the poll.
+			{orders: []fakeRow{order(6, "7006")}, msgs: []sources.Message{orderMsg(1, sec(0.9), "8821", "msg-7391"), orderMsg(2, sec(3.9), "7004", "msg-2")},
+				walkFrom: map[string]float64{"idempotent": -1, "orders": 3},
+				want:     []string{"idempotent:8821@msg-7391", "idempotent:7004@msg-2", "orders:7006"}, said: 2, saidHas: []string{"Kafka answers again: the 2 SKIPPED record(s) of idempotent"}},
+			// The watermark moves past them; the overlap reads the second
+			// again: not a change again, nothing said.
+			{walkFrom: map[string]float64{"idempotent": 2, "orders": 4}, said: 2},
 		}},
-		{"records across pages, each mapped", []poll{
+		{"Kafka down past the search window: the records older are given up, said loudly, counted once; those after it still wait and are mapped", 0, []poll{
+			{records: []fakeRow{skipped(1, "m-a")}, topicErr: down, said: 1},
+			{records: []fakeRow{skipped(301, "m-b")}, dbNow: ptr(302.0), topicErr: down,
+				walkFrom: map[string]float64{"idempotent": -1},
+				said:     2, saidHas: []string{"GIVING UP 1 SKIPPED record(s) of idempotent", "opctl reconcile --pipeline orders"}, unmapped: 1},
+			{dbNow: ptr(303.0), msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "m-a"), orderMsg(2, sec(300.9), "7002", "m-b")},
+				walkFrom: map[string]float64{"idempotent": 299},
+				want:     []string{"idempotent:7002@m-b"}, said: 3, saidHas: []string{"1 were given up"}, unmapped: 1},
+		}},
+		{"more records wait than HoldMax: the oldest are given up, and not counted again when the overlap reads them", 1, []poll{
+			{records: []fakeRow{skipped(1, "m-a"), skipped(1.5, "m-b")}, topicErr: down, said: 2, saidHas: []string{"wait for Kafka", "GIVING UP 1"}, unmapped: 1},
+			{records: []fakeRow{skipped(1.6, "m-c")}, topicErr: down, walkFrom: map[string]float64{"idempotent": -0.5}, said: 2, unmapped: 2},
+			{records: []fakeRow{skipped(1.7, "m-d")}, topicErr: down, walkFrom: map[string]float64{"idempotent": -0.4}, said: 2, unmapped: 3},
+			{msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "m-a"), orderMsg(2, sec(1.4), "7002", "m-b"), orderMsg(3, sec(1.5), "7003", "m-c"), orderMsg(4, sec(1.6), "7004", "m-d")},
+				walkFrom: map[string]float64{"idempotent": -0.3},
+				want:     []string{"idempotent:7004@m-d"}, said: 3, saidHas: []string{"the 1 SKIPPED record(s) of idempotent", "3 were given up"}, unmapped: 3},
+			{walkFrom: map[string]float64{"idempotent": -0.3}, said: 3, unmapped: 3},
+		}},
+		{"records across pages, each mapped", 0, []poll{
 			{records: []fakeRow{skipped(1, "m1"), skipped(1, "m2"), skipped(1, "m3"), skipped(1.1, "m4"), skipped(1.2, "m5")},
 				msgs: []sources.Message{orderMsg(1, sec(0.5), "1", "m1"), orderMsg(2, sec(0.5), "2", "m2"), orderMsg(3, sec(0.5), "3", "m3"), orderMsg(4, sec(0.5), "4", "m4"), orderMsg(5, sec(0.5), "5", "m5")},
-				want: []string{"idempotent:1", "idempotent:2", "idempotent:3", "idempotent:4", "idempotent:5"}},
+				want: []string{"idempotent:1@m1", "idempotent:2@m2", "idempotent:3@m3", "idempotent:4@m4", "idempotent:5@m5"}},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,7 +336,7 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 			topic := &recordsTopic{}
 			var said []string
 			src := &watch.PollSource{Pipelines: []*config.Pipeline{seed003Pipeline()}, DBFor: func(*config.Pipeline) watch.Walker { return db },
-				Page: 2, Lookback: 10 * time.Minute, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+				Page: 2, Lookback: 10 * time.Minute, HoldMax: tc.holdMax, Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
 			ctx := context.Background()
 			pos, err := src.Head(ctx)
 			if err != nil {
@@ -312,6 +347,11 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				db.tables["orders"] = append(db.tables["orders"], p.orders...)
 				topic.msgs = append(topic.msgs, p.msgs...)
 				topic.err = p.topicErr
+				db.now = t0
+				if p.dbNow != nil {
+					db.now = sec(*p.dbNow)
+				}
+				saidBefore := len(said)
 				db.walks = nil
 				topic.reads = nil
 				changes, np, err := src.Changes(ctx, pos)
@@ -321,7 +361,11 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				pos = np
 				var got []string
 				for _, c := range changes {
-					got = append(got, c.Table+":"+c.BizID)
+					g := c.Table + ":" + c.BizID
+					if c.Table == "idempotent" {
+						g += "@" + c.Position[strings.LastIndex(c.Position, "/")+1:]
+					}
+					got = append(got, g)
 					if c.Pipeline != "orders" || c.CommittedAt == nil || c.Position == "" {
 						t.Errorf("poll %d: change %+v: want the pipeline, the row's time and its position", i, c)
 					}
@@ -331,6 +375,22 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				}
 				if len(said) != p.said || src.Unmapped() != p.unmapped {
 					t.Errorf("poll %d: said %d line(s) %q and %d unmapped, want %d and %d", i, len(said), said, src.Unmapped(), p.said, p.unmapped)
+				}
+				for _, want := range p.saidHas {
+					if !strings.Contains(strings.Join(said[saidBefore:], "\n"), want) {
+						t.Errorf("poll %d said %q: want %q in it", i, said[saidBefore:], want)
+					}
+				}
+				for table, from := range p.walkFrom {
+					var froms []any
+					for _, w := range db.walks {
+						if w.Table == table {
+							froms = append(froms, w.From)
+						}
+					}
+					if len(froms) == 0 || froms[0] != any(sec(from)) {
+						t.Errorf("poll %d walked %s from %v, want from %v", i, table, froms, sec(from))
+					}
 				}
 				for _, r := range topic.reads {
 					if p.readsFrom != nil && r[0].Before(sec(*p.readsFrom)) {
@@ -344,7 +404,7 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				}
 			}
 			for _, l := range said {
-				if !strings.Contains(l, "pipeline orders: ") || !strings.Contains(l, "idempotent") || !strings.Contains(l, "timer and the next sweep") {
+				if !strings.Contains(l, "pipeline orders: ") || !strings.Contains(l, "idempotent") || !strings.Contains(l, "sweep") && !strings.Contains(l, "Kafka answers again") {
 					t.Errorf("said %q: want the pipeline, the table and who sees the records", l)
 				}
 			}
