@@ -46,7 +46,8 @@ type PollSource struct {
 	// biz_id column to their operations through their messages, the same
 	// index binlog mode uses (docs/watch.md#binlog-mode); nil or without
 	// Kafka, such records are not polled (the watch says so at start) and
-	// the timer and the next sweep see them.
+	// the timer and the next sweep see them. A read of it that fails
+	// holds the records for the next polls (HoldFor, HoldMax).
 	Topics *Topics
 	// Log, when set, is told what the source cannot map: once per
 	// pipeline and kind of failure, not per row nor per poll, until a
@@ -214,7 +215,9 @@ func (s *PollSource) Head(ctx context.Context) (string, error) {
 	return string(b), err
 }
 
-// Changes reads every polled table from its watermark (less Overlap).
+// Changes reads every polled table from its watermark (less Overlap), then
+// maps the records only the topic maps; a records table whose topic could
+// not be read keeps its watermark at the first record held (hold).
 func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string, error) {
 	pos := pollPos{}
 	if from != "" {
@@ -236,7 +239,14 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 	for k, v := range pos {
 		next[k] = v
 	}
-	for _, t := range s.tables() {
+	// Every table is walked first, and the records only the topic maps
+	// (t.rule) mapped after: a read of the topic that runs out of the
+	// poll's time leaves those records waiting (hold), never a walk of
+	// MySQL failed for it (docs/watch.md#polling).
+	tbls := s.tables()
+	direct := make([][]Change, len(tbls))
+	pends := make([][]pendingChange, len(tbls))
+	for i, t := range tbls {
 		name := t.p.Name + "/" + t.table
 		mark := pos[name]
 		w := sources.Walk{Table: t.table, PosCol: t.timeCol, Order: []string{t.key}, KeyCol: t.key, ExtraCol: t.bizCol, EqCol: t.eqCol, EqVal: t.eqVal}
@@ -244,8 +254,6 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			w.From = mark.Add(-overlap)
 		}
 		var cur sources.Cursor
-		// The records only the topic maps (t.rule): mapped after the walk.
-		var pend []pendingChange
 		for {
 			rows, err := s.DBFor(t.p).WalkPage(ctx, w, cur, page)
 			if err != nil {
@@ -274,11 +282,11 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 				}
 				switch {
 				case t.rule != nil && ok && r.Key != "":
-					pend = append(pend, pendingChange{rule: *t.rule, value: r.Key, at: ts, table: t.table, pos: c.Position})
+					pends[i] = append(pends[i], pendingChange{rule: *t.rule, value: r.Key, at: ts, table: t.table, pos: c.Position})
 				case t.rule != nil:
 					// A NULL created_at: no time to look for its message from.
 				case biz != "":
-					out = append(out, c)
+					direct[i] = append(direct[i], c)
 				}
 			}
 			if len(rows) < page {
@@ -286,10 +294,14 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			}
 			cur = rows[len(rows)-1].After()
 		}
-		if len(pend) > 0 {
-			// In the tables' order: a record and its order row read by one
-			// poll are triaged with the record as the cause.
-			mapped, held := s.resolve(ctx, t.p, name, pend)
+	}
+	for i, t := range tbls {
+		// In the tables' order: a record and its order row read by one
+		// poll are triaged with the record as the cause.
+		out = append(out, direct[i]...)
+		if len(pends[i]) > 0 {
+			name := t.p.Name + "/" + t.table
+			mapped, held := s.resolve(ctx, t.p, name, pends[i])
 			out = append(out, mapped...)
 			if len(held) > 0 {
 				// The records wait for Kafka: the table's watermark stays

@@ -148,9 +148,13 @@ type fakeRow struct {
 	eq         any
 }
 
-func (f *fakeWalker) Now(context.Context) (time.Time, error) { return f.now, nil }
+// Now and WalkPage fail once ctx is done, as the database's reads do.
+func (f *fakeWalker) Now(ctx context.Context) (time.Time, error) { return f.now, ctx.Err() }
 
-func (f *fakeWalker) WalkPage(_ context.Context, w sources.Walk, after sources.Cursor, limit int) ([]sources.WalkRow, error) {
+func (f *fakeWalker) WalkPage(ctx context.Context, w sources.Walk, after sources.Cursor, limit int) ([]sources.WalkRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f.walks = append(f.walks, w)
 	rows := slices.Clone(f.tables[w.Table])
 	slices.SortFunc(rows, func(a, b fakeRow) int {
@@ -186,15 +190,22 @@ func (f *fakeWalker) WalkPage(_ context.Context, w sources.Walk, after sources.C
 }
 
 // recordsTopic is a topic for the poller's tests: its messages, the reads
-// asked of it, and an error to answer with.
+// asked of it, and an error to answer with; expire, when set, is called
+// at a read, which then answers the poll's context's error (a read that
+// took the poll's whole time).
 type recordsTopic struct {
-	msgs  []sources.Message
-	reads [][2]time.Time
-	err   error
+	msgs   []sources.Message
+	reads  [][2]time.Time
+	err    error
+	expire func()
 }
 
-func (f *recordsTopic) Records(_ context.Context, _ string, from, to time.Time, _ int, each func(*sources.Message)) (sources.RecordsRead, error) {
+func (f *recordsTopic) Records(ctx context.Context, _ string, from, to time.Time, _ int, each func(*sources.Message)) (sources.RecordsRead, error) {
 	f.reads = append(f.reads, [2]time.Time{from, to})
+	if f.expire != nil {
+		f.expire()
+		return sources.RecordsRead{}, ctx.Err()
+	}
 	if f.err != nil {
 		return sources.RecordsRead{}, f.err
 	}
@@ -238,8 +249,10 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 		orders  []fakeRow
 		// messages added to the topic before the poll.
 		msgs []sources.Message
-		// topicErr is the topic's answer to every read of this poll.
-		topicErr error
+		// topicErr is the topic's answer to every read of this poll;
+		// outOfTime, a read that takes the poll's whole time.
+		topicErr  error
+		outOfTime bool
 		// readsFrom, when set, is the earliest time (seconds from t0) the
 		// poll may read the topic from: its own records' search window.
 		readsFrom *float64
@@ -307,6 +320,12 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 			// again: not a change again, nothing said.
 			{walkFrom: map[string]float64{"idempotent": 2, "orders": 4}, said: 2},
 		}},
+		{"a read of the topic that takes the poll's whole time: the records wait, the walks of MySQL are done before it, the poll does not fail", 0, []poll{
+			{records: []fakeRow{skipped(1, "msg-7391")}, orders: []fakeRow{order(1, "7001")}, outOfTime: true,
+				want: []string{"orders:7001"}, said: 1, saidHas: []string{"wait for Kafka", "context canceled"}},
+			{msgs: []sources.Message{orderMsg(1, sec(0.9), "8821", "msg-7391")}, walkFrom: map[string]float64{"idempotent": -1, "orders": -1},
+				want: []string{"idempotent:8821@msg-7391"}, said: 2},
+		}},
 		{"Kafka down past the search window: the records older are given up, said loudly, counted once; those after it still wait and are mapped", 0, []poll{
 			{records: []fakeRow{skipped(1, "m-a")}, topicErr: down, said: 1},
 			{records: []fakeRow{skipped(301, "m-b")}, dbNow: ptr(302.0), topicErr: down,
@@ -354,7 +373,13 @@ func TestPollSourceRecordsWithoutBizID(t *testing.T) {
 				saidBefore := len(said)
 				db.walks = nil
 				topic.reads = nil
-				changes, np, err := src.Changes(ctx, pos)
+				pctx, cancel := context.WithCancel(ctx)
+				topic.expire = nil
+				if p.outOfTime {
+					topic.expire = cancel
+				}
+				changes, np, err := src.Changes(pctx, pos)
+				cancel()
 				if err != nil {
 					t.Fatalf("poll %d: %v", i, err)
 				}
