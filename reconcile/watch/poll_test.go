@@ -2,10 +2,13 @@ package watch_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -470,4 +473,160 @@ func TestPollSourceRecordsWithoutTopic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// steppedPoll runs its PollSource's Changes only when the test hands it a
+// step (what changes in the fakes before that poll), so that a Watcher's
+// rounds go in lock step with the test: a step is taken only once the
+// round before it is triaged.
+type steppedPoll struct {
+	*watch.PollSource
+	step chan func()
+}
+
+func (s *steppedPoll) Changes(ctx context.Context, from string) ([]watch.Change, string, error) {
+	select {
+	case f := <-s.step:
+		f()
+	case <-ctx.Done():
+		return nil, from, ctx.Err()
+	}
+	return s.PollSource.Changes(ctx, from)
+}
+
+// TestWatchPollsSeed003RecordThroughKafkaOutage: a Watcher polling seed
+// 003's pipeline while Kafka fails for two polls, during which the
+// incident's SKIPPED record is written and an order row changes, then
+// answers: the order is looked at during the outage (its table
+// advances), and 8821 is looked at exactly once, after Kafka answers,
+// flagged with the record as its cause; later polls read the record again
+// (the overlap) and look at nothing (docs/watch.md#polling).
+func TestWatchPollsSeed003RecordThroughKafkaOutage(t *testing.T) {
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	sec := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Second))) }
+	db := &fakeWalker{now: t0, tables: map[string][]fakeRow{}}
+	topic := &recordsTopic{}
+	var said []string
+	src := &steppedPoll{step: make(chan func()), PollSource: &watch.PollSource{Pipelines: []*config.Pipeline{seed003Pipeline()},
+		DBFor: func(*config.Pipeline) watch.Walker { return db }, Lookback: time.Minute, Topics: &watch.Topics{Kafka: topic},
+		Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}}
+	var mu sync.Mutex
+	looked := map[string]int{}
+	events := &lockedLines{}
+	w := &watch.Watcher{Pipelines: src.Pipelines, Source: src, Interval: time.Millisecond, OlderThan: time.Hour, Settle: -1, Events: events,
+		Triage: func(_ context.Context, _, id string) (inspect.Report, error) {
+			mu.Lock()
+			looked[id]++
+			mu.Unlock()
+			now := time.Now()
+			r := inspect.Report{BizID: id, DBNow: &now, Verdict: inspect.Verdict{Code: "COMPLETE", Severity: inspect.SeverityOK}}
+			if id == "8821" {
+				r.Verdict = inspect.Verdict{Code: "WRONGLY_SKIPPED", Severity: inspect.SeverityAction, Summary: "PAID recorded SKIPPED"}
+			}
+			return r, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	down := errors.New("kafka: brokers unreachable")
+	steps := []struct {
+		name string
+		f    func()
+		// looked is every operation looked at so far, once the step's
+		// round is triaged (checked at the next step).
+		looked map[string]int
+	}{
+		{"Kafka down, the record written", func() {
+			topic.err = down
+			db.tables["idempotent"] = append(db.tables["idempotent"], fakeRow{at: sec(0.5), key: "msg-7391", eq: inspect.ActionSkipped})
+		}, map[string]int{}},
+		{"Kafka still down, an order row changes", func() {
+			db.tables["orders"] = append(db.tables["orders"], fakeRow{at: sec(1), key: "8824"})
+		}, map[string]int{"8824": 1}},
+		{"Kafka answers", func() {
+			topic.err = nil
+			topic.msgs = append(topic.msgs, orderMsg(1, sec(0.4), "8821", "msg-7391"))
+		}, map[string]int{"8824": 1, "8821": 1}},
+		{"a poll after: the overlap reads the record again", func() {}, map[string]int{"8824": 1, "8821": 1}},
+	}
+	check := func(name string, want map[string]int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !maps.Equal(looked, want) {
+			t.Errorf("after %q: looked at %v, want %v", name, looked, want)
+		}
+	}
+	// A step runs at the start of its round, in the watch's loop: the
+	// round before it is triaged by then.
+	send := func(name string, f func()) {
+		t.Helper()
+		select {
+		case src.step <- f:
+		case err := <-done:
+			t.Fatalf("the watch ended before step %q: %v", name, err)
+		}
+	}
+	for i, s := range steps {
+		f := s.f
+		if i > 0 {
+			prev := steps[i-1]
+			f = func() { check(prev.name, prev.looked); s.f() }
+		}
+		send(s.name, f)
+	}
+	last := steps[len(steps)-1]
+	send("the check of the last", func() { check(last.name, last.looked) })
+	// Taken only once that check ran.
+	send("the end", func() {})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var flagged []map[string]any
+	for _, l := range events.lines() {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("event %q: %v", l, err)
+		}
+		if e["event"] == "flagged" {
+			flagged = append(flagged, e)
+		}
+	}
+	if len(flagged) != 1 || flagged[0]["biz_id"] != "8821" {
+		t.Fatalf("flagged %v, want 8821 once", flagged)
+	}
+	cause, _ := flagged[0]["cause"].(map[string]any)
+	if cause["source"] != watch.SourcePoll || cause["table"] != "idempotent" || !strings.HasSuffix(fmt.Sprint(cause["position"]), "/msg-7391") {
+		t.Errorf("8821's cause %v: want the poll of the record msg-7391", cause)
+	}
+	if len(said) != 2 || !strings.Contains(said[0], "wait for Kafka") || !strings.Contains(said[1], "Kafka answers again: the 1 SKIPPED record(s)") {
+		t.Errorf("said %q: want the wait, once, then the records mapped", said)
+	}
+	if src.Unmapped() != 0 {
+		t.Errorf("unmapped %d: the record waited, it was not left", src.Unmapped())
+	}
+}
+
+// lockedLines keeps the lines written to it (the watch's events).
+type lockedLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLines) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
