@@ -201,15 +201,18 @@ type recordsTopic struct {
 	reads  [][2]time.Time
 	err    error
 	expire func()
+	// errTopic, when set, is the only topic err is the answer for; the
+	// messages of every topic are msgs.
+	errTopic string
 }
 
-func (f *recordsTopic) Records(ctx context.Context, _ string, from, to time.Time, _ int, each func(*sources.Message)) (sources.RecordsRead, error) {
+func (f *recordsTopic) Records(ctx context.Context, topic string, from, to time.Time, _ int, each func(*sources.Message)) (sources.RecordsRead, error) {
 	f.reads = append(f.reads, [2]time.Time{from, to})
 	if f.expire != nil {
 		f.expire()
 		return sources.RecordsRead{}, ctx.Err()
 	}
-	if f.err != nil {
+	if f.err != nil && (f.errTopic == "" || f.errTopic == topic) {
 		return sources.RecordsRead{}, f.err
 	}
 	n := 0
@@ -629,4 +632,77 @@ func (l *lockedLines) lines() []string {
 		}
 	}
 	return out
+}
+
+// TestPollSourceHoldsOnlyItsPipeline: the topic of one pipeline cannot be
+// read, another's can: only the first's records wait (its records
+// table's watermark held), the other's are mapped and its watermark moves
+// on, and the first's entity table moves on too.
+func TestPollSourceHoldsOnlyItsPipeline(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	sec := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Second))) }
+	a, b := seed003Pipeline(), seed003Pipeline()
+	b.Name, b.Topic = "orders_b", "order-event-b"
+	b.Idempotency.Table, b.Entity.Table = "idempotent_b", "orders_b"
+	db := &fakeWalker{now: t0, tables: map[string][]fakeRow{
+		"idempotent":   {{at: sec(1), key: "msg-a", eq: inspect.ActionSkipped}},
+		"orders":       {{at: sec(1), key: "7001"}},
+		"idempotent_b": {{at: sec(1), key: "msg-b", eq: inspect.ActionSkipped}},
+	}}
+	topic := &recordsTopic{err: errors.New("kafka: order-event: leader not available"), errTopic: "order-event",
+		msgs: []sources.Message{orderMsg(1, sec(0.9), "7001", "msg-a"), orderMsg(2, sec(0.9), "7002", "msg-b")}}
+	var said []string
+	src := &watch.PollSource{Pipelines: []*config.Pipeline{a, b}, DBFor: func(*config.Pipeline) watch.Walker { return db }, Lookback: time.Minute,
+		Topics: &watch.Topics{Kafka: topic}, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+	ctx := context.Background()
+	pos, err := src.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]string{
+		{"orders:7001", "orders_b:7002"},
+		nil,
+	} {
+		changes, np, err := src.Changes(ctx, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos = np
+		var got []string
+		for _, c := range changes {
+			got = append(got, c.Pipeline+":"+c.BizID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("poll %d: changes %v, want %v", i, got, want)
+		}
+	}
+	var marks map[string]time.Time
+	if err := json.Unmarshal([]byte(pos), &marks); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]time.Time{"orders/idempotent": sec(1), "orders/orders": sec(1), "orders_b/idempotent_b": sec(1)} {
+		if !marks[name].Equal(want) {
+			t.Errorf("position %s: %v, want %v", name, marks[name], want)
+		}
+	}
+	// The held table is read again from its first record at each poll;
+	// the other's from its newest less the overlap, like every table.
+	db.walks = nil
+	db.tables["idempotent_b"] = append(db.tables["idempotent_b"], fakeRow{at: sec(5), key: "msg-b2", eq: inspect.ActionSkipped})
+	db.tables["orders"] = append(db.tables["orders"], fakeRow{at: sec(5), key: "7005"})
+	db.tables["idempotent"] = append(db.tables["idempotent"], fakeRow{at: sec(5), key: "msg-a2", eq: inspect.ActionSkipped})
+	topic.msgs = append(topic.msgs, orderMsg(3, sec(4.9), "7006", "msg-b2"))
+	changes, np, err := src.Changes(ctx, pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(np), &marks); err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 2 || !marks["orders/idempotent"].Equal(sec(1)) || !marks["orders/orders"].Equal(sec(5)) || !marks["orders_b/idempotent_b"].Equal(sec(5)) {
+		t.Errorf("changes %+v, position %v: want 7005 and 7006, the held table still at 1s, the others at 5s", changes, marks)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "pipeline orders: 1 SKIPPED record(s) of idempotent") {
+		t.Errorf("said %q: want only pipeline orders' records said to wait", said)
+	}
 }
