@@ -79,11 +79,9 @@ type PollSource struct {
 	holds map[string]*hold
 }
 
-// hold is a records table's wait for Kafka: since when (the first record
-// held), how many records were given up meanwhile (past HoldFor or
-// HoldMax).
+// hold is a records table's wait for Kafka: how many records were given
+// up meanwhile (past HoldFor or HoldMax).
 type hold struct {
-	since  time.Time
 	gaveUp int
 }
 
@@ -365,8 +363,8 @@ func (s *PollSource) resolve(ctx context.Context, p *config.Pipeline, name strin
 // up (counted in Unmapped and said, once per wait: the --older-than timer
 // cannot see a record that names no operation, only a sweep does). It
 // says once that the records wait for Kafka. The database's clock
-// unread (the round out of time), nothing is given up this poll: the
-// next one bounds them, and MySQL's state is the next walk's to tell.
+// unread (the poll out of time), nothing is given up this poll: the next
+// one bounds them, and MySQL's state is its walks' to tell.
 func (s *PollSource) hold(ctx context.Context, p *config.Pipeline, name, table string, pend []pendingChange, rerr error) []pendingChange {
 	holdFor, holdMax := s.HoldFor, s.HoldMax
 	if holdFor <= 0 {
