@@ -235,37 +235,49 @@ const manyReading = 8
 // at once.
 const manyProbing = 16
 
-// locateMany starts one LocateMany for the requests that can locate when
+// locateMany locates the requests that can locate with LocateMany when
 // the Kafka is a BatchLocator, and returns, for each of them, the wait for
 // its answer (nil for the others, and for every request when the Kafka is
-// not a BatchLocator: finish locates those one by one).
+// not a BatchLocator: finish locates those one by one). The stored
+// positions and the searches are two calls, concurrent: a read at stored
+// positions takes a few round trips, and does not wait for a search that
+// may take up to --timeout.
 func (c *Collector) locateMany(ctx context.Context, reqs []LocateRequest, canLocate []bool) []func() (Location, error) {
 	located := make([]func() (Location, error), len(reqs))
 	bl, ok := c.Kafka.(BatchLocator)
 	if !ok {
 		return located
 	}
-	var idx []int
-	var batch []LocateRequest
+	var stored, searched []int
 	for i, req := range reqs {
-		if canLocate[i] {
-			idx, batch = append(idx, i), append(batch, req)
+		switch {
+		case !canLocate[i]:
+		case req.Partition >= 0 && req.Offset >= 0:
+			stored = append(stored, i)
+		default:
+			searched = append(searched, i)
 		}
 	}
-	if len(batch) == 0 {
-		return located
-	}
-	var locs []Location
-	var errs []error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		kctx, cancel := context.WithTimeout(ctx, c.timeout())
-		defer cancel()
-		locs, errs = bl.LocateMany(kctx, batch)
-	}()
-	for j, i := range idx {
-		located[i] = func() (Location, error) { <-done; return locs[j], errs[j] }
+	for _, idx := range [][]int{stored, searched} {
+		if len(idx) == 0 {
+			continue
+		}
+		batch := make([]LocateRequest, len(idx))
+		for j, i := range idx {
+			batch[j] = reqs[i]
+		}
+		var locs []Location
+		var errs []error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			kctx, cancel := context.WithTimeout(ctx, c.timeout())
+			defer cancel()
+			locs, errs = bl.LocateMany(kctx, batch)
+		}()
+		for j, i := range idx {
+			located[i] = func() (Location, error) { <-done; return locs[j], errs[j] }
+		}
 	}
 	return located
 }

@@ -78,12 +78,15 @@ func TestCollectManyLocateMany(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	listOffsets := 0
+	listOffsets, fetches := 0, 0
 	k.Cluster.Control(func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if req.Key() == int16(kmsg.ListOffsets) {
-			mu.Lock()
+		mu.Lock()
+		defer mu.Unlock()
+		switch req.Key() {
+		case int16(kmsg.ListOffsets):
 			listOffsets++
-			mu.Unlock()
+		case int16(kmsg.Fetch):
+			fetches++
 		}
 		return nil, nil, false
 	})
@@ -92,8 +95,13 @@ func TestCollectManyLocateMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	got := listOffsets
+	got, fetched := listOffsets, fetches
 	mu.Unlock()
+	// Each partition's stored positions in one fetch, its searches in one
+	// read: at most two fetches a partition (one Locate each: 50 and more).
+	if fetched > 6 {
+		t.Errorf("CollectMany sent %d fetches, want at most 6", fetched)
+	}
 	// The group view's two; LocateMany's two for the stored positions
 	// (start and end of every partition, one broker), and for the
 	// searches one (end) and one per search (its window's start).

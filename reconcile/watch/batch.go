@@ -87,20 +87,23 @@ func (w *Watcher) batch() int {
 // pipeline and the results then applied one by one in order: the
 // flag/clear state machine, the deadlines, the retry set and the events
 // are exactly look's (docs/watch.md#how-it-works); without, one at a time,
-// Batch per window. Between two windows the deadlines that came due are
-// served (serveDue), so that a long round does not hold them back. It
-// reports whether every triage of ls answered.
+// Batch per window. After a window that answered, and before the next,
+// the deadlines that came due are served (serveDue), so that a long round
+// does not hold them back; not after one that failed (MySQL down: their
+// triage would fail too, each a bounded read more). It reports whether
+// every triage of ls answered.
 func (w *Watcher) lookAll(ctx context.Context, ls []lookup) bool {
 	ok := true
 	n := w.batch()
 	var rest map[Key]int // each key's last index in ls, built when first needed
 	for off := 0; off < len(ls); {
 		win := ls[off:min(off+n, len(ls))]
-		if !w.lookWindow(ctx, win) {
+		answered := w.lookWindow(ctx, win)
+		if !answered {
 			ok = false
 		}
 		off += len(win)
-		if off < len(ls) {
+		if answered && off < len(ls) {
 			w.serveDue(ctx, func(k Key) bool {
 				if rest == nil {
 					rest = make(map[Key]int, len(ls))
@@ -137,12 +140,14 @@ func (w *Watcher) lookWindow(ctx context.Context, ls []lookup) bool {
 // them (dueLookups): what a long look (a round's changes, the first
 // sweep's targets, the retries) does between two of its windows, so that
 // a deadline waits for one window, not for the whole look
-// (docs/watch.md#how-it-works). An operation that keep reports (the rest
-// of that look holds it) stays in the heap: the look comes to it soon
-// and applies its result as today, one triage with its own cause, not a
-// timer's triage followed by the change's. The rest stay for the next
-// window, or the timer after the look.
-func (w *Watcher) serveDue(ctx context.Context, keep func(Key) bool) {
+// (docs/watch.md#how-it-works). An operation that rest reports (the
+// rest of that look holds it) stays in the heap: the look comes to it
+// soon and applies its result as it did when the whole look came first,
+// one triage with its own cause, not a timer's triage followed by the
+// change's. So does one waiting for a retry of its triage (the retry
+// after the round comes to it first). Those beyond Batch stay for the
+// next window, or the timer after the look.
+func (w *Watcher) serveDue(ctx context.Context, rest func(Key) bool) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -155,7 +160,12 @@ func (w *Watcher) serveDue(ctx context.Context, keep func(Key) bool) {
 	var keys []Key
 	var ats []time.Time
 	if next, ok := w.deadlines.Next(); ok && !next.After(now) {
-		keys, ats = w.deadlines.DueAtMost(now, w.batch(), keep)
+		keys, ats = w.deadlines.DueAtMost(now, w.batch(), func(k Key) bool {
+			if _, retry := w.health.retry[k]; retry {
+				return true
+			}
+			return rest != nil && rest(k)
+		})
 	}
 	w.mu.Unlock()
 	if len(keys) == 0 {
@@ -344,13 +354,9 @@ func (w *Watcher) retryBatched(ctx context.Context, due []Key, causes []Cause) {
 		}
 		if len(due) > 0 {
 			// Between two batches that answered, the deadlines due, as
-			// lookAll serves them; those still to retry are left to the
-			// retry.
-			rest := make(map[Key]bool, len(due))
-			for _, k := range due {
-				rest[k] = true
-			}
-			w.serveDue(ctx, func(k Key) bool { return rest[k] })
+			// lookAll serves them; those still to retry (in the retry
+			// set) are left to the retry.
+			w.serveDue(ctx, nil)
 		}
 	}
 }

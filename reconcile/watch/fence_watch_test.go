@@ -20,11 +20,14 @@ type fenceWatch struct {
 	events  *syncBuf
 	mu      sync.Mutex
 	triages map[string]int
+	// second counts Hooks.SecondLook by result.
+	second map[string]int
 }
 
 func newFenceWatch(p *config.Pipeline, db KeyReader, verdict func(bizID string, look int) inspect.Verdict) *fenceWatch {
-	fw := &fenceWatch{events: &syncBuf{}, triages: map[string]int{}}
+	fw := &fenceWatch{events: &syncBuf{}, triages: map[string]int{}, second: map[string]int{}}
 	fw.w = &Watcher{Pipelines: []*config.Pipeline{p}, Events: fw.events,
+		Hooks: Hooks{SecondLook: func(r string) { fw.mu.Lock(); fw.second[r]++; fw.mu.Unlock() }},
 		TriageBatch: func(ctx context.Context, _ string, ids []string) ([]inspect.Report, error) {
 			if fr := fencesFrom(ctx); fr != nil {
 				_ = fr.prove(ctx, db)
@@ -97,19 +100,24 @@ func TestWatcherFencedSecondLook(t *testing.T) {
 		wantSecond  int
 		wantTriages int
 		wantEvents  []string
+		// wantCounted is Hooks.SecondLook's count by result: each binlog
+		// look (not a second look) whose triage found no target.
+		wantCounted map[string]int
 	}{
 		{"seen: the change's version read back", map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}},
-			[]inspect.Verdict{ok}, 0, 1, nil},
+			[]inspect.Verdict{ok}, 0, 1, nil, map[string]int{SecondLookFenced: 1}},
 		{"seen: the first triage finds the target", map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}},
-			[]inspect.Verdict{wrongly}, 0, 1, []string{"flagged WRONGLY_SKIPPED"}},
+			[]inspect.Verdict{wrongly}, 0, 1, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{}},
 		{"older version read back: the commit not visible, second look flags", map[string][]string{"8822": {"3"}}, [][]Change{{change(verFence)}},
-			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}},
+			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
 		{"no fence (an evidence-only change): second look", map[string][]string{"8822": {"4"}}, [][]Change{{change(nil)}},
-			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}},
+			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
 		{"fenced, but an earlier round's second look is pending: kept", map[string][]string{"8822": {"4"}}, [][]Change{{change(nil)}, {change(verFence)}},
-			[]inspect.Verdict{skipOK, skipOK, wrongly}, 1, 3, []string{"flagged WRONGLY_SKIPPED"}},
+			[]inspect.Verdict{skipOK, skipOK, wrongly}, 1, 3, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 2}},
+		{"fenced in two rounds, nothing pending: no second look, counted twice", map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}, {change(verFence)}},
+			[]inspect.Verdict{skipOK, skipOK}, 0, 2, nil, map[string]int{SecondLookFenced: 2}},
 		{"the fence read fails: second look", nil, [][]Change{{change(verFence)}},
-			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}},
+			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := &fakeKeys{rows: tc.rows}
@@ -129,6 +137,11 @@ func TestWatcherFencedSecondLook(t *testing.T) {
 			if n := fw.total(); n != tc.wantTriages {
 				t.Errorf("%d triages, want %d", n, tc.wantTriages)
 			}
+			fw.mu.Lock()
+			if fmt.Sprint(fw.second) != fmt.Sprint(tc.wantCounted) {
+				t.Errorf("second looks counted %v, want %v", fw.second, tc.wantCounted)
+			}
+			fw.mu.Unlock()
 			var got []string
 			for _, ev := range fw.events.lines() {
 				got = append(got, ev.Event+" "+ev.Verdict)

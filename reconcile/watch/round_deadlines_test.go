@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/opctl-dev/opctl/inspect"
 	"github.com/opctl-dev/opctl/reconcile"
+	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
 )
 
@@ -57,6 +59,9 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 		wantEvents []string
 		// left is the deadlines still in the heap after the look.
 		left []string
+		// toRetry are kept for a retry before the look; retry those kept
+		// after it.
+		toRetry, retry []string
 	}{
 		{name: "due during the first batch: looked at before the second", how: SourcePoll,
 			deadlines: map[string]int{"d": 1500}, verdicts: map[string][]string{"d": {"stuck"}},
@@ -96,6 +101,15 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 			deadlines: map[string]int{"d": 1500}, verdicts: map[string][]string{"d": {"stuck"}},
 			want:       []string{"r1 r2", "d", "r3 r4", "r5 r6"},
 			wantEvents: []string{"flagged d timer"}},
+		{name: "after a batch that failed (MySQL down): not served", how: SourcePoll,
+			deadlines: map[string]int{"d": 1500}, verdicts: map[string][]string{"d": {"stuck"}, "r1": {"down"}},
+			want:       []string{"r1 r2", "r3 r4", "d", "r5 r6"},
+			wantEvents: []string{"flagged d timer"}, retry: []string{"r1", "r2"}},
+		{name: "due, but waiting for a retry of its triage: left to the retry after the round", how: SourcePoll,
+			deadlines: map[string]int{"x": 500, "d": 500}, verdicts: map[string][]string{"d": {"stuck"}},
+			toRetry:    []string{"x"},
+			want:       []string{"r1 r2", "d", "r3 r4", "r5 r6"},
+			wantEvents: []string{"flagged d timer"}, left: []string{"x"}, retry: []string{"x"}},
 		{name: "the retries, and a due one still to retry is left to its retry", how: "retry",
 			deadlines: map[string]int{"d": 1500, "r6": 1500}, verdicts: map[string][]string{"d": {"stuck"}, "r6": {"stuck"}},
 			want:       []string{"r1 r2", "d", "r3 r4", "r5 r6"},
@@ -147,6 +161,16 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					calls = append(calls, strings.Join(ids, " "))
+					for _, id := range ids {
+						if vs := tc.verdicts[id]; len(vs) > looks[id] && vs[looks[id]] == "down" {
+							// The whole batch fails, as a batch read does.
+							for _, id := range ids {
+								looks[id]++
+								clock.advance(step)
+							}
+							return nil, &sources.ConnError{Err: errors.New("mysql: connection refused")}
+						}
+					}
 					reps := make([]inspect.Report, len(ids))
 					for i, id := range ids {
 						reps[i] = triage(id)
@@ -157,6 +181,9 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 			w.tracker, w.deadlines, w.unsettled = NewTracker(), NewDeadlines(), map[Key]Cause{}
 			for id, ms := range tc.deadlines {
 				w.deadlines.Set(Key{"pay", id}, at(ms))
+			}
+			for _, id := range tc.toRetry {
+				w.keepForRetry(Key{"pay", id}, Cause{Source: SourcePoll})
 			}
 			ctx := context.Background()
 			switch tc.how {
@@ -185,9 +212,13 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 					w.keepForRetry(Key{"pay", id}, Cause{Source: SourcePoll})
 				}
 				w.retryDue(ctx)
-				if r := w.Retrying(); len(r) != 0 {
-					t.Errorf("still to retry: %v", r)
-				}
+			}
+			var retry []string
+			for _, k := range w.Retrying() {
+				retry = append(retry, k.BizID)
+			}
+			if !slices.Equal(retry, tc.retry) {
+				t.Errorf("kept for a retry %q, want %q", retry, tc.retry)
 			}
 			if !slices.Equal(calls, tc.want) {
 				t.Errorf("triages %q, want %q", calls, tc.want)

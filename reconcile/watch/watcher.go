@@ -68,7 +68,18 @@ type Hooks struct {
 	RowsRead func(source string, n int)
 	Triaged  func(result string)
 	Up       func(source string, up bool)
+	// SecondLook is told, for each binlog look whose triage found no
+	// target while second looks are on, whether it is looked at again
+	// (SecondLookLooked) or its fence proved the triage saw the change
+	// (SecondLookFenced, fence.go).
+	SecondLook func(result string)
 }
+
+// The results of Hooks.SecondLook (docs/watch.md#metrics).
+const (
+	SecondLookLooked = "looked"
+	SecondLookFenced = "fenced"
+)
 
 // Watcher keeps the set of flagged operations current (docs/watch.md).
 type Watcher struct {
@@ -501,8 +512,15 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 	w.dirty = true
 	_, pending := w.unsettled[k]
 	delete(w.unsettled, k)
+	second := ""
+	if !obs.Target && cause.Source == SourceBinlog && !cause.again && w.settle() > 0 {
+		second = SecondLookFenced
+		if !cause.fenced || pending {
+			second = SecondLookLooked
+		}
+	}
 	switch {
-	case !obs.Target && cause.Source == SourceBinlog && !cause.again && w.settle() > 0 && (!cause.fenced || pending):
+	case second == SecondLookLooked:
 		// The server writes a transaction to its binlog before its
 		// engine commit is visible to other sessions, so a triage right
 		// after the follower delivered it can read the rows as they were
@@ -536,6 +554,9 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 		w.deadlines.Remove(k)
 	}
 	w.mu.Unlock()
+	if second != "" && w.Hooks.SecondLook != nil {
+		w.Hooks.SecondLook(second)
+	}
 	if ev == nil {
 		return true, false
 	}

@@ -188,11 +188,11 @@ func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.Lo
 		return
 	}
 
-	var wg sync.WaitGroup
-	psem := make(chan struct{}, manyFetching)
+	// Each search from its start (newScan: a lookup that found no offset
+	// is doubted as Locate doubts it, which may read), concurrently.
+	scanOf := make(map[int]*scan, len(all))
+	var swg sync.WaitGroup
 	for _, p := range ps {
-		var scans []*scan
-		var at []int
 		for _, i := range byPart[p] {
 			req := reqs[i]
 			st := starts[lookup{p, req.Around.Add(-searchWindow(req)).UnixMilli()}]
@@ -204,12 +204,31 @@ func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.Lo
 			if st.err == nil {
 				start = st.off
 			}
-			s, loc, err := r.newScan(opCtx, c, req, p, start, ends[p], st.err)
-			if s == nil {
-				set(i, loc, err)
-				continue
+			sem <- struct{}{}
+			swg.Go(func() {
+				defer func() { <-sem }()
+				s, loc, err := r.newScan(opCtx, c, req, p, start, ends[p], st.err)
+				if s == nil {
+					set(i, loc, err)
+					return
+				}
+				mu.Lock()
+				scanOf[i] = s
+				mu.Unlock()
+			})
+		}
+	}
+	swg.Wait()
+
+	var wg sync.WaitGroup
+	psem := make(chan struct{}, manyFetching)
+	for _, p := range ps {
+		var scans []*scan
+		var at []int
+		for _, i := range byPart[p] {
+			if s := scanOf[i]; s != nil {
+				scans, at = append(scans, s), append(at, i)
 			}
-			scans, at = append(scans, s), append(at, i)
 		}
 		if len(scans) == 0 {
 			continue

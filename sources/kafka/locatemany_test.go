@@ -100,10 +100,10 @@ func storedLoad(b *testing.B) (*testenv.Kafka, []sources.LocateRequest) {
 	return k, reqs
 }
 
-// BenchmarkLocateStored512: 512 operations at stored positions, located
+// BenchmarkLocateMany: 512 operations at stored positions, located
 // together (LocateMany), and one at a time (Locate) 16 at a time, as
 // CollectMany located them before LocateMany.
-func BenchmarkLocateStored512(b *testing.B) {
+func BenchmarkLocateMany(b *testing.B) {
 	k, reqs := storedLoad(b)
 	r := newReader(b, k.Brokers, 10*time.Second)
 	ctx := context.Background()
@@ -359,13 +359,13 @@ func anyContains(set map[string]bool, s string) bool {
 	return false
 }
 
-// BenchmarkLocateSearched512: 512 operations without a stored position,
+// BenchmarkLocateManySearched: 512 operations without a stored position,
 // each searched from 5 minutes before its record's time (300 records of
 // its partition before it), for its message (first) and for every message
 // of its key (all), and among the newest records of the day (newest: from
 // the partition's start): located together (LocateMany), and one at a
 // time (Locate) 16 at a time.
-func BenchmarkLocateSearched512(b *testing.B) {
+func BenchmarkLocateManySearched(b *testing.B) {
 	const parts, n = 4, 4000
 	k := childKafka(b, topic, parts)
 	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)

@@ -81,7 +81,9 @@ type hybridCase struct {
 	single int
 }
 
-// hybridCases are the lab's settlement pipeline and the seeds' presets on
+// hybridCases are the lab's settlement pipelines (naive and anchored: the
+// debit evidence's NOT EXISTS, intents, leases), its orders pipeline
+// (idempotency records by biz_id, the entity) and the seeds' presets on
 // their own schemas.
 func hybridCases() []hybridCase {
 	payID := func(i int) string { return fmt.Sprintf("PAY-%06d", i) }
@@ -97,6 +99,12 @@ func hybridCases() []hybridCase {
 			schema: "../../lab/schema.sql", fill: fillLabAnchored, id: payID,
 			extra:  []string{"PAY-MISSING", "pay-000003", "PAY-000004 ", "工单-1", "PAY-000010"},
 			single: 1, // the debit evidence's NOT EXISTS
+		},
+		{
+			name: "lab orders", p: func(t testing.TB) *config.Pipeline { return labPipeline(t, "orders") },
+			schema: "../../lab/schema.sql", fill: fillLabOrders,
+			id:    func(i int) string { return fmt.Sprintf("O-%06d", i) },
+			extra: []string{"O-MISSING", "o-000003", "O-000004 ", "工单-1", "O-000010"},
 		},
 		{
 			name: "seed000 preset", p: func(t testing.TB) *config.Pipeline { return presetPipeline(t, "seed000") },
@@ -202,6 +210,27 @@ func fillLabAnchored(t testing.TB, db *testenv.DB, n int) {
 	fillAudit(t, db, "settlement_anchored", payExpr, n)
 }
 
+// fillLabOrders: the lab's orders pipeline (seed 003's design with a
+// biz_id in its idempotency table): an order for six in seven, a DONE
+// record for most, a SKIPPED one before it for every fourth, several
+// records created at the same time (ordered by their key) for every
+// tenth.
+func fillLabOrders(t testing.TB, db *testenv.DB, n int) {
+	t.Helper()
+	const oExpr = "CONCAT('O-', LPAD(seq, 6, '0'))"
+	db.Exec(t, fmt.Sprintf(`INSERT INTO orders (order_id, status, updated_at)
+		SELECT %s, ELT(1 + seq %% 6, 'CREATED', 'PAID', 'SHIPPED', 'DELIVERED', 'REFUNDED', 'CANCELLED'), NOW(3) - INTERVAL seq SECOND
+		FROM seq_1_to_%d WHERE seq %% 7 <> 0`, oExpr, n))
+	db.Exec(t, fmt.Sprintf(`INSERT INTO idempotent (msg_id, biz_id, action, created_at)
+		SELECT CONCAT('m-', seq, '-b'), %s, 'DONE', NOW(3) - INTERVAL seq SECOND FROM seq_1_to_%d WHERE seq %% 9 <> 0`, oExpr, n))
+	db.Exec(t, fmt.Sprintf(`INSERT INTO idempotent (msg_id, biz_id, action, created_at)
+		SELECT CONCAT('m-', seq, '-a'), %s, 'SKIPPED', NOW(3) - INTERVAL seq + 60 SECOND FROM seq_1_to_%d WHERE seq %% 4 = 0`, oExpr, n))
+	db.Exec(t, fmt.Sprintf(`INSERT INTO idempotent (msg_id, biz_id, action, created_at)
+		SELECT CONCAT('m-', o.seq, '-', k.seq), CONCAT('O-', LPAD(o.seq, 6, '0')), 'SKIPPED', '2026-01-01 00:00:00'
+		FROM seq_1_to_%d AS o JOIN seq_1_to_3 AS k WHERE o.seq %% 10 = 0`, n))
+	fillAudit(t, db, "orders", oExpr, n)
+}
+
 // fillSeed000: seed 000's ledger rows (OUT for two in three, IN too for
 // every tenth) and account balances.
 func fillSeed000(t testing.TB, db *testenv.DB, n int) {
@@ -291,8 +320,8 @@ func sameAsOne(t *testing.T, r *Reader, p *config.Pipeline, audit string, ids []
 	}
 }
 
-// TestReadOperationsHybrid: on MariaDB, for the lab's settlement pipeline
-// and each seed's preset on its own schema, a hybrid read of a batch
+// TestReadOperationsHybrid: on MariaDB, for the lab's settlement and
+// orders pipelines and each seed's preset on its own schema, a hybrid read of a batch
 // returns for every operation exactly what ReadOperation returns
 // (missing rows, several rows, another case, a trailing space, non-ASCII,
 // an id twice), in one statement per lookup query and one per operation

@@ -25,6 +25,7 @@ type Metrics struct {
 	binlogBehind  prometheus.Gauge
 	rowsRead      *prometheus.CounterVec
 	triages       *prometheus.CounterVec
+	secondLooks   *prometheus.CounterVec
 	repairs       *prometheus.CounterVec
 	up            *prometheus.GaugeVec
 	targets       func() []watch.Flag
@@ -50,6 +51,8 @@ func NewMetrics(targets func() []watch.Flag, now func() time.Time) *Metrics {
 			Help: "Rows read by the watch's change sources."}, []string{"source"}),
 		triages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opctl_watch_triages_total",
 			Help: "Operations triaged, by result (ok, error)."}, []string{"result"}),
+		secondLooks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opctl_watch_binlog_second_looks_total",
+			Help: "Binlog looks (an operation's changes of one read) whose triage found no target, by result: looked (triaged again 500 ms later) or fenced (the fence read proved the triage saw the change: no second look)."}, []string{"result"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opctl_watch_repairs_total",
 			Help: "Repairs tried by the recovery worker (--repair), by the plan's verdict and outcome (repaired, failed, unexpected, skipped)."}, []string{"verdict", "outcome"}),
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opctl_watch_up",
@@ -60,7 +63,12 @@ func NewMetrics(targets func() []watch.Flag, now func() time.Time) *Metrics {
 		oldestAgeDesc: prometheus.NewDesc("opctl_watch_target_oldest_age_seconds", "Age of the oldest flag, by pipeline and verdict.",
 			[]string{"pipeline", "verdict"}, nil),
 	}
-	m.Registry.MustRegister(m.latency, m.binlogBehind, m.rowsRead, m.triages, m.repairs, m.up, targetsCollector{m})
+	m.Registry.MustRegister(m.latency, m.binlogBehind, m.rowsRead, m.triages, m.secondLooks, m.repairs, m.up, targetsCollector{m})
+	// Both series from the start: a rate of either is defined before the
+	// first binlog look (0 while polling).
+	for _, r := range []string{watch.SecondLookLooked, watch.SecondLookFenced} {
+		m.secondLooks.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -72,8 +80,9 @@ func (m *Metrics) Hooks() watch.Hooks {
 				m.latency.Observe(float64(*e.LatencyMS) / 1000)
 			}
 		},
-		RowsRead: func(source string, n int) { m.rowsRead.WithLabelValues(source).Add(float64(n)) },
-		Triaged:  func(result string) { m.triages.WithLabelValues(result).Inc() },
+		RowsRead:   func(source string, n int) { m.rowsRead.WithLabelValues(source).Add(float64(n)) },
+		Triaged:    func(result string) { m.triages.WithLabelValues(result).Inc() },
+		SecondLook: func(result string) { m.secondLooks.WithLabelValues(result).Inc() },
 		Up: func(source string, up bool) {
 			v := 0.0
 			if up {

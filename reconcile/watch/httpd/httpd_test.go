@@ -86,6 +86,11 @@ func TestEndpoints(t *testing.T) {
 	// The recovery worker's: a repair, and the stop it made.
 	setRepair := m.RepairState([]string{"standby", "repairing", "paused", "stopped"}, []string{"apply_failed", "unexpected_verdict"})
 	m.Repaired("STATE_BEHIND", "repaired")
+	// Two binlog looks that found no target: one looked at again, one
+	// fenced.
+	m.Hooks().SecondLook(watch.SecondLookLooked)
+	m.Hooks().SecondLook(watch.SecondLookFenced)
+	m.Hooks().SecondLook(watch.SecondLookFenced)
 	setRepair("repairing", "")
 	setRepair("stopped", "unexpected_verdict")
 	code, metrics := get(t, srv.URL+"/metrics")
@@ -99,6 +104,8 @@ func TestEndpoints(t *testing.T) {
 		`opctl_watch_binlog_behind_seconds 0`,
 		`opctl_watch_rows_read_total{source="poll"}`,
 		`opctl_watch_triages_total{result="ok"} 1`,
+		`opctl_watch_binlog_second_looks_total{result="looked"} 1`,
+		`opctl_watch_binlog_second_looks_total{result="fenced"} 2`,
 		`opctl_watch_up{source="poll"} 1`,
 		`opctl_watch_repairs_total{outcome="repaired",verdict="STATE_BEHIND"} 1`,
 		`opctl_watch_repair_state{state="stopped"} 1`,
