@@ -32,7 +32,16 @@ const DefaultBatch = sources.MaxBatch
 // table, docs/watch.md#how-it-works), the probes and message searches
 // concurrently. An id `opctl where` would refuse fails the batch with a
 // *sources.BadIDError, which the Watcher then triages one by one.
-func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBatchFunc {
+//
+// Before a report that is a target (Judge, by opts' OlderThan) is
+// returned, its operation is triaged again in one consistent snapshot
+// (when col's DB reads one) and that report is returned instead: what a
+// batch's statements read tens of milliseconds apart may be a consumer's
+// transaction half, which the snapshot never is (confirm.go). opts, at
+// most one, are the watch's (a caller without them: reconcile's default
+// --older-than, nothing said).
+func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline, opts ...BatchOptions) TriageBatchFunc {
+	conf := newConfirmer(opts)
 	return func(ctx context.Context, pipeline string, bizIDs []string) ([]inspect.Report, error) {
 		var p *config.Pipeline
 		for _, q := range pipelines {
@@ -62,7 +71,12 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBat
 				cancel()
 			}
 		}
-		return triage.Judge(ctx, &pc, p, bizIDs)
+		reps, err := triage.Judge(ctx, &pc, p, bizIDs)
+		if err != nil {
+			return nil, err
+		}
+		conf.confirm(ctx, &pc, p, bizIDs, reps)
+		return reps, nil
 	}
 }
 
