@@ -248,3 +248,46 @@ func TestSearchCacheRecreatedTopic(t *testing.T) {
 		t.Errorf("recreated: %+v, want the new record of PAY-0-20", loc)
 	}
 }
+
+// BenchmarkSearchCache: the watch's searches of seed 003's orders (every
+// message of a key, no stored position) for fresh operations, in a
+// partition of 5 minutes × 100 records/s (30,000 records of 300 bytes):
+// 10 consecutive batches of 64 such searches (LocateMany), each reading
+// the whole window up to the log end, with the reader's search cache
+// (emptied at the start of each op: the first batch fills it) and without.
+func BenchmarkSearchCache(b *testing.B) {
+	const n, perSecond = 30000, 100
+	k := childKafka(b, topic, 1)
+	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	produceLoadEvery(b, k, topic, 1, n, at, time.Second/perSecond)
+	reqs := make([]sources.LocateRequest, 64)
+	for j := range reqs {
+		i := n - 1 - 7*j // the newest operations
+		reqs[j] = sources.LocateRequest{Topic: topic, Partition: 0, Offset: -1, All: true,
+			Key: []byte(fmt.Sprintf("PAY-0-%d", i)), Around: at.Add(time.Duration(i) * time.Second / perSecond)}
+	}
+	ctx := context.Background()
+	for _, cached := range []bool{false, true} {
+		name := "uncached"
+		if cached {
+			name = "cached"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := newReader(b, k.Brokers, 30*time.Second)
+			b.ReportAllocs()
+			for b.Loop() {
+				if cached {
+					r.CacheSearches(0) // a new, empty cache
+				}
+				for range 10 {
+					locs, errs := r.LocateMany(ctx, reqs)
+					for i, loc := range locs {
+						if errs[i] != nil || len(loc.Messages) != 1 {
+							b.Fatalf("request %d: %+v, %v", i, loc, errs[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -28,6 +28,12 @@ import (
 // offsets by partition, in order.
 func produceLoad(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n int, at time.Time) map[int32][]int64 {
 	tb.Helper()
+	return produceLoadEvery(tb, k, topic, parts, n, at, time.Second)
+}
+
+// produceLoadEvery is produceLoad with the records stamped every step.
+func produceLoadEvery(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n int, at time.Time, step time.Duration) map[int32][]int64 {
+	tb.Helper()
 	conf := k.Config("load")
 	conf.Producer.Flush.Messages = 8
 	conf.Producer.Flush.MaxMessages = 8
@@ -66,7 +72,7 @@ func produceLoad(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n i
 	for i := range n {
 		for p := range parts {
 			prod.Input() <- &sarama.ProducerMessage{
-				Topic: topic, Partition: p, Timestamp: at.Add(time.Duration(i) * time.Second), Metadata: meta{p, i},
+				Topic: topic, Partition: p, Timestamp: at.Add(time.Duration(i) * step), Metadata: meta{p, i},
 				Key:     sarama.StringEncoder(fmt.Sprintf("PAY-%d-%d", p, i)),
 				Value:   sarama.StringEncoder(value),
 				Headers: []sarama.RecordHeader{{Key: []byte("msg_id"), Value: []byte(fmt.Sprintf("m-%d-%d", p, i))}},
