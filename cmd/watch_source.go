@@ -42,6 +42,11 @@ func watchSource(ctx context.Context, opts *WatchOptions, pipelines []*config.Pi
 		if c, err = opts.Clients(); err != nil {
 			return nil, nil, err
 		}
+		if c.Kafka != nil {
+			// The batches search the same windows again every few
+			// hundred ms: keep what they read (32 MiB; docs/watch.md#how-it-works).
+			c.Kafka.CacheSearches(0)
+		}
 		if rr, ok := any(c.Kafka).(sources.RecordReader); ok && c.Kafka != nil {
 			topics = &watch.Topics{Kafka: rr, SearchWindow: opts.SearchWindow}
 		}

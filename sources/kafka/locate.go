@@ -316,7 +316,7 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 	var starts, ends map[int32]int64
 	var tsErr error
 	from := req.Around.Add(-searchWindow(req))
-	err := parallel(ctx,
+	fns := []func() error{
 		func() error {
 			// A lookup that fails is not the end of the search: the
 			// fallback below reads from the log start instead.
@@ -327,9 +327,21 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 			ends, err = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetNewest, iso)
 			return err
 		},
-	)
-	if err != nil {
+	}
+	sc := r.cache.Load()
+	var logStarts map[int32]int64
+	var logErr error
+	if sc != nil {
+		fns = append(fns, func() error {
+			logStarts, logErr = r.listOffsets(ctx, c, req.Topic, []int32{p}, sarama.OffsetOldest, sarama.ReadUncommitted)
+			return nil
+		})
+	}
+	if err := parallel(ctx, fns...); err != nil {
 		return sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}, err
+	}
+	if sc != nil {
+		sc.fit(req.Topic, []int32{p}, logStarts, ends, logErr)
 	}
 	if tsErr != nil && ctx.Err() != nil {
 		return sources.Location{Partition: p, Offset: -1, Located: sources.LocatedUnknown}, tsErr
@@ -344,11 +356,13 @@ func (r *Reader) search(parent, ctx context.Context, c sarama.Client, req source
 	}
 	end := ends[p]
 	next := s.start
+	var buf []record
 	for {
 		if next >= end {
 			return s.stopped(fmt.Sprintf("reached the %s %d", s.endName, end)), nil
 		}
-		batch, err := r.fetch(ctx, c, req.Topic, p, next, fetchPartitionBytes, iso, nil)
+		batch, err := r.searchFetch(ctx, c, req.Topic, p, next, iso, buf)
+		buf = batch.recs
 		if err != nil {
 			return s.failed(parent, ctx, err)
 		}
@@ -560,7 +574,12 @@ func (s *scan) take(ctx context.Context, c sarama.Client, rec record) (bool, err
 		if f, err = s.r.settle(ctx, c, s.req.Topic, s.p, rec.Offset); err != nil {
 			return false, err
 		}
+		if sc := s.r.cache.Load(); sc != nil {
+			sc.settled(topicPartition{s.req.Topic, s.p}, rec.Offset, f)
+		}
 	}
+	// A cached message is shared: the caller gets its own.
+	rec.Message = cloneMessage(rec.Message)
 	if f != fateCommitted {
 		if s.fallback == nil && !s.committedOnly {
 			rec.fate = f
@@ -645,7 +664,10 @@ func (r *Reader) doubtLookup(ctx context.Context, c sarama.Client, topic string,
 	if end <= 0 {
 		return "", nil
 	}
-	batch, err := r.fetch(ctx, c, topic, p, end-1, 1<<20, iso, nil)
+	// The batch that holds end-1 comes whole whatever the budget (KIP-74),
+	// and what follows it is at or past end: the small budget reads the
+	// same last record.
+	batch, err := r.fetch(ctx, c, topic, p, end-1, storedFetchBytes, iso, nil)
 	if err != nil {
 		return "", fmt.Errorf("the last record, to check the timestamp lookup: %w", err)
 	}

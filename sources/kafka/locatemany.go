@@ -163,6 +163,15 @@ func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.Lo
 		ends, err = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetNewest, iso)
 		return err
 	}}
+	sc := r.cache.Load()
+	var logStarts map[int32]int64
+	var logErr error
+	if sc != nil {
+		fns = append(fns, func() error {
+			logStarts, logErr = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetOldest, sarama.ReadUncommitted)
+			return nil
+		})
+	}
 	sem := make(chan struct{}, manyLocating)
 	for _, i := range all {
 		req := reqs[i]
@@ -186,6 +195,9 @@ func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.Lo
 	if err := parallel(opCtx, fns...); err != nil {
 		fail(all, err)
 		return
+	}
+	if sc != nil {
+		sc.fit(topic, ps, logStarts, ends, logErr)
 	}
 
 	// Each search from its start (newScan: a lookup that found no offset
@@ -277,6 +289,7 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 		live = kept
 	}
 	matched := make([]int, len(scans)) // the record number each last matched
+	var buf []record
 	for n := 1; len(live) > 0; {
 		next := scans[live[0]].start
 		for _, j := range live[1:] {
@@ -288,7 +301,8 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 				finish(func(int) bool { return false }, func(s *scan) (sources.Location, error) { return s.stopped(why), nil })
 				return
 			}
-			batch, err := r.fetch(ctx, c, topic, p, next, fetchPartitionBytes, iso, nil)
+			batch, err := r.searchFetch(ctx, c, topic, p, next, iso, buf)
+			buf = batch.recs
 			if err != nil {
 				finish(func(int) bool { return false }, func(s *scan) (sources.Location, error) { return s.failed(parent, ctx, err) })
 				return

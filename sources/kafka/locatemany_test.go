@@ -18,6 +18,7 @@ import (
 	"github.com/opctl-dev/opctl/lab/testenv"
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
+	"github.com/opctl-dev/opctl/sources/kafka"
 )
 
 // produceLoad writes n records to each of the topic's first parts
@@ -26,6 +27,12 @@ import (
 // "m-<p>-<i>", stamped from at on, one a second. It returns the records'
 // offsets by partition, in order.
 func produceLoad(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n int, at time.Time) map[int32][]int64 {
+	tb.Helper()
+	return produceLoadEvery(tb, k, topic, parts, n, at, time.Second)
+}
+
+// produceLoadEvery is produceLoad with the records stamped every step.
+func produceLoadEvery(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n int, at time.Time, step time.Duration) map[int32][]int64 {
 	tb.Helper()
 	conf := k.Config("load")
 	conf.Producer.Flush.Messages = 8
@@ -65,7 +72,7 @@ func produceLoad(tb testing.TB, k *testenv.Kafka, topic string, parts int32, n i
 	for i := range n {
 		for p := range parts {
 			prod.Input() <- &sarama.ProducerMessage{
-				Topic: topic, Partition: p, Timestamp: at.Add(time.Duration(i) * time.Second), Metadata: meta{p, i},
+				Topic: topic, Partition: p, Timestamp: at.Add(time.Duration(i) * step), Metadata: meta{p, i},
 				Key:     sarama.StringEncoder(fmt.Sprintf("PAY-%d-%d", p, i)),
 				Value:   sarama.StringEncoder(value),
 				Headers: []sarama.RecordHeader{{Key: []byte("msg_id"), Value: []byte(fmt.Sprintf("m-%d-%d", p, i))}},
@@ -225,6 +232,45 @@ func equivalenceLog(t *testing.T, k *testenv.Kafka, rng *rand.Rand) map[int32]ma
 // position, LocateMany(reqs)[i] is Locate(reqs[i]), field by field, under
 // every isolation level.
 func TestLocateManyEquivalence(t *testing.T) {
+	for _, level := range levels {
+		t.Run(levelName(level), func(t *testing.T) {
+			k, reqs := equivalenceSetup(t)
+			ref := isolationReader(t, k, level)
+			wants, wantErrs := locateEach(ref, reqs)
+			equivalent(t, ref, level, reqs, wants, wantErrs, 1)
+		})
+	}
+}
+
+// TestLocateManyEquivalenceCache: TestLocateManyEquivalence's requests on
+// a reader with a search cache (CacheSearches), LocateMany twice (the
+// second served from the cache), and Locate through it, and on one so
+// small that it evicts all along: the answers of Locate on a reader
+// without a cache, field by field.
+func TestLocateManyEquivalenceCache(t *testing.T) {
+	for _, level := range levels {
+		// A cluster of its own for each level: the open transaction of
+		// the log is aborted by the cluster 40s after it began.
+		t.Run(levelName(level), func(t *testing.T) {
+			k, reqs := equivalenceSetup(t)
+			wants, wantErrs := locateEach(isolationReader(t, k, level), reqs)
+			for _, c := range []struct {
+				name  string
+				bytes int64
+			}{{"cache", kafka.DefaultSearchCacheBytes}, {"small cache", 64 << 10}} {
+				t.Run(c.name, func(t *testing.T) {
+					r := isolationReader(t, k, level)
+					r.CacheSearches(c.bytes)
+					equivalent(t, r, level, reqs, wants, wantErrs, 2)
+				})
+			}
+		})
+	}
+}
+
+// equivalenceSetup writes equivalenceLog to a 3-partition topic of a new
+// cluster and draws the seeded random requests of the equivalence tests.
+func equivalenceSetup(t *testing.T) (*testenv.Kafka, []sources.LocateRequest) {
 	k := testenv.NewKafka(t, map[string]int32{topic: 3})
 	rng := rand.New(rand.NewPCG(26, 512))
 	recs := equivalenceLog(t, k, rng)
@@ -263,53 +309,76 @@ func TestLocateManyEquivalence(t *testing.T) {
 		}
 	}
 	t.Logf("requests: %v", kinds)
+	return k, reqs
 
-	for _, level := range levels {
-		t.Run(levelName(level), func(t *testing.T) {
-			r := isolationReader(t, k, level)
-			ctx := context.Background()
-			locs, errs := r.LocateMany(ctx, reqs)
-			if len(locs) != len(reqs) || len(errs) != len(reqs) {
-				t.Fatalf("%d locations and %d errors for %d requests", len(locs), len(errs), len(reqs))
+}
+
+// locateEach is Locate(reqs[i]) for each request.
+func locateEach(r *kafka.Reader, reqs []sources.LocateRequest) ([]sources.Location, []error) {
+	wants := make([]sources.Location, len(reqs))
+	wantErrs := make([]error, len(reqs))
+	for i, req := range reqs {
+		wants[i], wantErrs[i] = r.Locate(context.Background(), req)
+	}
+	return wants, wantErrs
+}
+
+// equivalent checks that LocateMany(reqs)[i] on r, run rounds times, is
+// wants[i], wantErrs[i] (Locate's on a reader without a cache) each time,
+// that Locate on r returns it too after the first round, and that the
+// requests reached every decision.
+func equivalent(t *testing.T, r *kafka.Reader, level string, reqs []sources.LocateRequest, wants []sources.Location, wantErrs []error, rounds int) {
+	t.Helper()
+	ctx := context.Background()
+	for round := range rounds {
+		locs, errs := r.LocateMany(ctx, reqs)
+		if len(locs) != len(reqs) || len(errs) != len(reqs) {
+			t.Fatalf("%d locations and %d errors for %d requests", len(locs), len(errs), len(reqs))
+		}
+		for i, req := range reqs[:len(reqs)*min(1, round)] {
+			// After the first round: Locate through the cache too.
+			loc, err := r.Locate(ctx, req)
+			if fmt.Sprint(err) != fmt.Sprint(wantErrs[i]) || !reflect.DeepEqual(loc, wants[i]) {
+				t.Errorf("request %d (%s/%d@%d): Locate on the reader %+v, %v; without a cache %+v, %v", i, req.Topic, req.Partition, req.Offset, loc, err, wants[i], wantErrs[i])
 			}
-			details := map[string]bool{}
-			for i, req := range reqs {
-				want, wantErr := r.Locate(ctx, req)
-				if fmt.Sprint(errs[i]) != fmt.Sprint(wantErr) {
-					t.Errorf("request %d (%s/%d@%d): error %v, Locate's %v", i, req.Topic, req.Partition, req.Offset, errs[i], wantErr)
-				}
-				if !reflect.DeepEqual(locs[i], want) {
-					t.Errorf("request %d (%s/%d@%d):\nLocateMany %+v\nLocate     %+v", i, req.Topic, req.Partition, req.Offset, locs[i], want)
-				}
-				d := want.Detail
-				if !strings.HasPrefix(d, "not found") && !strings.HasPrefix(d, "found") {
-					d, _, _ = strings.Cut(d, " (")
-				}
-				details[strings.Map(func(r rune) rune {
-					if r >= '0' && r <= '9' {
-						return '#'
-					}
-					return r
-				}, d)] = true
+		}
+		details := map[string]bool{}
+		for i, req := range reqs {
+			want, wantErr := wants[i], wantErrs[i]
+			if fmt.Sprint(errs[i]) != fmt.Sprint(wantErr) {
+				t.Errorf("request %d (%s/%d@%d): error %v, Locate's %v", i, req.Topic, req.Partition, req.Offset, errs[i], wantErr)
 			}
-			// The mix reached every decision.
-			for _, d := range []string{"deleted by retention", "past the log end", "does not match", "producer aborted", "read at the stored position",
-				"no record at offset", "does not exist",
-				"found after scanning", "message(s) of the key", "stopped: limit of", "stopped: record timestamps passed", "stopped: reached the",
-				"the newest", "nothing to match", "no timestamp known"} {
-				found := false
-				for got := range details {
-					found = found || strings.Contains(got, d)
-				}
-				if !found {
-					t.Errorf("no request was decided %q: %v", d, slices.Sorted(maps.Keys(details)))
-				}
+			if !reflect.DeepEqual(locs[i], want) {
+				t.Errorf("request %d (%s/%d@%d):\nLocateMany %+v\nLocate     %+v", i, req.Topic, req.Partition, req.Offset, locs[i], want)
 			}
-			if level == config.ReadCommitted && !anyContains(details, "last stable offset") ||
-				level != config.ReadCommitted && !anyContains(details, "not known to have ended") {
-				t.Errorf("no request in the open transaction: %v", slices.Sorted(maps.Keys(details)))
+			d := want.Detail
+			if !strings.HasPrefix(d, "not found") && !strings.HasPrefix(d, "found") {
+				d, _, _ = strings.Cut(d, " (")
 			}
-		})
+			details[strings.Map(func(r rune) rune {
+				if r >= '0' && r <= '9' {
+					return '#'
+				}
+				return r
+			}, d)] = true
+		}
+		// The mix reached every decision.
+		for _, d := range []string{"deleted by retention", "past the log end", "does not match", "producer aborted", "read at the stored position",
+			"no record at offset", "does not exist",
+			"found after scanning", "message(s) of the key", "stopped: limit of", "stopped: record timestamps passed", "stopped: reached the",
+			"the newest", "nothing to match", "no timestamp known"} {
+			found := false
+			for got := range details {
+				found = found || strings.Contains(got, d)
+			}
+			if !found {
+				t.Errorf("no request was decided %q: %v", d, slices.Sorted(maps.Keys(details)))
+			}
+		}
+		if level == config.ReadCommitted && !anyContains(details, "last stable offset") ||
+			level != config.ReadCommitted && !anyContains(details, "not known to have ended") {
+			t.Errorf("no request in the open transaction: %v", slices.Sorted(maps.Keys(details)))
+		}
 	}
 }
 

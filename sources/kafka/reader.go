@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -48,6 +49,10 @@ type Reader struct {
 	conf     *sarama.Config
 	client   sarama.Client
 	producer sarama.SyncProducer
+
+	// cache keeps what the searches read, nil unless CacheSearches
+	// turned it on.
+	cache atomic.Pointer[searchCache]
 }
 
 var _ sources.Kafka = (*Reader)(nil)
