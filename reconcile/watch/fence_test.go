@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -194,5 +197,110 @@ func TestFenceProve(t *testing.T) {
 				t.Errorf("%d reads, want 1", db.reads)
 			}
 		})
+	}
+}
+
+// seqKeys answers the n-th read with reads[n] (the last one after), and
+// records the keys each read asked for.
+type seqKeys struct {
+	reads [][]map[string][]string // per read: rows by key (nil map: an error)
+	asked [][]string
+}
+
+func (s *seqKeys) KeyStatuses(_ context.Context, _, _, _ string, keys []string) (map[string][]string, error) {
+	n := min(len(s.asked), len(s.reads)-1)
+	s.asked = append(s.asked, slices.Sorted(slices.Values(keys)))
+	if s.reads[n] == nil {
+		return nil, errors.New("mysql down")
+	}
+	out := map[string][]string{}
+	for _, rows := range s.reads[n] {
+		for _, k := range keys {
+			if v, ok := rows[k]; ok {
+				out[k] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// The fences not proven by a batch's first read are read again after
+// each wait, only those, and a read that proves them then proves them:
+// the commit became visible in between (docs/watch.md#how-it-works).
+func TestFenceProveAll(t *testing.T) {
+	ver := func(key, after string) *fence {
+		return &fence{Table: "st", KeyCol: "biz_id", Key: key, Col: "version", Kind: fenceVersion, After: after}
+	}
+	rows := func(kv ...string) []map[string][]string {
+		m := map[string][]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = []string{kv[i+1]}
+		}
+		return []map[string][]string{m}
+	}
+	waits := []time.Duration{5 * time.Millisecond, 20 * time.Millisecond}
+	for _, tc := range []struct {
+		name   string
+		reads  [][]map[string][]string
+		proven string   // the proven keys, sorted, comma-separated
+		asked  []string // the keys of each read
+		slept  int
+	}{
+		{"all proven at once: no wait", [][]map[string][]string{rows("a", "4", "b", "6")}, "a,b", []string{"a,b"}, 0},
+		{"b visible at the second read", [][]map[string][]string{rows("a", "4", "b", "5"), rows("a", "4", "b", "6")}, "a,b", []string{"a,b", "b"}, 1},
+		{"b visible at the third read", [][]map[string][]string{rows("a", "4", "b", "5"), rows("a", "4", "b", "5"), rows("a", "4", "b", "6")}, "a,b", []string{"a,b", "b", "b"}, 2},
+		{"b never visible: three reads, then the second look", [][]map[string][]string{rows("a", "4", "b", "5")}, "a", []string{"a,b", "b", "b"}, 2},
+		{"b inserted during the waits", [][]map[string][]string{rows("a", "4"), rows("a", "4", "b", "6")}, "a,b", []string{"a,b", "b"}, 1},
+		{"the first read fails: no wait, nothing proven", [][]map[string][]string{nil}, "", []string{"a,b"}, 0},
+		{"a re-read fails: no more", [][]map[string][]string{rows("a", "4"), nil, rows("a", "4", "b", "6")}, "a", []string{"a,b", "b"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &seqKeys{reads: tc.reads}
+			slept := 0
+			fr := &fenceRequest{fences: map[string]*fence{"a": ver("a", "4"), "b": ver("b", "6")},
+				sleep: func(_ context.Context, d time.Duration) error {
+					if d != waits[slept] {
+						t.Errorf("wait %d: %v, want %v", slept, d, waits[slept])
+					}
+					slept++
+					return nil
+				}}
+			_ = fr.proveAll(context.Background(), db, waits)
+			var proven []string
+			for k, ok := range fr.proven {
+				if ok {
+					proven = append(proven, k)
+				}
+			}
+			slices.Sort(proven)
+			if got := strings.Join(proven, ","); got != tc.proven {
+				t.Errorf("proven %q, want %q", got, tc.proven)
+			}
+			var asked []string
+			for _, a := range db.asked {
+				asked = append(asked, strings.Join(a, ","))
+			}
+			if fmt.Sprint(asked) != fmt.Sprint(tc.asked) {
+				t.Errorf("reads %v, want %v", asked, tc.asked)
+			}
+			if slept != tc.slept {
+				t.Errorf("%d waits, want %d", slept, tc.slept)
+			}
+		})
+	}
+}
+
+// A watch that stops during a wait stops reading: the fences left are not
+// proven.
+func TestFenceProveAllStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	db := &seqKeys{reads: [][]map[string][]string{{{}}, {{"a": {"4"}}}}}
+	fr := &fenceRequest{fences: map[string]*fence{"a": {Table: "st", KeyCol: "biz_id", Key: "a", Col: "version", Kind: fenceVersion, After: "4"}}}
+	cancel()
+	if err := fr.proveAll(ctx, db, []time.Duration{time.Hour}); !errors.Is(err, context.Canceled) {
+		t.Errorf("proveAll: %v, want context.Canceled", err)
+	}
+	if fr.proven["a"] || len(db.asked) != 1 {
+		t.Errorf("proven %v after %d reads, want not proven after 1", fr.proven, len(db.asked))
 	}
 }
