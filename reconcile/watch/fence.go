@@ -22,11 +22,13 @@ import (
 // that touched the operation wrote the operation's own row (its state
 // row, else its entity row) and moved a column that only grows there
 // (state.version, else state.updated_at; entity.updated_at), or inserted
-// the row, that column is read back (one statement per batch and table)
-// before the batch is triaged; one row with a value at least the
-// transaction's proves it and every transaction before it visible to
-// every statement of the triage, and the second look is not needed.
-// Anything else keeps it.
+// the row, or inserted an idempotency record (recordFence), that column is
+// read back (one statement per batch and table) before the batch is
+// triaged; one row with a value at least the transaction's proves it and
+// every transaction before it visible to every statement of the triage,
+// and the second look is not needed. The fences not proven are read
+// again after a few milliseconds (proveAll, fenceWaits). Anything else
+// keeps it.
 
 // fenceKind is how a fence column's values are ordered.
 type fenceKind int
@@ -92,6 +94,30 @@ func fenceCandidate(c sources.RowChange, table, keyCol, key, col string, kind fe
 		return f
 	}
 	return nil
+}
+
+// recordFence is the fence a change of an idempotency record offers (r
+// the table's rule): an insert, read back by its record key
+// (idempotency.key) with its created_at (idempotency.created_at), a value
+// at least the insert's proving it visible. A transaction's rows become
+// visible together, so the record proves the transaction, whatever else it
+// wrote. Only an insert: an update of a record (a PENDING reopen decided
+// again) moves no column that only grows, and keeps the second look; so
+// does a delete (markFences, for a table with idempotency.biz_id), a
+// table without created_at, or a created_at of type TIMESTAMP. A life of
+// the record before a delete is never what the read finds: the insert of
+// the same key waited for the delete's commit (its row lock, or the row
+// gone), and a record of the same key still visible from another life
+// (a key that is not unique) holds an earlier created_at.
+func recordFence(c sources.RowChange, r mapRule) *fence {
+	if c.Kind != sources.ChangeInsert || r.recordKey == "" || r.timeCol == "" || containsFold(c.Missing, r.recordKey) {
+		return nil
+	}
+	key, ok := value(c, r.recordKey)
+	if !ok || key == "" {
+		return nil
+	}
+	return fenceCandidate(c, r.table, r.recordKey, key, r.timeCol, fenceTime)
 }
 
 func beforeValue(c sources.RowChange, col string) (string, bool) {
