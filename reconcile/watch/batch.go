@@ -27,9 +27,10 @@ const DefaultBatch = sources.MaxBatch
 
 // BatchTriage is the TriageBatchFunc of pipelines on col: triage.Judge,
 // the Kafka group view read once per batch (a fresh one each batch: col
-// caches none), each operation's MySQL rows by its own statements
-// (Collector.PerOperation: a batched statement's plan may read the whole
-// table, docs/watch.md#how-it-works), the probes and message searches
+// caches none), the MySQL rows by the hybrid read (Collector.PerOperation:
+// the key lookups once per batch, every other query per operation, since
+// a batched statement's plan may read the whole table:
+// docs/watch.md#how-it-works), the messages by one LocateMany, the probes
 // concurrently. An id `opctl where` would refuse fails the batch with a
 // *sources.BadIDError, which the Watcher then triages one by one.
 //
