@@ -205,23 +205,26 @@ func join(a, b *cachedRange) *cachedRange {
 // until the records' size is within max.
 func (c *searchCache) evict() {
 	for c.size > c.max {
-		var oldest *cachedRange
+		var oldest, next *cachedRange // the two ranges whose first records are the oldest
 		var at topicPartition
 		for tp, rs := range c.parts {
 			for _, rg := range rs {
-				if len(rg.recs) == 0 {
-					continue
-				}
-				if oldest == nil || rg.recs[0].Timestamp.Before(oldest.recs[0].Timestamp) {
-					oldest, at = rg, tp
+				switch {
+				case len(rg.recs) == 0:
+				case oldest == nil || rg.recs[0].Timestamp.Before(oldest.recs[0].Timestamp):
+					oldest, next, at = rg, oldest, tp
+				case next == nil || rg.recs[0].Timestamp.Before(next.recs[0].Timestamp):
+					next = rg
 				}
 			}
 		}
 		if oldest == nil {
 			return
 		}
+		// From the front of the oldest, while it stays the oldest.
 		i := 0
-		for ; i < len(oldest.recs) && c.size > c.max; i++ {
+		for ; i < len(oldest.recs) && c.size > c.max &&
+			(i == 0 || next == nil || !oldest.recs[i].Timestamp.After(next.recs[0].Timestamp)); i++ {
 			n := recordCacheSize(oldest.recs[i].Message)
 			c.size -= n
 			oldest.size -= n
