@@ -138,7 +138,7 @@ func TestSearchCacheEvictAndSettle(t *testing.T) {
 	one := recordCacheSize(fetchAnswer(0, 1, fateCommitted).recs[0].Message)
 	sc := &searchCache{max: 25 * one, parts: map[topicPartition][]*cachedRange{}}
 	p0, p1 := topicPartition{"t", 0}, topicPartition{"t", 1}
-	sc.add(p0, 0, fetchAnswer(0, 20, fateCommitted), sarama.ReadUncommitted)  // stamped 0..19 s
+	sc.add(p0, 0, fetchAnswer(0, 20, fateCommitted), sarama.ReadUncommitted) // stamped 0..19 s
 	sc.add(p1, 10, fetchAnswer(10, 20, fatePending), sarama.ReadUncommitted) // stamped 10..19 s
 	if sc.bytes() > sc.max {
 		t.Fatalf("%d bytes, bound %d", sc.bytes(), sc.max)
