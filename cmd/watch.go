@@ -60,7 +60,10 @@ const DefaultWatchListen = "127.0.0.1:9464"
 
 // NewCmdWatch builds `opctl watch`. runF replaces the run function in tests.
 func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *cobra.Command {
-	opts := &WatchOptions{IO: f.IOStreams, Config: f.Config, Reconcile: f.Reconcile, Clients: f.Clients,
+	// opts is named before it is built: TriageBatch reads its flags
+	// (--older-than) and stderr when runWatch calls it.
+	var opts *WatchOptions
+	opts = &WatchOptions{IO: f.IOStreams, Config: f.Config, Reconcile: f.Reconcile, Clients: f.Clients,
 		Triage: func() (watch.TriageFunc, error) {
 			tr, err := f.Triage()
 			if err != nil {
@@ -82,7 +85,7 @@ func NewCmdWatch(f *Factory, runF func(context.Context, *WatchOptions) error) *c
 			if err != nil {
 				return nil, err
 			}
-			return watch.BatchTriage(tr.Collector, ps), nil
+			return watch.BatchTriage(tr.Collector, ps, watch.BatchOptions{OlderThan: opts.OlderThan, Log: opts.IO.ErrOut}), nil
 		},
 		Walkers: func() (func(*config.Pipeline) watch.Walker, error) {
 			c, err := f.Clients()

@@ -44,6 +44,13 @@ type Collector struct {
 	// ReadOperationsHybrid); with any other DB every query is read per
 	// operation. The group view is read once per batch either way.
 	PerOperation bool
+	// Snapshot makes Collect and CollectMany read each operation's MySQL
+	// rows in one consistent snapshot (SnapshotDB.ReadOperationSnapshot,
+	// one operation's statements one after another on one connection)
+	// when DB is a SnapshotDB, at most manyReading operations at a time:
+	// the watch's confirm of a target (docs/watch.md#how-it-works). A DB
+	// that is not one is read as without it.
+	Snapshot bool
 	// Route, when set, gives a pipeline its own MySQL read path and binlog
 	// reader (pipelines[].mysql: docs/config.md#pipelines); nil: DB and
 	// Binlog serve every pipeline.
@@ -115,7 +122,7 @@ func (c *Collector) Collect(ctx context.Context, p *config.Pipeline, bizID strin
 
 	// 2. MySQL: one concurrent round of queries.
 	dctx, cancel := context.WithTimeout(ctx, c.timeout())
-	db, err := c.DB.ReadOperation(dctx, p, c.AuditTable, bizID)
+	db, err := c.readOne()(dctx, p, c.AuditTable, bizID)
 	cancel()
 	ev, err := newEvidence(p, bizID, db, err)
 	if err != nil {
@@ -168,7 +175,8 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 	dctx, cancel := context.WithTimeout(ctx, c.timeout())
 	b, batched := c.DB.(BatchDB)
 	h, hybrid := c.DB.(HybridDB)
-	if batched && !c.PerOperation || hybrid {
+	readOne, snapshot := c.readOne(), c.snapshot()
+	if !snapshot && (batched && !c.PerOperation || hybrid) {
 		read := b.ReadOperations
 		if c.PerOperation {
 			read = h.ReadOperationsHybrid
@@ -189,7 +197,7 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				dbs[i], errs[i] = c.DB.ReadOperation(dctx, p, c.AuditTable, id)
+				dbs[i], errs[i] = readOne(dctx, p, c.AuditTable, id)
 			})
 		}
 		wg.Wait()
@@ -228,8 +236,24 @@ func (c *Collector) CollectMany(ctx context.Context, p *config.Pipeline, bizIDs 
 
 // manyReading bounds the operations of a CollectMany whose MySQL rows are
 // read one operation at a time (PerOperation with a DB that is no
-// HybridDB, or a DB that is no BatchDB).
+// HybridDB, a DB that is no BatchDB, or Snapshot).
 const manyReading = 8
+
+// snapshot says whether c reads each operation in one consistent snapshot
+// (Snapshot, with a SnapshotDB).
+func (c *Collector) snapshot() bool {
+	_, ok := c.DB.(SnapshotDB)
+	return ok && c.Snapshot
+}
+
+// readOne is how c reads one operation's MySQL rows: in one snapshot
+// (snapshot), else ReadOperation.
+func (c *Collector) readOne() func(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (DBEvidence, error) {
+	if s, ok := c.DB.(SnapshotDB); ok && c.Snapshot {
+		return s.ReadOperationSnapshot
+	}
+	return c.DB.ReadOperation
+}
 
 // manyProbing bounds the operations of a CollectMany that probe and locate
 // at once.

@@ -447,6 +447,17 @@ type DB interface {
 	ReadOperation(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (DBEvidence, error)
 }
 
+// SnapshotDB is a DB that can also read one operation in one consistent
+// snapshot (sources/mysql: one connection, one READ ONLY transaction):
+// ReadOperationSnapshot returns what ReadOperation returns, every row as
+// of one instant, so that what one transaction of a consumer wrote is
+// read whole or not at all. The watch confirms a target with it before it
+// flags it (Collector.Snapshot, docs/watch.md#how-it-works).
+type SnapshotDB interface {
+	DB
+	ReadOperationSnapshot(ctx context.Context, p *config.Pipeline, auditTable string, bizID string) (DBEvidence, error)
+}
+
 // IdempotencyByKeys is a DB that can read a pipeline's idempotency records
 // by their keys (msg ids): how a table without a biz_id column is linked to
 // an operation, through its messages (docs/where.md).

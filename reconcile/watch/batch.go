@@ -32,7 +32,16 @@ const DefaultBatch = sources.MaxBatch
 // table, docs/watch.md#how-it-works), the probes and message searches
 // concurrently. An id `opctl where` would refuse fails the batch with a
 // *sources.BadIDError, which the Watcher then triages one by one.
-func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBatchFunc {
+//
+// Before a report that is a target (Judge, by opts' OlderThan) is
+// returned, its operation is triaged again in one consistent snapshot
+// (when col's DB reads one) and that report is returned instead: what a
+// batch's statements read tens of milliseconds apart may be a consumer's
+// transaction half, which the snapshot never is (confirm.go). opts, at
+// most one, are the watch's (a caller without them: reconcile's default
+// --older-than, nothing said).
+func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline, opts ...BatchOptions) TriageBatchFunc {
+	conf := newConfirmer(opts)
 	return func(ctx context.Context, pipeline string, bizIDs []string) ([]inspect.Report, error) {
 		var p *config.Pipeline
 		for _, q := range pipelines {
@@ -62,7 +71,12 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline) TriageBat
 				cancel()
 			}
 		}
-		return triage.Judge(ctx, &pc, p, bizIDs)
+		reps, err := triage.Judge(ctx, &pc, p, bizIDs)
+		if err != nil {
+			return nil, err
+		}
+		conf.confirm(ctx, &pc, p, bizIDs, reps)
+		return reps, nil
 	}
 }
 
@@ -87,23 +101,20 @@ func (w *Watcher) batch() int {
 // pipeline and the results then applied one by one in order: the
 // flag/clear state machine, the deadlines, the retry set and the events
 // are exactly look's (docs/watch.md#how-it-works); without, one at a time,
-// Batch per window. After a window that answered, and before the next,
-// the deadlines that came due are served (serveDue), so that a long round
-// does not hold them back; not after one that failed (MySQL down: their
-// triage would fail too, each a bounded read more). It reports whether
-// every triage of ls answered.
+// Batch per window. Between two windows the deadlines that came due are
+// served (serveDue), so that a long round does not hold them back. It
+// reports whether every triage of ls answered.
 func (w *Watcher) lookAll(ctx context.Context, ls []lookup) bool {
 	ok := true
 	n := w.batch()
 	var rest map[Key]int // each key's last index in ls, built when first needed
 	for off := 0; off < len(ls); {
 		win := ls[off:min(off+n, len(ls))]
-		answered := w.lookWindow(ctx, win)
-		if !answered {
+		if !w.lookWindow(ctx, win) {
 			ok = false
 		}
 		off += len(win)
-		if answered && off < len(ls) {
+		if off < len(ls) {
 			w.serveDue(ctx, func(k Key) bool {
 				if rest == nil {
 					rest = make(map[Key]int, len(ls))
@@ -146,9 +157,11 @@ func (w *Watcher) lookWindow(ctx context.Context, ls []lookup) bool {
 // one triage with its own cause, not a timer's triage followed by the
 // change's. So does one waiting for a retry of its triage (the retry
 // after the round comes to it first). Those beyond Batch stay for the
-// next window, or the timer after the look.
+// next window, or the timer after the look. None while MySQL is known
+// down (a batch just failed): their triage would fail too, each a bounded
+// read more; the timer takes them when it fires.
 func (w *Watcher) serveDue(ctx context.Context, rest func(Key) bool) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || w.sourceDown(UpMySQL) {
 		return
 	}
 	w.mu.Lock()
@@ -353,9 +366,9 @@ func (w *Watcher) retryBatched(ctx context.Context, due []Key, causes []Cause) {
 			return
 		}
 		if len(due) > 0 {
-			// Between two batches that answered, the deadlines due, as
-			// lookAll serves them; those still to retry (in the retry
-			// set) are left to the retry.
+			// Between two batches, the deadlines due, as lookAll serves
+			// them; those still to retry (in the retry set) are left to
+			// the retry.
 			w.serveDue(ctx, nil)
 		}
 	}

@@ -46,12 +46,21 @@ type PollSource struct {
 	// biz_id column to their operations through their messages, the same
 	// index binlog mode uses (docs/watch.md#binlog-mode); nil or without
 	// Kafka, such records are not polled (the watch says so at start) and
-	// the timer and the next sweep see them.
+	// the timer and the next sweep see them. A read of it that fails
+	// holds the records for the next polls (HoldFor, HoldMax).
 	Topics *Topics
 	// Log, when set, is told what the source cannot map: once per
 	// pipeline and kind of failure, not per row nor per poll, until a
 	// poll maps that pipeline's records again.
 	Log func(format string, a ...any)
+	// HoldFor and HoldMax bound how long and how many SKIPPED records the
+	// poll holds while the topic cannot be read (docs/watch.md#polling):
+	// a record older than HoldFor by the database's clock, or past the
+	// HoldMax newest held, is given up to the next sweep, and said.
+	// Defaults: the search window (the topic read when Kafka answers
+	// again then covers at most twice that), and 10000 records.
+	HoldFor time.Duration
+	HoldMax int
 
 	once sync.Once
 	tbls []pollTable
@@ -65,7 +74,20 @@ type PollSource struct {
 	seen map[string]bool
 	// rows read by the last Changes (overlap included).
 	rows int
+	// holds are the records tables whose watermark is held back because
+	// the topic could not be read, by "pipeline/table".
+	holds map[string]*hold
 }
+
+// hold is a records table's wait for Kafka: how many records were given
+// up meanwhile (past HoldFor or HoldMax).
+type hold struct {
+	gaveUp int
+}
+
+// defaultHoldMax is HoldMax's default: the held records are read again at
+// every poll, and their topic read spans them all.
+const defaultHoldMax = 10000
 
 // RowsRead is the rows the last Changes read, the overlap's included
 // (opctl_watch_rows_read_total).
@@ -191,7 +213,9 @@ func (s *PollSource) Head(ctx context.Context) (string, error) {
 	return string(b), err
 }
 
-// Changes reads every polled table from its watermark (less Overlap).
+// Changes reads every polled table from its watermark (less Overlap), then
+// maps the records only the topic maps; a records table whose topic could
+// not be read keeps its watermark at the first record held (hold).
 func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string, error) {
 	pos := pollPos{}
 	if from != "" {
@@ -213,7 +237,14 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 	for k, v := range pos {
 		next[k] = v
 	}
-	for _, t := range s.tables() {
+	// Every table is walked first, and the records only the topic maps
+	// (t.rule) mapped after: a read of the topic that runs out of the
+	// poll's time leaves those records waiting (hold), never a walk of
+	// MySQL failed for it (docs/watch.md#polling).
+	tbls := s.tables()
+	direct := make([][]Change, len(tbls))
+	pends := make([][]pendingChange, len(tbls))
+	for i, t := range tbls {
 		name := t.p.Name + "/" + t.table
 		mark := pos[name]
 		w := sources.Walk{Table: t.table, PosCol: t.timeCol, Order: []string{t.key}, KeyCol: t.key, ExtraCol: t.bizCol, EqCol: t.eqCol, EqVal: t.eqVal}
@@ -221,8 +252,6 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			w.From = mark.Add(-overlap)
 		}
 		var cur sources.Cursor
-		// The records only the topic maps (t.rule): mapped after the walk.
-		var pend []pendingChange
 		for {
 			rows, err := s.DBFor(t.p).WalkPage(ctx, w, cur, page)
 			if err != nil {
@@ -251,11 +280,11 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 				}
 				switch {
 				case t.rule != nil && ok && r.Key != "":
-					pend = append(pend, pendingChange{rule: *t.rule, value: r.Key, at: ts, table: t.table, pos: c.Position})
+					pends[i] = append(pends[i], pendingChange{rule: *t.rule, value: r.Key, at: ts, table: t.table, pos: c.Position})
 				case t.rule != nil:
 					// A NULL created_at: no time to look for its message from.
 				case biz != "":
-					out = append(out, c)
+					direct[i] = append(direct[i], c)
 				}
 			}
 			if len(rows) < page {
@@ -263,10 +292,24 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 			}
 			cur = rows[len(rows)-1].After()
 		}
-		if len(pend) > 0 {
-			// In the tables' order: a record and its order row read by one
-			// poll are triaged with the record as the cause.
-			out = append(out, s.resolve(ctx, t.p, pend)...)
+	}
+	for i, t := range tbls {
+		// In the tables' order: a record and its order row read by one
+		// poll are triaged with the record as the cause.
+		out = append(out, direct[i]...)
+		if len(pends[i]) > 0 {
+			name := t.p.Name + "/" + t.table
+			mapped, held := s.resolve(ctx, t.p, name, pends[i])
+			out = append(out, mapped...)
+			if len(held) > 0 {
+				// The records wait for Kafka: the table's watermark stays
+				// at the first, and they are not seen, so the next polls
+				// read them again (docs/watch.md#polling).
+				next[name] = held[0].at
+				for _, pc := range held {
+					delete(seen, pc.pos)
+				}
+			}
 		}
 	}
 	b, err := json.Marshal(next)
@@ -279,37 +322,112 @@ func (s *PollSource) Changes(ctx context.Context, from string) ([]Change, string
 
 // Kinds of records the source could not map (said once each: tell).
 const (
-	unmappedRead      = "read"
 	unmappedClaimants = "claimants"
 	unmappedNotFound  = "not found"
 )
 
 // resolve maps p's SKIPPED records to their operations through the topic
 // (Topics.resolve, as binlog mode: the same index, each topic record read
-// once). What it cannot map is left to the timer and the next sweep,
-// counted in Unmapped and said once (tell); a failed read of the topic
-// does not fail the poll: the records of other tables are still changes,
-// and Kafka's own state is the triage's to report (opctl_watch_up).
-func (s *PollSource) resolve(ctx context.Context, p *config.Pipeline, pend []pendingChange) []Change {
+// once). What it cannot map for good (a msg id no message has within the
+// search window, a record too many operations claim) is left to the timer
+// and the next sweep, counted in Unmapped and said once (tell). A failed
+// read of the topic does not fail the poll (the records of other tables
+// are still changes, and Kafka's own state is the triage's to report:
+// opctl_watch_up), nor does it leave the records: they are returned as
+// held, the oldest first, for the next polls to read again, within
+// HoldFor and HoldMax (hold). name is the table's "pipeline/table".
+func (s *PollSource) resolve(ctx context.Context, p *config.Pipeline, name string, pend []pendingChange) (mapped []Change, held []pendingChange) {
 	before := s.Topics.records
-	mapped, skipped, err := s.Topics.resolve(ctx, p, pend)
+	changes, skipped, rerr := s.Topics.resolve(ctx, p, pend)
 	s.rows += s.Topics.records - before
 	table := pend[0].table
-	if err != nil {
-		s.unmapped += len(pend)
-		s.tell(p.Name, unmappedRead, true, "pipeline %s: %d SKIPPED record(s) of %s and those after them are not mapped to their operations until the topic can be read (the --older-than timer and the next sweep see them): %v", p.Name, len(pend), table, err)
-		return nil
+	if rerr != nil {
+		return nil, s.hold(ctx, p, name, table, pend, rerr)
 	}
-	s.tell(p.Name, unmappedRead, false, "")
+	s.release(p.Name, name, table, len(pend))
 	found := map[string]bool{}
-	for _, c := range mapped {
+	for _, c := range changes {
 		found[c.Position] = true
 	}
 	notFound := len(pend) - len(found) - skipped
 	s.unmapped += skipped + notFound
 	s.tell(p.Name, unmappedClaimants, skipped > 0, "pipeline %s: %d SKIPPED record(s) of %s are claimed by more than %d operations each: not triaged now (the timer and the next sweep see them; later ones are not said again)", p.Name, skipped, table, maxClaimants)
 	s.tell(p.Name, unmappedNotFound, notFound > 0, "pipeline %s: %d SKIPPED record(s) of %s name a msg id no message of %s has within the search window before the record (a record another program wrote, or a message older than --search-window): not triaged now (the timer and the next sweep see them; later ones are not said again)", p.Name, notFound, table, p.Topic)
-	return mapped
+	return changes, nil
+}
+
+// hold keeps the records pend (p's table, name its "pipeline/table") that
+// could not be mapped because the topic could not be read (rerr), for the
+// next polls to read again: all of them but those older than HoldFor by
+// the database's clock and those past the HoldMax newest, which are given
+// up (counted in Unmapped and said, once per wait: the --older-than timer
+// cannot see a record that names no operation, only a sweep does). It
+// says once that the records wait for Kafka. The database's clock
+// unread (the poll out of time), nothing is given up this poll: the next
+// one bounds them, and MySQL's state is its walks' to tell.
+func (s *PollSource) hold(ctx context.Context, p *config.Pipeline, name, table string, pend []pendingChange, rerr error) []pendingChange {
+	holdFor, holdMax := s.HoldFor, s.HoldMax
+	if holdFor <= 0 {
+		holdFor = s.Topics.window()
+	}
+	if holdMax <= 0 {
+		holdMax = defaultHoldMax
+	}
+	keep := pend
+	if now, err := s.DBFor(p).Now(ctx); err == nil {
+		cut := now.Add(-holdFor)
+		i := 0
+		for i < len(keep) && keep[i].at.Before(cut) {
+			i++
+		}
+		keep = keep[i:]
+	}
+	if len(keep) > holdMax {
+		keep = keep[len(keep)-holdMax:]
+	}
+	gone := pend[:len(pend)-len(keep)]
+	h := s.holds[name]
+	if h == nil {
+		if s.holds == nil {
+			s.holds = map[string]*hold{}
+		}
+		h = &hold{}
+		s.holds[name] = h
+		first := pend[0].at.UTC().Format(TimeFormat)
+		s.say("pipeline %s: %d SKIPPED record(s) of %s (the first written at %s) wait for Kafka: only their messages name their operations, and %v; the table's watermark is held at the first and the next polls read them again until the topic answers (a record held longer than %s, or past the %d newest held, is given up to the next sweep, and said)",
+			p.Name, len(pend), table, first, rerr, holdFor, holdMax)
+	}
+	if len(gone) > 0 {
+		if h.gaveUp == 0 {
+			s.say("pipeline %s: GIVING UP %d SKIPPED record(s) of %s written from %s to %s: Kafka has not answered for longer than %s (or more than %d records wait): they are not triaged, and no --older-than timer sees them (they name no operation); only a sweep does: run `opctl reconcile --pipeline %s`, or restart the watch (its first sweep) once Kafka answers (later ones are counted when it does)",
+				p.Name, len(gone), table, gone[0].at.UTC().Format(TimeFormat), gone[len(gone)-1].at.UTC().Format(TimeFormat), holdFor, holdMax, p.Name)
+		}
+		h.gaveUp += len(gone)
+		s.unmapped += len(gone)
+	}
+	return keep
+}
+
+// release ends the wait of name's records, if any, when the topic was read
+// again: n records are mapped (as far as their messages are found).
+func (s *PollSource) release(pipeline, name, table string, n int) {
+	h := s.holds[name]
+	if h == nil {
+		return
+	}
+	delete(s.holds, name)
+	gaveUp := ""
+	if h.gaveUp > 0 {
+		gaveUp = fmt.Sprintf("; %d were given up while it did not (run `opctl reconcile --pipeline %s` for them)", h.gaveUp, pipeline)
+	}
+	s.say("pipeline %s: Kafka answers again: the %d SKIPPED record(s) of %s that waited are read and mapped to their operations%s", pipeline, n, table, gaveUp)
+}
+
+// say tells Log, when set.
+func (s *PollSource) say(format string, a ...any) {
+	if s.Log != nil {
+		s.Log(format, a...)
+	}
 }
 
 // tell says a failure of one kind for one pipeline when it happens and is

@@ -32,10 +32,11 @@ func (c *fakeClock) advance(d time.Duration) {
 
 // TestDeadlinesBetweenBatches: the deadlines that come due while a long
 // look runs (a round's changes, the first sweep's targets, the retries)
-// are looked at between its batches, at most a batch at a time, earliest
-// first; a due operation still in the look's rest is left to that look
-// (one triage, its own cause); a binlog second look due mid-round keeps
-// its change's cause. Each triaged operation moves the fake clock by
+// are looked at between its batches, and after a round (its retries
+// first), at most a batch at a time, earliest first, none while MySQL is
+// down; a due operation still in the look's rest, or waiting for a
+// retry, is left to that look (one triage, its own cause); a binlog
+// second look due mid-round keeps its change's cause. Each triaged operation moves the fake clock by
 // step: which deadlines are due after which batch is decided, no timer
 // runs.
 func TestDeadlinesBetweenBatches(t *testing.T) {
@@ -110,6 +111,23 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 			toRetry:    []string{"x"},
 			want:       []string{"r1 r2", "d", "r3 r4", "r5 r6"},
 			wantEvents: []string{"flagged d timer"}, left: []string{"x"}, retry: []string{"x"}},
+		{name: "a whole round: one due during its last batch is looked at before the next round", how: "round",
+			deadlines: map[string]int{"d": 5500}, verdicts: map[string][]string{"d": {"stuck"}},
+			want:       []string{"r1 r2", "r3 r4", "r5 r6", "d"},
+			wantEvents: []string{"flagged d timer"}},
+		{name: "a whole round: the retries first, then the deadlines", how: "round",
+			deadlines: map[string]int{"d": 5500}, verdicts: map[string][]string{"d": {"stuck"}},
+			toRetry:    []string{"x"},
+			want:       []string{"r1 r2", "r3 r4", "r5 r6", "x", "d"},
+			wantEvents: []string{"flagged d timer"}},
+		{name: "a whole round whose last batch failed and whose retry failed: the deadlines wait for the timer", how: "round",
+			deadlines: map[string]int{"d": 5500}, verdicts: map[string][]string{"d": {"stuck"}, "r5": {"down", "down"}, "r6": {"ok", "ok"}},
+			want: []string{"r1 r2", "r3 r4", "r5 r6", "r5 r6"},
+			left: []string{"d"}, retry: []string{"r5", "r6"}},
+		{name: "a whole round whose last batch failed, its retry answered: served", how: "round",
+			deadlines: map[string]int{"d": 5500}, verdicts: map[string][]string{"d": {"stuck"}, "r5": {"down", "ok"}, "r6": {"ok", "ok"}},
+			want:       []string{"r1 r2", "r3 r4", "r5 r6", "r5 r6", "d"},
+			wantEvents: []string{"flagged d timer"}},
 		{name: "the retries, and a due one still to retry is left to its retry", how: "retry",
 			deadlines: map[string]int{"d": 1500, "r6": 1500}, verdicts: map[string][]string{"d": {"stuck"}, "r6": {"stuck"}},
 			want:       []string{"r1 r2", "d", "r3 r4", "r5 r6"},
@@ -193,6 +211,13 @@ func TestDeadlinesBetweenBatches(t *testing.T) {
 					cs = append(cs, Change{Pipeline: "pay", BizID: id, Table: "ops"})
 				}
 				w.lookAll(ctx, roundLookups(tc.how, cs))
+			case "round":
+				var cs []Change
+				for _, id := range round {
+					cs = append(cs, Change{Pipeline: "pay", BizID: id, Table: "ops"})
+				}
+				w.Source = &fakeSource{}
+				w.round(ctx, cs)
 			case SourceSweep:
 				w.Sweep = func(_ context.Context, emit func(reconcile.Result) error) error {
 					for _, id := range round {

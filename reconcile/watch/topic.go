@@ -203,7 +203,7 @@ func (t *Topics) read(ctx context.Context, p *config.Pipeline, x *topicIndex, fr
 		// next read starts at the next changes' own window, not where this
 		// one began (a window that would only grow while the reads fail).
 		delete(t.idx, p.Name)
-		return fmt.Errorf("reading %s from %s to %s to map binlog changes to operations: %w", p.Topic, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+		return fmt.Errorf("reading %s from %s to %s to map changed rows without a biz_id to their operations: %w", p.Topic, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 	}
 	return nil
 }

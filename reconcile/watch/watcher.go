@@ -361,8 +361,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					}
 					w.Hooks.RowsRead(w.Source.Name(), n)
 				}
-				w.lookAll(ctx, roundLookups(w.Source.Name(), changes))
-				w.retryDue(ctx)
+				w.round(ctx, changes)
 			}
 			save(false)
 			// Polls start every --interval: a round's own time (its read,
@@ -371,6 +370,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 			poll.Reset(max(0, interval-time.Since(roundStart)))
 		}
 	}
+}
+
+// round looks at a round's changes, then triages again the operations
+// whose triage failed (retryDue), then serves the deadlines due (at most
+// a batch, as between two batches of the round): the next round may start
+// at once (a binlog that has more), and the loop's select takes the
+// timer or the next round at random when both are ready, so without it a
+// deadline could wait behind several rounds (docs/watch.md#how-it-works).
+func (w *Watcher) round(ctx context.Context, changes []Change) {
+	w.lookAll(ctx, roundLookups(w.Source.Name(), changes))
+	w.retryDue(ctx)
+	w.serveDue(ctx, nil)
 }
 
 // roundLookups are a round's changes as the operations to look at, each

@@ -3,6 +3,7 @@ package mysql
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,7 +185,13 @@ func (r *Reader) ReadOperation(ctx context.Context, p *config.Pipeline, auditTab
 // it would for an id that is not there: no row, and for the state query
 // its one row with the clock and no state (q.clock).
 func (r *Reader) fetchQuery(ctx context.Context, q query) result {
-	res := r.fetch(ctx, q.text, q.limit(), q.args...)
+	return r.fetchQueryOn(ctx, nil, q)
+}
+
+// fetchQueryOn is fetchQuery on conn, one connection of the pool, when
+// not nil (a snapshot read's: snapshot.go); on the pool otherwise.
+func (r *Reader) fetchQueryOn(ctx context.Context, conn *sql.Conn, q query) result {
+	res := r.fetchOn(ctx, conn, q.text, q.limit(), q.args...)
 	if res.err == nil || !unholdable(res.err, q.args) {
 		return res
 	}
@@ -198,11 +205,11 @@ func (r *Reader) fetchQuery(ctx context.Context, q query) result {
 			}
 			args[i] = a
 		}
-		shape := r.fetch(ctx, q.text, 0, args...)
+		shape := r.fetchOn(ctx, conn, q.text, 0, args...)
 		shape.rows = nil
 		return shape
 	}
-	clock := r.fetch(ctx, q.clock, 1)
+	clock := r.fetchOn(ctx, conn, q.clock, 1)
 	if clock.err != nil || len(clock.cols) == 0 {
 		return clock
 	}

@@ -66,6 +66,14 @@ type Reader struct {
 	// noRollup: the server rejected GROUP BY ... WITH ROLLUP
 	// (go-mysql-server); SweepRange counts its pages apart.
 	noRollup atomic.Bool
+
+	// snapshotStep (tests) is called after each query of a snapshot read,
+	// with its index, before the next one runs.
+	snapshotStep func(i int)
+	// snapshotRefused is the error of a server whose parser refused a
+	// snapshot's statements (go-mysql-server: the embedded demo), returned
+	// by every snapshot read without asking again.
+	snapshotRefused atomic.Pointer[error]
 }
 
 // ReadStats describes the statements of the most recent ReadOperation of a

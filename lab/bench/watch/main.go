@@ -830,15 +830,18 @@ type sampleStats struct {
 	// DBTicks and LabTicks are the CPU of the private mariadbd and of this
 	// process (the lab's consumers, Kafka cluster, services and load):
 	// where the machine's two cores go.
-	DBTicks   int64
-	LabTicks  int64
-	RowsRead  float64 // opctl_watch_rows_read_total, every source
-	UserRows  map[string]int64
-	Handler   int64
-	Triages   float64
-	LatCount  float64
-	LatSum    float64
-	MetricsOK bool
+	DBTicks  int64
+	LabTicks int64
+	RowsRead float64 // opctl_watch_rows_read_total, every source
+	UserRows map[string]int64
+	Handler  int64
+	Triages  float64
+	// Looked and Fenced are the binlog second looks taken and spared
+	// (opctl_watch_binlog_second_looks_total).
+	Looked, Fenced float64
+	LatCount       float64
+	LatSum         float64
+	MetricsOK      bool
 }
 
 // cpuTicks is the user + system CPU of process pid ("self": this one) in
@@ -880,6 +883,10 @@ func (b *bench) sample(ctx context.Context) (sampleStats, error) {
 				s.RowsRead += v
 			case strings.HasPrefix(f[0], "opctl_watch_triages_total"):
 				s.Triages += v
+			case strings.HasPrefix(f[0], `opctl_watch_binlog_second_looks_total{result="looked"}`):
+				s.Looked = v
+			case strings.HasPrefix(f[0], `opctl_watch_binlog_second_looks_total{result="fenced"}`):
+				s.Fenced = v
 			case f[0] == "opctl_watch_detection_latency_seconds_count":
 				s.LatCount = v
 			case f[0] == "opctl_watch_detection_latency_seconds_sum":
@@ -1067,9 +1074,13 @@ type summary struct {
 	WatchRows     int64   `json:"watch_user_rows_read"`
 	LabRows       int64   `json:"lab_rows_read"`
 	Triages       float64 `json:"triages"`
-	SourcePerOp   float64 `json:"source_rows_per_op"`
-	WatchPerOp    float64 `json:"watch_rows_per_op"`
-	WatchPerHour  float64 `json:"watch_rows_per_hour"`
+	// SecondLooks and Fenced are the binlog changes looked at again 500 ms
+	// later and those whose fence spared it (docs/watch.md#how-it-works).
+	SecondLooks  float64 `json:"binlog_second_looks"`
+	Fenced       float64 `json:"binlog_fenced"`
+	SourcePerOp  float64 `json:"source_rows_per_op"`
+	WatchPerOp   float64 `json:"watch_rows_per_op"`
+	WatchPerHour float64 `json:"watch_rows_per_hour"`
 
 	// TableRows are the rows read per table during the run, by everyone
 	// (userstat's TABLE_STATISTICS): where the reads go.
@@ -1119,6 +1130,7 @@ func (b *bench) analyse(ctx context.Context, sum *summary, m0, m1 sampleStats, s
 	sum.WatchRows = m1.UserRows["opctl_watch"] - m0.UserRows["opctl_watch"]
 	sum.LabRows = m1.UserRows["root"] - m0.UserRows["root"]
 	sum.Triages = m1.Triages - m0.Triages
+	sum.SecondLooks, sum.Fenced = m1.Looked-m0.Looked, m1.Fenced-m0.Fenced
 	if sum.Ops > 0 {
 		sum.SourcePerOp = sum.SourceRows / float64(sum.Ops)
 		sum.WatchPerOp = float64(sum.WatchRows) / float64(sum.Ops)
@@ -1349,6 +1361,9 @@ func report(w io.Writer, s *summary) {
 		s.OtherFlags, s.NaiveFlags, s.NaiveOps, s.AnchoredFlags, s.AnchoredOps, s.AnchoredVerdicts, s.OtherExamples, s.OtherFlagged.P50, s.OtherFlagged.Max, s.DoubleFlags, s.Causes)
 	fmt.Fprintf(w, "watch: CPU %.1f%% of one core, VmHWM %.1f MiB; rows: source %.0f (%.2f/op), watch user %d (%.2f/op, %.3g/h), %0.f triages\n",
 		s.CPUPercent, s.RSSMiB, s.SourceRows, s.SourcePerOp, s.WatchRows, s.WatchPerOp, s.WatchPerHour, s.Triages)
+	if s.SecondLooks+s.Fenced > 0 {
+		fmt.Fprintf(w, "binlog second looks: %.0f taken, %.0f spared by the fence\n", s.SecondLooks, s.Fenced)
+	}
 	fmt.Fprintf(w, "machine: mariadbd CPU %.1f%%, lab (consumers, Kafka, services, load) %.1f%%, watch %.1f%% of one core (2 cores: 200%%)\n",
 		s.DBCPUPercent, s.LabCPUPercent, s.CPUPercent)
 	c := s.Cron
