@@ -2,8 +2,10 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -39,13 +41,14 @@ const (
 // the fetch knew or settle asks again (read_uncommitted's pending ones).
 // Each search reads the log start with its log end, and the cache forgets
 // what retention deleted, so that a search answers exactly as one without
-// it. Compaction is not seen: do not cache the searches of a compacted
-// topic.
+// it. A topic whose cleanup.policy compacts (compaction removes records
+// the cache would still hold), or whose policy cannot be read
+// (DescribeConfigs, asked once per topic), is not cached.
 func (r *Reader) CacheSearches(maxBytes int64) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultSearchCacheBytes
 	}
-	r.cache.Store(&searchCache{max: maxBytes, parts: map[topicPartition][]*cachedRange{}})
+	r.cache.Store(&searchCache{max: maxBytes, parts: map[topicPartition][]*cachedRange{}, topics: map[string]bool{}})
 }
 
 type topicPartition struct {
@@ -63,6 +66,9 @@ type searchCache struct {
 	mu    sync.Mutex
 	size  int64
 	parts map[topicPartition][]*cachedRange
+	// topics says, once asked, whether a topic's records may be kept
+	// (cacheable).
+	topics map[string]bool
 }
 
 // cachedRange: every data record of [from, to) is in recs, in offset
@@ -320,10 +326,60 @@ func (r *Reader) searchFetch(ctx context.Context, c sarama.Client, topic string,
 		return f, nil
 	}
 	f, err := r.fetch(ctx, c, topic, p, next, fetchPartitionBytes, iso, nil)
-	if err == nil {
+	if err == nil && f.err == nil && r.cacheable(ctx, c, sc, topic, p) {
 		sc.add(tp, next, f, iso)
 	}
 	return f, err
+}
+
+// cacheable reports whether the records of topic (p one of its
+// partitions) may be kept: not when its cleanup.policy compacts, nor when
+// the policy cannot be read (a DescribeConfigs to p's leader, asked once;
+// a cancelled or timed-out ctx asks again next time).
+func (r *Reader) cacheable(ctx context.Context, c sarama.Client, sc *searchCache, topic string, p int32) bool {
+	sc.mu.Lock()
+	ok, known := sc.topics[topic]
+	sc.mu.Unlock()
+	if known {
+		return ok
+	}
+	ok, err := call(ctx, func() (bool, error) {
+		b, err := c.Leader(topic, p)
+		if err != nil {
+			return false, err
+		}
+		req := &sarama.DescribeConfigsRequest{Resources: []*sarama.ConfigResource{
+			{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"cleanup.policy"}}}}
+		if c.Config().Version.IsAtLeast(sarama.V1_1_0_0) {
+			req.Version = 1
+		}
+		resp, err := b.DescribeConfigs(req)
+		if err != nil {
+			return false, err
+		}
+		for _, res := range resp.Resources {
+			if res == nil || res.Name != topic {
+				continue
+			}
+			if res.ErrorCode != 0 {
+				return false, sarama.KError(res.ErrorCode)
+			}
+			for _, e := range res.Configs {
+				if e != nil && e.Name == "cleanup.policy" {
+					return !strings.Contains(e.Value, "compact"), nil
+				}
+			}
+			return true, nil // not said: the broker's default, delete
+		}
+		return false, fmt.Errorf("describe configs: no answer for topic %s", topic)
+	})
+	if err != nil && ctx.Err() != nil {
+		return false
+	}
+	sc.mu.Lock()
+	sc.topics[topic] = ok
+	sc.mu.Unlock()
+	return ok
 }
 
 // settled notes how the transaction of the cached record at off ended

@@ -88,7 +88,7 @@ func TestSearchCacheRanges(t *testing.T) {
 		{"bounds not read: all forgotten", []step{add(10, fetchAnswer(10, 30, fateCommitted), ru), func(c *searchCache) { c.fit("t", []int32{0}, nil, nil, sarama.ErrNotConnected) }}, 10, nil, -1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sc := &searchCache{max: 1 << 30, parts: map[topicPartition][]*cachedRange{}}
+			sc := &searchCache{max: 1 << 30, parts: map[topicPartition][]*cachedRange{}, topics: map[string]bool{}}
 			for _, s := range c.steps {
 				s(sc)
 			}
@@ -121,7 +121,7 @@ func TestSearchCacheRanges(t *testing.T) {
 // ending where the next starts.
 func TestSearchCacheChunks(t *testing.T) {
 	tp := topicPartition{"t", 0}
-	sc := &searchCache{max: 1 << 30, parts: map[topicPartition][]*cachedRange{}}
+	sc := &searchCache{max: 1 << 30, parts: map[topicPartition][]*cachedRange{}, topics: map[string]bool{}}
 	sc.add(tp, 0, fetchAnswer(0, cacheChunk+10, fateCommitted), sarama.ReadUncommitted)
 	got, next := offsetsOf(sc, tp, 0)
 	if len(got) != cacheChunk || next != cacheChunk {
@@ -136,7 +136,7 @@ func TestSearchCacheChunks(t *testing.T) {
 // (whatever the partition), and a settled record stays settled.
 func TestSearchCacheEvictAndSettle(t *testing.T) {
 	one := recordCacheSize(fetchAnswer(0, 1, fateCommitted).recs[0].Message)
-	sc := &searchCache{max: 25 * one, parts: map[topicPartition][]*cachedRange{}}
+	sc := &searchCache{max: 25 * one, parts: map[topicPartition][]*cachedRange{}, topics: map[string]bool{}}
 	p0, p1 := topicPartition{"t", 0}, topicPartition{"t", 1}
 	sc.add(p0, 0, fetchAnswer(0, 20, fateCommitted), sarama.ReadUncommitted) // stamped 0..19 s
 	sc.add(p1, 10, fetchAnswer(10, 20, fatePending), sarama.ReadUncommitted) // stamped 10..19 s

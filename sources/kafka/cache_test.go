@@ -291,3 +291,43 @@ func BenchmarkSearchCache(b *testing.B) {
 		})
 	}
 }
+
+// A compacted topic (cleanup.policy=compact) is not cached: compaction
+// removes records a cache would still hold. The second search fetches
+// what the first one did.
+func TestSearchCacheCompactedTopic(t *testing.T) {
+	k := testenv.NewKafka(t, map[string]int32{topic: 1})
+	admin, err := sarama.NewClusterAdmin(k.Brokers, k.Config("cache-admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	const compacted = "compacted-events"
+	policy := "compact"
+	if err := admin.CreateTopic(compacted, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"cleanup.policy": &policy}}, false); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	for name := range map[string]bool{topic: true, compacted: true} {
+		produceLoad(t, k, name, 1, 50, at)
+	}
+	offsets, reset := fetchOffsets(k)
+	r := cachedReader(t, k, "")
+	ctx := context.Background()
+	for _, c := range []struct {
+		topic string
+		again bool // the second search fetches from the start again
+	}{{topic, false}, {compacted, true}} {
+		req := sources.LocateRequest{Topic: c.topic, Partition: 0, Offset: -1, All: true, Key: []byte("PAY-0-20"), Around: at.Add(20 * time.Second)}
+		for range 2 {
+			reset()
+			if loc, err := r.Locate(ctx, req); err != nil || len(loc.Messages) != 1 {
+				t.Fatalf("%s: %+v, %v", c.topic, loc, err)
+			}
+		}
+		if again := len(offsets()) > 0; again != c.again {
+			t.Errorf("%s: the second search fetched %v, want fetching again %v", c.topic, offsets(), c.again)
+		}
+	}
+}
