@@ -19,8 +19,10 @@ const DefaultSearchCacheBytes = 32 << 20
 
 const (
 	// recordOverhead is what a cached record costs besides its key, value
-	// and headers: the Message, its headers map, the record slot.
-	recordOverhead = 256
+	// and headers: the Message, its headers map, the record slot (measured:
+	// 790 bytes of heap for a record of an 11-byte key, a 300-byte value
+	// and one msg_id header, which counts 790 with this overhead).
+	recordOverhead = 460
 	// cacheChunk is how many cached records a search is handed at once
 	// (a fetch's answer, without the round trip or the decoding).
 	cacheChunk = 4096
@@ -28,7 +30,7 @@ const (
 
 // CacheSearches makes the reader keep the records its searches read
 // (Locate and LocateMany without a stored position), decoded, in a cache
-// of at most maxBytes (key, value and headers plus 256 bytes a record;
+// of at most maxBytes (key, value and headers plus 460 bytes a record;
 // DefaultSearchCacheBytes when maxBytes <= 0): a search then fetches only
 // what the cache does not hold, typically the records written since the
 // last one (docs/watch.md#how-it-works). It is meant for a long-lived
@@ -149,6 +151,14 @@ func (c *searchCache) add(tp topicPartition, off int64, f fetched, iso sarama.Is
 			// with a hole is not kept.
 			return
 		}
+		add.recs = append(add.recs, rec)
+		add.size += recordCacheSize(rec.Message)
+	}
+	if c.first(add) {
+		// Older than all a full cache holds: evicted first, at once.
+		return
+	}
+	for _, rec := range add.recs {
 		m := rec.Message
 		buf := make([]byte, len(m.Key)+len(m.Value))
 		copy(buf, m.Key)
@@ -159,13 +169,40 @@ func (c *searchCache) add(tp topicPartition, off int64, f fetched, iso sarama.Is
 		if m.Value != nil {
 			m.Value = buf[len(m.Key):]
 		}
-		add.recs = append(add.recs, rec)
-		add.size += recordCacheSize(m)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.merge(tp, add)
 	c.evict()
+}
+
+// first reports whether add would be the first evicted: the cache has no
+// room for it and every record it holds is older than every range's
+// first record (a window's start that does not fit in the cache, fetched
+// again each batch, is then not copied in and out each time).
+func (c *searchCache) first(add *cachedRange) bool {
+	if len(add.recs) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size+add.size <= c.max {
+		return false
+	}
+	newest := add.recs[0].Timestamp
+	for _, rec := range add.recs {
+		if rec.Timestamp.After(newest) {
+			newest = rec.Timestamp
+		}
+	}
+	for _, rs := range c.parts {
+		for _, rg := range rs {
+			if len(rg.recs) > 0 && !newest.Before(rg.recs[0].Timestamp) {
+				return false
+			}
+		}
+	}
+	return c.size > 0
 }
 
 // merge puts add among tp's ranges, joining the ranges it touches or

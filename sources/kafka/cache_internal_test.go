@@ -170,4 +170,12 @@ func TestSearchCacheEvictAndSettle(t *testing.T) {
 	if _, ok := sc.parts[p1]; ok {
 		t.Errorf("p1's older records kept over p0's newer ones")
 	}
+	// Older than all the full cache holds: not kept, nothing evicted.
+	sc.add(p1, 0, fetchAnswer(0, 10, fateCommitted), sarama.ReadUncommitted)
+	if got, _ := offsetsOf(sc, p1, 0); got != nil {
+		t.Errorf("p1 from 0: %v, want not kept", got)
+	}
+	if got, _ := offsetsOf(sc, p0, 75); !slices.Equal(got, span(75, 100)) {
+		t.Errorf("p0 from 75 after an older answer: %v", got)
+	}
 }
