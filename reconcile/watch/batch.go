@@ -61,14 +61,15 @@ func BatchTriage(col *sources.Collector, pipelines []*config.Pipeline, opts ...B
 		pc := *col.For(p)
 		pc.PerOperation = true
 		if fr := fencesFrom(ctx); fr != nil {
-			// The fences first: a read that ends before the triage
-			// starts (fence.go). One that fails proves nothing.
+			// The fences first: reads that end before the triage
+			// starts, those not proven read again after a few
+			// milliseconds (fence.go). One that fails proves nothing.
 			if kr, ok := pc.DB.(KeyReader); ok {
 				fctx, cancel := ctx, context.CancelFunc(func() {})
 				if pc.Timeout > 0 {
 					fctx, cancel = context.WithTimeout(ctx, pc.Timeout)
 				}
-				_ = fr.prove(fctx, kr)
+				_ = fr.proveAll(fctx, kr, fenceWaits)
 				cancel()
 			}
 		}

@@ -54,6 +54,10 @@ type mapRule struct {
 	// only grow (state.version, state.updated_at; entity.updated_at): an
 	// update that moves one offers its round a fence (fence.go).
 	version, updated string
+	// recordKey is an idempotency table's record key column
+	// (idempotency.key): an insert of a record offers its round a fence,
+	// read back by that key (fence.go, recordFence).
+	recordKey string
 }
 
 // followPlan is what a binlog source follows: per schema.table the rules
@@ -102,9 +106,14 @@ func planFollow(pipelines []*config.Pipeline, schema string) followPlan {
 		if id := p.Idempotency; id != nil && id.Table != "" {
 			switch {
 			case id.BizID != "":
-				add(id.Table, mapRule{p: p, what: "idempotency", col: id.BizID, timeCol: id.CreatedAt}, id.BizID, id.CreatedAt)
+				// The record key only for its fence, which needs created_at.
+				recordKey := ""
+				if id.CreatedAt != "" {
+					recordKey = id.Key
+				}
+				add(id.Table, mapRule{p: p, what: "idempotency", col: id.BizID, timeCol: id.CreatedAt, recordKey: recordKey}, id.BizID, id.CreatedAt, recordKey)
 			case id.Key != "" && id.Action != "" && p.MessageKey == config.DefaultMessageKey:
-				add(id.Table, mapRule{p: p, what: "idempotency", col: id.Key, kind: byMsgID, action: id.Action, timeCol: id.CreatedAt}, id.Key, id.Action, id.CreatedAt)
+				add(id.Table, mapRule{p: p, what: "idempotency", col: id.Key, kind: byMsgID, action: id.Action, timeCol: id.CreatedAt, recordKey: id.Key}, id.Key, id.Action, id.CreatedAt)
 			}
 		}
 		for k, s := range p.Steps {
@@ -157,8 +166,10 @@ type pendingChange struct {
 	at    time.Time
 	table string
 	pos   string
-	// seq is its transaction's order in the Changes call (fence.go).
-	seq int
+	// seq is its transaction's order in the Changes call, cand the fence
+	// its row offers (fence.go).
+	seq  int
+	cand *fence
 }
 
 // mapTx maps one transaction's row changes: the changes that name their
@@ -191,12 +202,19 @@ func (fp followPlan) mapTx(tx sources.BinlogTx, loc *time.Location) (direct []Ch
 						ch.cand = fenceCandidate(c, r.table, r.col, v, r.updated, fenceTime)
 					}
 				}
+				if r.what == "idempotency" {
+					// An inserted record is its round's fence, read back
+					// by its key; a deleted one keeps the second look
+					// (fence.go).
+					ch.del = c.Kind == sources.ChangeDelete
+					ch.cand = recordFence(c, r)
+				}
 				direct = append(direct, ch)
 			case byMsgID:
 				// A deleted record (a TTL purge, a flip_skipped reopen) and
 				// a DONE one decide no target by themselves.
 				if a, _ := value(c, r.action); c.Kind != sources.ChangeDelete && a == inspect.ActionSkipped {
-					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos})
+					pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos, cand: recordFence(c, r)})
 				}
 			case byRowKey:
 				pending = append(pending, pendingChange{rule: r, value: v, at: at, table: r.table, pos: pos})

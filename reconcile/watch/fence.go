@@ -22,11 +22,13 @@ import (
 // that touched the operation wrote the operation's own row (its state
 // row, else its entity row) and moved a column that only grows there
 // (state.version, else state.updated_at; entity.updated_at), or inserted
-// the row, that column is read back (one statement per batch and table)
-// before the batch is triaged; one row with a value at least the
-// transaction's proves it and every transaction before it visible to
-// every statement of the triage, and the second look is not needed.
-// Anything else keeps it.
+// the row, or inserted an idempotency record (recordFence), that column is
+// read back (one statement per batch and table) before the batch is
+// triaged; one row with a value at least the transaction's proves it and
+// every transaction before it visible to every statement of the triage,
+// and the second look is not needed. The fences not proven are read
+// again after a few milliseconds (proveAll, fenceWaits). Anything else
+// keeps it.
 
 // fenceKind is how a fence column's values are ordered.
 type fenceKind int
@@ -92,6 +94,30 @@ func fenceCandidate(c sources.RowChange, table, keyCol, key, col string, kind fe
 		return f
 	}
 	return nil
+}
+
+// recordFence is the fence a change of an idempotency record offers (r
+// the table's rule): an insert, read back by its record key
+// (idempotency.key) with its created_at (idempotency.created_at), a value
+// at least the insert's proving it visible. A transaction's rows become
+// visible together, so the record proves the transaction, whatever else it
+// wrote. Only an insert: an update of a record (a PENDING reopen decided
+// again) moves no column that only grows, and keeps the second look; so
+// does a delete (markFences, for a table with idempotency.biz_id), a
+// table without created_at, or a created_at of type TIMESTAMP. A life of
+// the record before a delete is never what the read finds: the insert of
+// the same key waited for the delete's commit (its row lock, or the row
+// gone), and a record of the same key still visible from another life
+// (a key that is not unique) holds an earlier created_at.
+func recordFence(c sources.RowChange, r mapRule) *fence {
+	if c.Kind != sources.ChangeInsert || r.recordKey == "" || r.timeCol == "" || containsFold(c.Missing, r.recordKey) {
+		return nil
+	}
+	key, ok := value(c, r.recordKey)
+	if !ok || key == "" {
+		return nil
+	}
+	return fenceCandidate(c, r.table, r.recordKey, key, r.timeCol, fenceTime)
 }
 
 func beforeValue(c sources.RowChange, col string) (string, bool) {
@@ -197,6 +223,9 @@ type KeyReader interface {
 type fenceRequest struct {
 	fences map[string]*fence
 	proven map[string]bool
+	// sleep waits between two reads (proveAll); nil: a timer. Tests
+	// commit a transaction in it.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 type fenceCtxKey struct{}
@@ -210,11 +239,72 @@ func fencesFrom(ctx context.Context) *fenceRequest {
 	return fr
 }
 
-// prove reads the fences with db, one statement per table and column, and
-// records in proven each operation whose row holds exactly one value at
-// least its fence's After. A read that fails proves nothing (the second
-// look stays): its error is returned for the caller to count, never to
-// fail the triage.
+// fenceWaits are the waits before each read of a batch's fences again:
+// the fences the read before did not prove are read once more after each,
+// 25 ms in all at most (docs/watch.md#how-it-works, "the fence"). The
+// watch follows the binlog within milliseconds of the server's write, often
+// before the engine commit is visible; a fence not proven then is most
+// often proven a few milliseconds later, and a batch delayed by 25 ms is
+// cheaper than a second triage of its operation 500 ms later.
+var fenceWaits = []time.Duration{5 * time.Millisecond, 20 * time.Millisecond}
+
+// proveAll reads the fences with db (prove) and, while some are not
+// proven, reads those again after each of waits, stopping at the first
+// read that fails (MySQL down: the next would fail too) or when ctx ends.
+// It returns the first error, for the caller to count, never to fail the
+// triage: a fence not proven keeps its second look.
+func (fr *fenceRequest) proveAll(ctx context.Context, db KeyReader, waits []time.Duration) error {
+	if err := fr.prove(ctx, db); err != nil {
+		return err
+	}
+	for _, d := range waits {
+		if fr.unproven() == 0 {
+			return nil
+		}
+		sleep := fr.sleep
+		if sleep == nil {
+			sleep = sleepCtx
+		}
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+		if err := fr.prove(ctx, db); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unproven is how many of the fences are not proven yet.
+func (fr *fenceRequest) unproven() int {
+	if fr == nil {
+		return 0
+	}
+	n := 0
+	for id := range fr.fences {
+		if !fr.proven[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// prove reads the fences not proven yet with db, one statement per table
+// and column, and records in proven each operation whose row holds
+// exactly one value at least its fence's After. A read that fails proves
+// nothing (the second look stays): its error is returned for the caller
+// to count, never to fail the triage.
 func (fr *fenceRequest) prove(ctx context.Context, db KeyReader) error {
 	if fr == nil || len(fr.fences) == 0 || db == nil {
 		return nil
@@ -223,6 +313,9 @@ func (fr *fenceRequest) prove(ctx context.Context, db KeyReader) error {
 	byCol := map[col][]string{}
 	var order []col
 	for id, f := range fr.fences {
+		if fr.proven[id] {
+			continue
+		}
 		c := col{f.Table, f.KeyCol, f.Col}
 		if _, ok := byCol[c]; !ok {
 			order = append(order, c)

@@ -2,9 +2,13 @@ package watch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/opctl-dev/opctl/sources"
 	"github.com/opctl-dev/opctl/sources/config"
@@ -70,7 +74,15 @@ func TestMarkFences(t *testing.T) {
 	seed003 := &config.Pipeline{Name: "orders", MessageKey: config.DefaultMessageKey,
 		Idempotency: &config.Idempotency{Table: "idem", Key: "msg_id", BizID: "biz_id", Action: "action", CreatedAt: "created_at"},
 		Entity:      &config.Entity{Table: "orders", Key: "order_id", Status: "status", UpdatedAt: "updated_at"}}
-	plan := planFollow([]*config.Pipeline{anchored, noVersion, seed003}, "app")
+	noCreated := &config.Pipeline{Name: "nocreated", Idempotency: &config.Idempotency{Table: "idem2", Key: "msg_id", BizID: "biz_id", Action: "action"}}
+	plan := planFollow([]*config.Pipeline{anchored, noVersion, seed003, noCreated}, "app")
+	rec := func(kind sources.ChangeKind, biz, msg, created string) sources.RowChange {
+		c := sources.RowChange{Schema: "app", Table: "idem", Kind: kind, Values: map[string]string{"biz_id": biz, "msg_id": msg, "action": "DONE", "created_at": created}}
+		if kind == sources.ChangeUpdate {
+			c.Before = c.Values
+		}
+		return c
+	}
 	state := func(kind sources.ChangeKind, biz string, before, after int) sources.RowChange {
 		c := sources.RowChange{Schema: "app", Table: "st", Kind: kind, Values: map[string]string{"biz_id": biz, "version": fmt.Sprint(after)}}
 		if kind == sources.ChangeUpdate {
@@ -101,9 +113,29 @@ func TestMarkFences(t *testing.T) {
 			map[string]string{"pay/a": "", "pay/b": "version>=6"}},
 		{"no version: updated_at moved", [][]sources.RowChange{{ts("fst", "biz_id", "f", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.250")}}, map[string]string{"ful/f": "updated_at>=2026-12-02 04:00:00.250"}},
 		{"no version: DATETIME(0) in one second", [][]sources.RowChange{{ts("fst", "biz_id", "f", "2026-12-02 04:00:00", "2026-12-02 04:00:00")}}, map[string]string{"ful/f": ""}},
-		{"no state row: the entity's status change", [][]sources.RowChange{{ts("orders", "order_id", "8822", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.900")}}, map[string]string{"orders/8822": "updated_at>=2026-12-02 04:00:00.900"}},
-		{"no state row: an idempotency record", [][]sources.RowChange{{{Schema: "app", Table: "idem", Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "8822", "msg_id": "m1", "action": "SKIPPED", "created_at": "2026-12-02 04:00:00.100"}}}},
+		{"no state row: the entity's status change", [][]sources.RowChange{{ts("orders", "order_id", "8822", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.900")}}, map[string]string{"orders/8822": "orders.order_id=8822 updated_at>=2026-12-02 04:00:00.900"}},
+		{"no state row: an idempotency record inserted", [][]sources.RowChange{{rec(sources.ChangeInsert, "8822", "m1", "2026-12-02 04:00:00.100")}},
+			map[string]string{"orders/8822": "idem.msg_id=m1 created_at>=2026-12-02 04:00:00.100"}},
+		{"an idempotency record updated (no column grows)", [][]sources.RowChange{{rec(sources.ChangeUpdate, "8822", "m1", "2026-12-02 04:00:00.100")}},
 			map[string]string{"orders/8822": ""}},
+		{"an idempotency record deleted", [][]sources.RowChange{{rec(sources.ChangeDelete, "8822", "m1", "2026-12-02 04:00:00.100")}},
+			map[string]string{"orders/8822": ""}},
+		{"an idempotency record deleted and inserted again in the round", [][]sources.RowChange{{rec(sources.ChangeDelete, "8822", "m1", "2026-12-02 04:00:00.100")}, {rec(sources.ChangeInsert, "8822", "m1", "2026-12-02 04:00:00.300")}},
+			map[string]string{"orders/8822": ""}},
+		{"an idempotency record without its key in the image", [][]sources.RowChange{{{Schema: "app", Table: "idem", Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "8822", "created_at": "2026-12-02 04:00:00.100"}, Missing: []string{"msg_id"}}}},
+			map[string]string{"orders/8822": ""}},
+		{"an idempotency record with a TIMESTAMP created_at", [][]sources.RowChange{{{Schema: "app", Table: "idem", Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "8822", "msg_id": "m1", "created_at": "2026-12-02 04:00:00.100"}, Zoned: []string{"created_at"}}}},
+			map[string]string{"orders/8822": ""}},
+		{"the entity updated, then the record inserted: the record", [][]sources.RowChange{{ts("orders", "order_id", "8822", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.900")}, {rec(sources.ChangeInsert, "8822", "m1", "2026-12-02 04:00:01.000")}},
+			map[string]string{"orders/8822": "idem.msg_id=m1 created_at>=2026-12-02 04:00:01.000"}},
+		{"the record inserted, then the entity updated: the entity", [][]sources.RowChange{{rec(sources.ChangeInsert, "8822", "m1", "2026-12-02 04:00:00.100")}, {ts("orders", "order_id", "8822", "2026-12-02 04:00:00.100", "2026-12-02 04:00:00.900")}},
+			map[string]string{"orders/8822": "orders.order_id=8822 updated_at>=2026-12-02 04:00:00.900"}},
+		{"two records in one transaction: either proves it", [][]sources.RowChange{{rec(sources.ChangeInsert, "8822", "m1", "2026-12-02 04:00:00.100"), rec(sources.ChangeInsert, "8822", "m2", "2026-12-02 04:00:00.100")}},
+			map[string]string{"orders/8822": "idem.msg_id=m1 created_at>=2026-12-02 04:00:00.100"}},
+		{"a record inserted, then one updated: none", [][]sources.RowChange{{rec(sources.ChangeInsert, "8822", "m1", "2026-12-02 04:00:00.100")}, {rec(sources.ChangeUpdate, "8822", "m2", "2026-12-02 04:00:00.100")}},
+			map[string]string{"orders/8822": ""}},
+		{"a record of a table without created_at", [][]sources.RowChange{{{Schema: "app", Table: "idem2", Kind: sources.ChangeInsert, Values: map[string]string{"biz_id": "x", "msg_id": "m1"}}}},
+			map[string]string{"nocreated/x": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out []Change
@@ -121,8 +153,11 @@ func TestMarkFences(t *testing.T) {
 			got := map[string]string{}
 			for _, c := range out {
 				s := ""
-				if c.fence != nil {
-					s = c.fence.Col + ">=" + c.fence.After
+				if f := c.fence; f != nil {
+					s = f.Col + ">=" + f.After
+					if f.Table != "st" && f.Table != "fst" {
+						s = f.Table + "." + f.KeyCol + "=" + f.Key + " " + s
+					}
 				}
 				k := c.Pipeline + "/" + c.BizID
 				if prev, ok := got[k]; ok && prev != s {
@@ -192,6 +227,162 @@ func TestFenceProve(t *testing.T) {
 			}
 			if db.reads != 1 {
 				t.Errorf("%d reads, want 1", db.reads)
+			}
+		})
+	}
+}
+
+// seqKeys answers the n-th read with reads[n] (the last one after), and
+// records the keys each read asked for.
+type seqKeys struct {
+	reads [][]map[string][]string // per read: rows by key (nil map: an error)
+	asked [][]string
+}
+
+func (s *seqKeys) KeyStatuses(_ context.Context, _, _, _ string, keys []string) (map[string][]string, error) {
+	n := min(len(s.asked), len(s.reads)-1)
+	s.asked = append(s.asked, slices.Sorted(slices.Values(keys)))
+	if s.reads[n] == nil {
+		return nil, errors.New("mysql down")
+	}
+	out := map[string][]string{}
+	for _, rows := range s.reads[n] {
+		for _, k := range keys {
+			if v, ok := rows[k]; ok {
+				out[k] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// The fences not proven by a batch's first read are read again after
+// each wait, only those, and a read that proves them then proves them:
+// the commit became visible in between (docs/watch.md#how-it-works).
+func TestFenceProveAll(t *testing.T) {
+	ver := func(key, after string) *fence {
+		return &fence{Table: "st", KeyCol: "biz_id", Key: key, Col: "version", Kind: fenceVersion, After: after}
+	}
+	rows := func(kv ...string) []map[string][]string {
+		m := map[string][]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = []string{kv[i+1]}
+		}
+		return []map[string][]string{m}
+	}
+	waits := []time.Duration{5 * time.Millisecond, 20 * time.Millisecond}
+	for _, tc := range []struct {
+		name   string
+		reads  [][]map[string][]string
+		proven string   // the proven keys, sorted, comma-separated
+		asked  []string // the keys of each read
+		slept  int
+	}{
+		{"all proven at once: no wait", [][]map[string][]string{rows("a", "4", "b", "6")}, "a,b", []string{"a,b"}, 0},
+		{"b visible at the second read", [][]map[string][]string{rows("a", "4", "b", "5"), rows("a", "4", "b", "6")}, "a,b", []string{"a,b", "b"}, 1},
+		{"b visible at the third read", [][]map[string][]string{rows("a", "4", "b", "5"), rows("a", "4", "b", "5"), rows("a", "4", "b", "6")}, "a,b", []string{"a,b", "b", "b"}, 2},
+		{"b never visible: three reads, then the second look", [][]map[string][]string{rows("a", "4", "b", "5")}, "a", []string{"a,b", "b", "b"}, 2},
+		{"b inserted during the waits", [][]map[string][]string{rows("a", "4"), rows("a", "4", "b", "6")}, "a,b", []string{"a,b", "b"}, 1},
+		{"the first read fails: no wait, nothing proven", [][]map[string][]string{nil}, "", []string{"a,b"}, 0},
+		{"a re-read fails: no more", [][]map[string][]string{rows("a", "4"), nil, rows("a", "4", "b", "6")}, "a", []string{"a,b", "b"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &seqKeys{reads: tc.reads}
+			slept := 0
+			fr := &fenceRequest{fences: map[string]*fence{"a": ver("a", "4"), "b": ver("b", "6")},
+				sleep: func(_ context.Context, d time.Duration) error {
+					if d != waits[slept] {
+						t.Errorf("wait %d: %v, want %v", slept, d, waits[slept])
+					}
+					slept++
+					return nil
+				}}
+			_ = fr.proveAll(context.Background(), db, waits)
+			var proven []string
+			for k, ok := range fr.proven {
+				if ok {
+					proven = append(proven, k)
+				}
+			}
+			slices.Sort(proven)
+			if got := strings.Join(proven, ","); got != tc.proven {
+				t.Errorf("proven %q, want %q", got, tc.proven)
+			}
+			var asked []string
+			for _, a := range db.asked {
+				asked = append(asked, strings.Join(a, ","))
+			}
+			if fmt.Sprint(asked) != fmt.Sprint(tc.asked) {
+				t.Errorf("reads %v, want %v", asked, tc.asked)
+			}
+			if slept != tc.slept {
+				t.Errorf("%d waits, want %d", slept, tc.slept)
+			}
+		})
+	}
+}
+
+// A watch that stops during a wait stops reading: the fences left are not
+// proven.
+func TestFenceProveAllStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	db := &seqKeys{reads: [][]map[string][]string{{{}}, {{"a": {"4"}}}}}
+	fr := &fenceRequest{fences: map[string]*fence{"a": {Table: "st", KeyCol: "biz_id", Key: "a", Col: "version", Kind: fenceVersion, After: "4"}}}
+	cancel()
+	if err := fr.proveAll(ctx, db, []time.Duration{time.Hour}); !errors.Is(err, context.Canceled) {
+		t.Errorf("proveAll: %v, want context.Canceled", err)
+	}
+	if fr.proven["a"] || len(db.asked) != 1 {
+		t.Errorf("proven %v after %d reads, want not proven after 1", fr.proven, len(db.asked))
+	}
+}
+
+// Seed 003's own schema (records without biz_id): an inserted SKIPPED
+// record, mapped to its operation through its message, carries its fence
+// there; an update of a record (a reopen decided again) carries none.
+func TestRecordFenceThroughTheTopic(t *testing.T) {
+	ps := mapPipelines()
+	orders := ps[1]
+	fp := planFollow(ps, "app")
+	t0 := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	b, _ := json.Marshal(map[string]any{"msgId": "msg-7391", "orderId": 8821})
+	tp := &Topics{Kafka: &fakeTopic{msgs: []sources.Message{{Offset: 1, Timestamp: t0.Add(-30 * time.Second), Key: []byte("8821"), Value: b}}}}
+	record := func(kind sources.ChangeKind) sources.RowChange {
+		c := sources.RowChange{Schema: "s3", Table: "idempotent", Kind: kind,
+			Values: map[string]string{"msg_id": "msg-7391", "action": "SKIPPED", "created_at": "2026-12-02 04:00:00.120"}}
+		if kind == sources.ChangeUpdate {
+			c.Before = map[string]string{"msg_id": "msg-7391", "action": "PENDING", "created_at": "2026-12-02 04:00:00.120"}
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    sources.RowChange
+		want string
+	}{
+		{"inserted", record(sources.ChangeInsert), "s3.idempotent.msg_id=msg-7391 created_at>=2026-12-02 04:00:00.120"},
+		{"updated", record(sources.ChangeUpdate), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, pend, unknown := fp.mapTx(sources.BinlogTx{Changes: []sources.RowChange{tc.c}, CommittedAt: t0}, nil)
+			if len(pend) != 1 || unknown != "" {
+				t.Fatalf("pending %v, unknown %q", pend, unknown)
+			}
+			pend[0].seq = 1
+			out, _, err := tp.resolve(context.Background(), orders, pend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != 1 || out[0].BizID != "8821" {
+				t.Fatalf("mapped %v, want 8821", out)
+			}
+			markFences(out)
+			got := ""
+			if f := out[0].fence; f != nil {
+				got = f.Table + "." + f.KeyCol + "=" + f.Key + " " + f.Col + ">=" + f.After
+			}
+			if got != tc.want {
+				t.Errorf("fence %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 // fenceWatch is a Watcher driven round by round without Run (no timers):
-// its batch triage reads the fences from db first, as BatchTriage does,
+// its batch triage reads the fences from db first, as BatchTriage does
+// (the unproven ones again after fenceWaits),
 // then answers verdict(bizID, look) and counts the triages.
 type fenceWatch struct {
 	w       *Watcher
@@ -30,7 +31,7 @@ func newFenceWatch(p *config.Pipeline, db KeyReader, verdict func(bizID string, 
 		Hooks: Hooks{SecondLook: func(r string) { fw.mu.Lock(); fw.second[r]++; fw.mu.Unlock() }},
 		TriageBatch: func(ctx context.Context, _ string, ids []string) ([]inspect.Report, error) {
 			if fr := fencesFrom(ctx); fr != nil {
-				_ = fr.prove(ctx, db)
+				_ = fr.proveAll(ctx, db, fenceWaits)
 			}
 			reps := make([]inspect.Report, len(ids))
 			fw.mu.Lock()
@@ -91,8 +92,9 @@ func TestWatcherFencedSecondLook(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		// rows is what the fence read finds (version by key).
-		rows map[string][]string
+		// rows is what the fence read finds (version by key); later,
+		// when set, what the reads after the first find.
+		rows, later map[string][]string
 		// rounds are the rounds' changes before the second looks.
 		rounds [][]Change
 		// verdict by look: the first read before the commit or not.
@@ -104,25 +106,32 @@ func TestWatcherFencedSecondLook(t *testing.T) {
 		// look (not a second look) whose triage found no target.
 		wantCounted map[string]int
 	}{
-		{"seen: the change's version read back", map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}},
+		{"seen: the change's version read back", map[string][]string{"8822": {"4"}}, nil, [][]Change{{change(verFence)}},
 			[]inspect.Verdict{ok}, 0, 1, nil, map[string]int{SecondLookFenced: 1}},
-		{"seen: the first triage finds the target", map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}},
+		{"seen: the first triage finds the target", map[string][]string{"8822": {"4"}}, nil, [][]Change{{change(verFence)}},
 			[]inspect.Verdict{wrongly}, 0, 1, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{}},
-		{"older version read back: the commit not visible, second look flags", map[string][]string{"8822": {"3"}}, [][]Change{{change(verFence)}},
+		{"older version read back: the commit not visible, second look flags", map[string][]string{"8822": {"3"}}, nil, [][]Change{{change(verFence)}},
 			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
-		{"no fence (an evidence-only change): second look", map[string][]string{"8822": {"4"}}, [][]Change{{change(nil)}},
+		{"no fence (an evidence-only change): second look", map[string][]string{"8822": {"4"}}, nil, [][]Change{{change(nil)}},
 			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
-		{"fenced, but an earlier round's second look is pending: kept", map[string][]string{"8822": {"4"}}, [][]Change{{change(nil)}, {change(verFence)}},
+		{"fenced, but an earlier round's second look is pending: kept", map[string][]string{"8822": {"4"}}, nil, [][]Change{{change(nil)}, {change(verFence)}},
 			[]inspect.Verdict{skipOK, skipOK, wrongly}, 1, 3, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 2}},
-		{"fenced in two rounds, nothing pending: no second look, counted twice", map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}, {change(verFence)}},
+		{"fenced in two rounds, nothing pending: no second look, counted twice", map[string][]string{"8822": {"4"}}, nil, [][]Change{{change(verFence)}, {change(verFence)}},
 			[]inspect.Verdict{skipOK, skipOK}, 0, 2, nil, map[string]int{SecondLookFenced: 2}},
-		{"the fence read fails: second look", nil, [][]Change{{change(verFence)}},
+		{"the fence read fails: second look", nil, nil, [][]Change{{change(verFence)}},
+			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
+		{"the commit visible at the fence's second read: no second look", map[string][]string{"8822": {"3"}}, map[string][]string{"8822": {"4"}}, [][]Change{{change(verFence)}},
+			[]inspect.Verdict{ok}, 0, 1, nil, map[string]int{SecondLookFenced: 1}},
+		{"never visible in the fence's reads: second look", map[string][]string{"8822": {"3"}}, map[string][]string{"8822": {"3"}}, [][]Change{{change(verFence)}},
 			[]inspect.Verdict{skipOK, wrongly}, 1, 2, []string{"flagged WRONGLY_SKIPPED"}, map[string]int{SecondLookLooked: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeKeys{rows: tc.rows}
-			if tc.rows == nil {
-				db.err = fmt.Errorf("mysql down")
+			var db KeyReader = &fakeKeys{rows: tc.rows}
+			switch {
+			case tc.rows == nil:
+				db = &fakeKeys{err: fmt.Errorf("mysql down")}
+			case tc.later != nil:
+				db = &seqKeys{reads: [][]map[string][]string{{tc.rows}, {tc.later}}}
 			}
 			fw := newFenceWatch(p, db, func(_ string, look int) inspect.Verdict { return tc.verdicts[min(look, len(tc.verdicts))-1] })
 			for _, r := range tc.rounds {

@@ -143,7 +143,7 @@ func (t *Topics) resolve(ctx context.Context, p *config.Pipeline, pend []pending
 		}
 		for _, b := range bizs {
 			at := pc.at
-			out = append(out, Change{Pipeline: p.Name, BizID: b, Table: pc.table, Position: pc.pos, CommittedAt: &at, seq: pc.seq})
+			out = append(out, Change{Pipeline: p.Name, BizID: b, Table: pc.table, Position: pc.pos, CommittedAt: &at, seq: pc.seq, cand: pc.cand})
 		}
 	}
 	return out, skipped, nil
