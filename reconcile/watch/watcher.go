@@ -98,6 +98,15 @@ type Watcher struct {
 	Source ChangeSource
 	// Interval paces Source.Changes (default 1s).
 	Interval time.Duration
+	// RoundGap is the least time between the starts of two rounds that a
+	// source's Wake brings on (the binlog: default DefaultRoundGap;
+	// negative: none): the transactions of an operation that commit a few
+	// milliseconds apart are then read by one round and triaged once, a
+	// round's fixed reads (the Kafka group view and log bounds, the batch
+	// statements) are shared by more operations, and a change's commit is
+	// more often visible by the time its fence is read
+	// (docs/watch.md#how-it-works).
+	RoundGap time.Duration
 	// Timeout bounds each read of the source (its head, one round of
 	// changes), as --timeout bounds every read of every command: a server
 	// that stops answering makes the round fail and the source read as
@@ -278,6 +287,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer save(true)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	var lastRound time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -302,7 +312,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wakeC:
-			poll.Reset(0)
+			poll.Reset(max(0, w.roundGap()-time.Since(lastRound)))
 		case <-timer.C:
 			w.mu.Lock()
 			keys, ats := w.deadlines.Due(w.now())
@@ -310,6 +320,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.lookAll(ctx, w.dueLookups(keys, ats))
 		case <-pollC:
 			roundStart := time.Now()
+			lastRound = roundStart
 			rctx, cancel := w.bounded(ctx)
 			changes, np, err := w.Source.Changes(rctx, pos)
 			cancel()
@@ -582,6 +593,21 @@ func (w *Watcher) apply(ctx context.Context, p *config.Pipeline, k Key, cause Ca
 		}
 	}
 	return true, false
+}
+
+// DefaultRoundGap is Watcher.RoundGap's default: a fifth of a second
+// added at most to a change's detection, against one triage per operation
+// rather than one per transaction (docs/performance.md).
+const DefaultRoundGap = 200 * time.Millisecond
+
+func (w *Watcher) roundGap() time.Duration {
+	switch {
+	case w.RoundGap < 0:
+		return 0
+	case w.RoundGap == 0:
+		return DefaultRoundGap
+	}
+	return w.RoundGap
 }
 
 // DefaultSettle is Watcher.Settle's default.

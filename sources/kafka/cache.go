@@ -2,8 +2,10 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -17,8 +19,10 @@ const DefaultSearchCacheBytes = 32 << 20
 
 const (
 	// recordOverhead is what a cached record costs besides its key, value
-	// and headers: the Message, its headers map, the record slot.
-	recordOverhead = 256
+	// and headers: the Message, its headers map, the record slot (measured:
+	// 790 bytes of heap for a record of an 11-byte key, a 300-byte value
+	// and one msg_id header, which counts 790 with this overhead).
+	recordOverhead = 460
 	// cacheChunk is how many cached records a search is handed at once
 	// (a fetch's answer, without the round trip or the decoding).
 	cacheChunk = 4096
@@ -26,7 +30,7 @@ const (
 
 // CacheSearches makes the reader keep the records its searches read
 // (Locate and LocateMany without a stored position), decoded, in a cache
-// of at most maxBytes (key, value and headers plus 256 bytes a record;
+// of at most maxBytes (key, value and headers plus 460 bytes a record;
 // DefaultSearchCacheBytes when maxBytes <= 0): a search then fetches only
 // what the cache does not hold, typically the records written since the
 // last one (docs/watch.md#how-it-works). It is meant for a long-lived
@@ -39,13 +43,14 @@ const (
 // the fetch knew or settle asks again (read_uncommitted's pending ones).
 // Each search reads the log start with its log end, and the cache forgets
 // what retention deleted, so that a search answers exactly as one without
-// it. Compaction is not seen: do not cache the searches of a compacted
-// topic.
+// it. A topic whose cleanup.policy compacts (compaction removes records
+// the cache would still hold), or whose policy cannot be read
+// (DescribeConfigs, asked once per topic), is not cached.
 func (r *Reader) CacheSearches(maxBytes int64) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultSearchCacheBytes
 	}
-	r.cache.Store(&searchCache{max: maxBytes, parts: map[topicPartition][]*cachedRange{}})
+	r.cache.Store(&searchCache{max: maxBytes, parts: map[topicPartition][]*cachedRange{}, topics: map[string]bool{}})
 }
 
 type topicPartition struct {
@@ -63,6 +68,9 @@ type searchCache struct {
 	mu    sync.Mutex
 	size  int64
 	parts map[topicPartition][]*cachedRange
+	// topics says, once asked, whether a topic's records may be kept
+	// (cacheable).
+	topics map[string]bool
 }
 
 // cachedRange: every data record of [from, to) is in recs, in offset
@@ -143,6 +151,14 @@ func (c *searchCache) add(tp topicPartition, off int64, f fetched, iso sarama.Is
 			// with a hole is not kept.
 			return
 		}
+		add.recs = append(add.recs, rec)
+		add.size += recordCacheSize(rec.Message)
+	}
+	if c.first(add) {
+		// Older than all a full cache holds: evicted first, at once.
+		return
+	}
+	for _, rec := range add.recs {
 		m := rec.Message
 		buf := make([]byte, len(m.Key)+len(m.Value))
 		copy(buf, m.Key)
@@ -153,13 +169,40 @@ func (c *searchCache) add(tp topicPartition, off int64, f fetched, iso sarama.Is
 		if m.Value != nil {
 			m.Value = buf[len(m.Key):]
 		}
-		add.recs = append(add.recs, rec)
-		add.size += recordCacheSize(m)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.merge(tp, add)
 	c.evict()
+}
+
+// first reports whether add would be the first evicted: the cache has no
+// room for it and every record it holds is older than every range's
+// first record (a window's start that does not fit in the cache, fetched
+// again each batch, is then not copied in and out each time).
+func (c *searchCache) first(add *cachedRange) bool {
+	if len(add.recs) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size+add.size <= c.max {
+		return false
+	}
+	newest := add.recs[0].Timestamp
+	for _, rec := range add.recs {
+		if rec.Timestamp.After(newest) {
+			newest = rec.Timestamp
+		}
+	}
+	for _, rs := range c.parts {
+		for _, rg := range rs {
+			if len(rg.recs) > 0 && !newest.Before(rg.recs[0].Timestamp) {
+				return false
+			}
+		}
+	}
+	return c.size > 0
 }
 
 // merge puts add among tp's ranges, joining the ranges it touches or
@@ -205,23 +248,26 @@ func join(a, b *cachedRange) *cachedRange {
 // until the records' size is within max.
 func (c *searchCache) evict() {
 	for c.size > c.max {
-		var oldest *cachedRange
+		var oldest, next *cachedRange // the two ranges whose first records are the oldest
 		var at topicPartition
 		for tp, rs := range c.parts {
 			for _, rg := range rs {
-				if len(rg.recs) == 0 {
-					continue
-				}
-				if oldest == nil || rg.recs[0].Timestamp.Before(oldest.recs[0].Timestamp) {
-					oldest, at = rg, tp
+				switch {
+				case len(rg.recs) == 0:
+				case oldest == nil || rg.recs[0].Timestamp.Before(oldest.recs[0].Timestamp):
+					oldest, next, at = rg, oldest, tp
+				case next == nil || rg.recs[0].Timestamp.Before(next.recs[0].Timestamp):
+					next = rg
 				}
 			}
 		}
 		if oldest == nil {
 			return
 		}
+		// From the front of the oldest, while it stays the oldest.
 		i := 0
-		for ; i < len(oldest.recs) && c.size > c.max; i++ {
+		for ; i < len(oldest.recs) && c.size > c.max &&
+			(i == 0 || next == nil || !oldest.recs[i].Timestamp.After(next.recs[0].Timestamp)); i++ {
 			n := recordCacheSize(oldest.recs[i].Message)
 			c.size -= n
 			oldest.size -= n
@@ -317,10 +363,60 @@ func (r *Reader) searchFetch(ctx context.Context, c sarama.Client, topic string,
 		return f, nil
 	}
 	f, err := r.fetch(ctx, c, topic, p, next, fetchPartitionBytes, iso, nil)
-	if err == nil {
+	if err == nil && f.err == nil && r.cacheable(ctx, c, sc, topic, p) {
 		sc.add(tp, next, f, iso)
 	}
 	return f, err
+}
+
+// cacheable reports whether the records of topic (p one of its
+// partitions) may be kept: not when its cleanup.policy compacts, nor when
+// the policy cannot be read (a DescribeConfigs to p's leader, asked once;
+// a cancelled or timed-out ctx asks again next time).
+func (r *Reader) cacheable(ctx context.Context, c sarama.Client, sc *searchCache, topic string, p int32) bool {
+	sc.mu.Lock()
+	ok, known := sc.topics[topic]
+	sc.mu.Unlock()
+	if known {
+		return ok
+	}
+	ok, err := call(ctx, func() (bool, error) {
+		b, err := c.Leader(topic, p)
+		if err != nil {
+			return false, err
+		}
+		req := &sarama.DescribeConfigsRequest{Resources: []*sarama.ConfigResource{
+			{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"cleanup.policy"}}}}
+		if c.Config().Version.IsAtLeast(sarama.V1_1_0_0) {
+			req.Version = 1
+		}
+		resp, err := b.DescribeConfigs(req)
+		if err != nil {
+			return false, err
+		}
+		for _, res := range resp.Resources {
+			if res == nil || res.Name != topic {
+				continue
+			}
+			if res.ErrorCode != 0 {
+				return false, sarama.KError(res.ErrorCode)
+			}
+			for _, e := range res.Configs {
+				if e != nil && e.Name == "cleanup.policy" {
+					return !strings.Contains(e.Value, "compact"), nil
+				}
+			}
+			return true, nil // not said: the broker's default, delete
+		}
+		return false, fmt.Errorf("describe configs: no answer for topic %s", topic)
+	})
+	if err != nil && ctx.Err() != nil {
+		return false
+	}
+	sc.mu.Lock()
+	sc.topics[topic] = ok
+	sc.mu.Unlock()
+	return ok
 }
 
 // settled notes how the transaction of the cached record at off ended

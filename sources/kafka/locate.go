@@ -45,7 +45,9 @@ const noTimestampDetail = "no timestamp known for the operation; the search neve
 // has not ended is passed over for a later committed one; with
 // read_uncommitted, when none follows, its position is reported without
 // the record. A search cut short by the reader's timeout is reported as not
-// found, with what it scanned; a cancelled ctx is an error.
+// found, with what it scanned; a cancelled ctx is an error. A reader with
+// a search cache (CacheSearches) reads the part of a search's records the
+// cache holds from it, and reads the log start with the log end.
 func (r *Reader) Locate(ctx context.Context, req sources.LocateRequest) (sources.Location, error) {
 	opCtx, cancel := r.op(ctx)
 	defer cancel()
