@@ -357,6 +357,7 @@ func (b *bench) prepare(ctx context.Context) error {
 		"CREATE INDEX ix_watch ON fulfil_state (updated_at, biz_id)",
 		"CREATE INDEX ix_watch ON idempotent (created_at, msg_id)",
 		"CREATE INDEX ix_watch ON order_idem (created_at, msg_id)",
+		"CREATE INDEX ix_watch ON orders (updated_at, order_id)",
 	} {
 		if q == "" {
 			continue
