@@ -105,13 +105,13 @@ func (r *Reader) setter(ctx, opCtx context.Context, topic string, locs []sources
 	}
 }
 
-// searchMany locates reqs[i] for every i of idx (all of topic, none at a
-// stored position) into locs[i], errs[i].
-func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
-	opCtx, cancel := r.op(ctx)
-	defer cancel()
-	set := r.setter(ctx, opCtx, topic, locs, errs)
-	fail := func(is []int, err error) {
+// batchStart is what the batched locates of one topic start with: the
+// setter of their answers, fail (every request of is failed with err),
+// the client and the topic's partitions; ok is false when the client or
+// the topic's metadata could not be read (every request of idx failed).
+func (r *Reader) batchStart(ctx, opCtx context.Context, topic string, idx []int, locs []sources.Location, errs []error) (set func(int, sources.Location, error), fail func([]int, error), c sarama.Client, parts []int32, ok bool) {
+	set = r.setter(ctx, opCtx, topic, locs, errs)
+	fail = func(is []int, err error) {
 		for _, i := range is {
 			set(i, sources.Location{}, err)
 		}
@@ -119,11 +119,23 @@ func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.Lo
 	c, err := r.getClient()
 	if err != nil {
 		fail(idx, err)
-		return
+		return set, fail, nil, nil, false
 	}
-	parts, err := call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
+	parts, err = call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
 	if err != nil {
 		fail(idx, fmt.Errorf("topic metadata: %w", err))
+		return set, fail, nil, nil, false
+	}
+	return set, fail, c, parts, true
+}
+
+// searchMany locates reqs[i] for every i of idx (all of topic, none at a
+// stored position) into locs[i], errs[i].
+func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
+	opCtx, cancel := r.op(ctx)
+	defer cancel()
+	set, fail, c, parts, ok := r.batchStart(ctx, opCtx, topic, idx, locs, errs)
+	if !ok {
 		return
 	}
 	byPart := map[int32][]int{}
@@ -372,20 +384,8 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 func (r *Reader) locateStoredMany(ctx context.Context, topic string, reqs []sources.LocateRequest, idx []int, locs []sources.Location, errs []error) {
 	opCtx, cancel := r.op(ctx)
 	defer cancel()
-	set := r.setter(ctx, opCtx, topic, locs, errs)
-	fail := func(is []int, err error) {
-		for _, i := range is {
-			set(i, sources.Location{}, err)
-		}
-	}
-	c, err := r.getClient()
-	if err != nil {
-		fail(idx, err)
-		return
-	}
-	parts, err := call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
-	if err != nil {
-		fail(idx, fmt.Errorf("topic metadata: %w", err))
+	set, fail, c, parts, ok := r.batchStart(ctx, opCtx, topic, idx, locs, errs)
+	if !ok {
 		return
 	}
 	byPart := map[int32][]int{}
@@ -408,7 +408,7 @@ func (r *Reader) locateStoredMany(ctx context.Context, topic string, reqs []sour
 	}
 	slices.Sort(ps)
 	var starts, ends map[int32]int64
-	err = parallel(opCtx,
+	err := parallel(opCtx,
 		func() (err error) {
 			starts, err = r.listOffsets(opCtx, c, topic, ps, sarama.OffsetOldest, sarama.ReadUncommitted)
 			return err
