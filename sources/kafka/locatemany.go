@@ -116,17 +116,19 @@ func (r *Reader) batchStart(ctx, opCtx context.Context, topic string, idx []int,
 			set(i, sources.Location{}, err)
 		}
 	}
-	c, err := r.getClient()
+	// Locals, not the results: call may return (out of time) while its
+	// goroutine still reads the client.
+	client, err := r.getClient()
 	if err != nil {
 		fail(idx, err)
 		return set, fail, nil, nil, false
 	}
-	parts, err = call(opCtx, func() ([]int32, error) { return c.Partitions(topic) })
+	ps, err := call(opCtx, func() ([]int32, error) { return client.Partitions(topic) })
 	if err != nil {
 		fail(idx, fmt.Errorf("topic metadata: %w", err))
 		return set, fail, nil, nil, false
 	}
-	return set, fail, c, parts, true
+	return set, fail, client, ps, true
 }
 
 // searchMany locates reqs[i] for every i of idx (all of topic, none at a
