@@ -99,7 +99,7 @@ func (c *searchCache) read(tp topicPartition, off int64, buf []record) (fetched,
 		if off < rg.from || off >= rg.to {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(rg.recs, off, func(r record, off int64) int { return cmpInt64(r.Offset, off) })
+		i := firstAt(rg.recs, off)
 		j := min(len(rg.recs), i+cacheChunk)
 		f := fetched{recs: append(buf[:0], rg.recs[i:j]...), next: rg.to, hwm: -1, lso: -1}
 		if j < len(rg.recs) {
@@ -108,6 +108,13 @@ func (c *searchCache) read(tp topicPartition, off int64, buf []record) (fetched,
 		return f, true
 	}
 	return fetched{}, false
+}
+
+// firstAt is the index of the first of recs (in offset order) at or after
+// off, len(recs) when none is.
+func firstAt(recs []record, off int64) int {
+	i, _ := slices.BinarySearchFunc(recs, off, func(r record, off int64) int { return cmpInt64(r.Offset, off) })
+	return i
 }
 
 func cmpInt64(a, b int64) int {
@@ -235,7 +242,7 @@ func join(a, b *cachedRange) *cachedRange {
 	out := &cachedRange{from: a.from, to: max(a.to, b.to), size: a.size}
 	out.recs = a.recs
 	if b.to > a.to {
-		i, _ := slices.BinarySearchFunc(b.recs, a.to, func(r record, off int64) int { return cmpInt64(r.Offset, off) })
+		i := firstAt(b.recs, a.to)
 		out.recs = append(out.recs, b.recs[i:]...)
 		for _, rec := range b.recs[i:] {
 			out.size += recordCacheSize(rec.Message)
@@ -431,7 +438,7 @@ func (c *searchCache) settled(tp topicPartition, off int64, f fate) {
 		if off < rg.from || off >= rg.to {
 			continue
 		}
-		if i, ok := slices.BinarySearchFunc(rg.recs, off, func(r record, off int64) int { return cmpInt64(r.Offset, off) }); ok && rg.recs[i].fate == fatePending {
+		if i := firstAt(rg.recs, off); i < len(rg.recs) && rg.recs[i].Offset == off && rg.recs[i].fate == fatePending {
 			rg.recs[i].fate = f
 		}
 	}

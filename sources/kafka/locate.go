@@ -647,8 +647,53 @@ func (s *scan) feed(ctx context.Context, c sarama.Client, rec record, matched bo
 		s.held = s.held[:0]
 	}
 	if s.scanned >= s.limit {
-		s.stopped(fmt.Sprintf("limit of %d records reached", s.limit))
+		s.stopped(s.limitReached())
 		return true, nil
+	}
+	return false, nil
+}
+
+func (s *scan) limitReached() string { return fmt.Sprintf("limit of %d records reached", s.limit) }
+
+// feedRun feeds recs[from:] (in offset order, at or after start) as feed
+// would one by one, the records at the indices hits (sorted; those below
+// from passed over) being the matches. quiet says that no record of recs
+// is stamped after until and, for a read_committed search, that every one
+// committed: each record that is not a match then only counts (it is
+// inside the window, and no match is held when none is), so the records
+// between matches are counted at once, not fed (the watch's searches read
+// the same 5 minutes of records every batch: docs/performance.md).
+func (s *scan) feedRun(ctx context.Context, c sarama.Client, recs []record, from int, hits []int, quiet bool) (bool, error) {
+	for len(hits) > 0 && hits[0] < from {
+		hits = hits[1:]
+	}
+	for i := from; i < len(recs); {
+		hit := len(hits) > 0 && hits[0] == i
+		if !quiet || hit || s.run > 0 || len(s.held) > 0 {
+			if hit {
+				hits = hits[1:]
+			}
+			done, err := s.feed(ctx, c, recs[i], hit)
+			if done || err != nil {
+				return done, err
+			}
+			i++
+			continue
+		}
+		// recs[i:j]: no match among them, each inside the window.
+		j := len(recs)
+		if len(hits) > 0 {
+			j = hits[0]
+		}
+		if k := max(1, s.limit-s.scanned); j-i >= k {
+			s.scanned += k
+			s.last = recs[i+k-1].Offset
+			s.stopped(s.limitReached())
+			return true, nil
+		}
+		s.scanned += j - i
+		s.last = recs[j-1].Offset
+		i = j
 	}
 	return false, nil
 }

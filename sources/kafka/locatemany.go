@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -302,9 +303,9 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 		}
 		live = kept
 	}
-	matched := make([]int, len(scans)) // the record number each last matched
+	hits := make([][]int, len(scans))
 	var buf []record
-	for n := 1; len(live) > 0; {
+	for len(live) > 0 {
 		next := scans[live[0]].start
 		for _, j := range live[1:] {
 			next = min(next, scans[j].start)
@@ -328,45 +329,61 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 				break // the others from their own start
 			}
 			end = batch.end(end, iso)
-			for _, rec := range batch.recs {
-				if rec.Offset < next {
-					continue
+			// The records from next, matched against all the searches at
+			// once (by msg_id and by key): hits[j] are the matches of
+			// scans[j]; latest and settled say whether a search's records
+			// are all quiet for it (feedRun).
+			recs := batch.recs
+			recs = recs[firstAt(recs, next):]
+			for j := range hits {
+				hits[j] = hits[j][:0]
+			}
+			var latest time.Time
+			settled := true
+			for i, rec := range recs {
+				if rec.Timestamp.After(latest) {
+					latest = rec.Timestamp
 				}
-				n++
-				if h, ok := rec.Headers[MsgIDHeader]; ok {
-					for _, j := range byMsgID[h] {
-						if matches(scans[j].req, rec.Message) {
-							matched[j] = n
+				if rec.fate != fateCommitted {
+					settled = false
+				}
+				if len(byMsgID) > 0 {
+					if h, ok := rec.Headers[MsgIDHeader]; ok {
+						for _, j := range byMsgID[h] {
+							if matches(scans[j].req, rec.Message) {
+								hits[j] = append(hits[j], i)
+							}
 						}
 					}
 				}
 				for _, j := range byKey[string(rec.Key)] {
-					if matched[j] != n && matches(scans[j].req, rec.Message) {
-						matched[j] = n
+					if hs := hits[j]; (len(hs) == 0 || hs[len(hs)-1] != i) && matches(scans[j].req, rec.Message) {
+						hits[j] = append(hits[j], i)
 					}
 				}
-				kept := live[:0]
-				for _, j := range live {
-					s := scans[j]
-					if rec.Offset < s.start {
-						kept = append(kept, j)
-						continue
-					}
-					done, err := s.feed(ctx, c, rec, matched[j] == n)
-					switch {
-					case err != nil:
-						loc, err := s.failed(parent, ctx, err)
-						set(j, loc, err)
-					case done:
-						set(j, s.loc, nil)
-					default:
-						kept = append(kept, j)
-					}
+			}
+			kept := live[:0]
+			for _, j := range live {
+				s := scans[j]
+				from := 0
+				if len(recs) > 0 && s.start > recs[0].Offset {
+					from = firstAt(recs, s.start)
 				}
-				live = kept
-				if len(live) == 0 {
-					return
+				quiet := !latest.After(s.until) && (settled || !s.committedOnly)
+				done, err := s.feedRun(ctx, c, recs, from, hits[j], quiet)
+				switch {
+				case err != nil:
+					loc, err := s.failed(parent, ctx, err)
+					set(j, loc, err)
+				case done:
+					set(j, s.loc, nil)
+				default:
+					kept = append(kept, j)
 				}
+			}
+			live = kept
+			if len(live) == 0 {
+				return
 			}
 			if batch.next <= next {
 				why := fmt.Sprintf("the broker returned no data at offset %d", next)

@@ -1,0 +1,117 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/opctl-dev/opctl/sources"
+)
+
+// feedRun ends every search exactly as feeding its records one by one
+// does: the same Location, counts, last offset, run and held matches,
+// whether it ended and at which chunk, over random logs (clocks that run
+// ahead, aborted records, matches inside and past the window) read in
+// random chunks, for searches with and without All, read_committed or
+// not, with limits that end them inside a run of records between matches.
+func TestFeedRunIsFeed(t *testing.T) {
+	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	for seed := range uint64(400) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			n := 1 + rng.IntN(300)
+			recs := make([]record, n)
+			ts := at
+			for i := range recs {
+				ts = ts.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+				stamp := ts
+				if rng.IntN(20) == 0 {
+					stamp = ts.Add(time.Hour) // a producer's clock ahead
+				}
+				f := fateCommitted
+				if rng.IntN(15) == 0 {
+					f = fateAborted
+				}
+				recs[i] = record{fate: f, Message: &sources.Message{Offset: int64(100 + i), Timestamp: stamp,
+					Key: []byte(fmt.Sprintf("K-%d", rng.IntN(5))), Headers: map[string]string{}}}
+			}
+			mk := func() *scan {
+				r := rand.New(rand.NewPCG(seed, 9)) // the same scan twice
+				s := &scan{r: &Reader{}, req: sources.LocateRequest{All: r.IntN(2) == 0}, iso: sarama.ReadUncommitted,
+					limit: 1 + r.IntN(2*n), start: int64(100 + r.IntN(n)), last: -1,
+					until:     at.Add(time.Duration(r.IntN(n*400)) * time.Millisecond),
+					notBefore: at.Add(time.Duration(r.IntN(n*50)) * time.Millisecond)}
+				if r.IntN(2) == 0 {
+					s.iso, s.committedOnly = sarama.ReadCommitted, true
+				}
+				return s
+			}
+			matched := make([]bool, n)
+			for i := range matched {
+				matched[i] = rng.IntN(8) == 0
+			}
+			// The chunks, as fetches or the cache hand them.
+			var cuts []int
+			for i := 0; i < n; i += 1 + rng.IntN(64) {
+				cuts = append(cuts, i)
+			}
+			cuts = append(cuts, n)
+
+			ctx := context.Background()
+			one, many := mk(), mk()
+			oneDone, manyDone := -1, -1
+			for k := 0; k+1 < len(cuts) && (oneDone < 0 || manyDone < 0); k++ {
+				chunk := recs[cuts[k]:cuts[k+1]]
+				var hits []int
+				var latest time.Time
+				settled := true
+				for i, rec := range chunk {
+					if matched[cuts[k]+i] {
+						hits = append(hits, i)
+					}
+					if rec.Timestamp.After(latest) {
+						latest = rec.Timestamp
+					}
+					settled = settled && rec.fate == fateCommitted
+				}
+				if oneDone < 0 {
+					for i, rec := range chunk {
+						if rec.Offset < one.start {
+							continue
+						}
+						done, err := one.feed(ctx, nil, rec, matched[cuts[k]+i])
+						if err != nil {
+							t.Fatal(err)
+						}
+						if done {
+							oneDone = k
+							break
+						}
+					}
+				}
+				if manyDone < 0 {
+					from := firstAt(chunk, many.start)
+					quiet := !latest.After(many.until) && (settled || !many.committedOnly)
+					done, err := many.feedRun(ctx, nil, chunk, from, hits, quiet)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if done {
+						manyDone = k
+					}
+				}
+			}
+			if oneDone != manyDone {
+				t.Errorf("ended at chunk %d fed one by one, %d by feedRun", oneDone, manyDone)
+			}
+			if !reflect.DeepEqual(one, many) {
+				t.Errorf("fed one by one: %+v\nby feedRun: %+v", *one, *many)
+			}
+		})
+	}
+}
