@@ -111,11 +111,12 @@ func (r *Reader) Follow(ctx context.Context, from sources.BinlogPosition, tables
 	if r.Timeout < 3*hb {
 		hb = r.Timeout / 3
 	}
-	var stalled atomic.Bool
-	st, err := r.openAt(ctx, srv, dump{file: start.File, pos: start.Pos, heartbeat: hb, dial: idleDial(r.Timeout, &stalled)}, f.decode)
+	var stalled, streaming atomic.Bool
+	st, err := r.openAt(ctx, srv, dump{file: start.File, pos: start.Pos, heartbeat: hb, dial: idleDial(r.Timeout, &stalled, &streaming)}, f.decode)
 	if err != nil {
 		return f.streamErr(err, &stalled, start)
 	}
+	streaming.Store(true)
 	defer st.Close()
 	f.st = st
 	f.lastEmit = time.Now()
@@ -659,14 +660,49 @@ func (ft *followed) text(p int, v any) string {
 // idleConn fails a read that waits longer than its limit: a follow's
 // dump idles for as long as the server has nothing to send, but never
 // longer than the heartbeat period, so a longer silence is a stall.
+//
+// It also paces the reads at the stream's tail: after a read that
+// returned less than tailBytes (the follow has caught up, and the server
+// sends each event as it writes it), the next read waits until pace after
+// it, so that the events of that time come in one read, not one read, one
+// wake-up and one scheduling of the follower each (at 300 operations/s in
+// the lab, a thousand and more a second: docs/performance.md). A follow
+// that is behind reads full buffers and is never paced.
 type idleConn struct {
 	net.Conn
 	limit   time.Duration
 	stalled *atomic.Bool
+	// pace applies once streaming is set (the handshake's reads are
+	// not paced).
+	pace      time.Duration
+	streaming *atomic.Bool
+	// tail is when the last read that found the tail returned (zero when
+	// the last read was a full one).
+	tail time.Time
+	// sleep waits (time.Sleep when nil; tests note it instead).
+	sleep func(time.Duration)
 }
 
-// Read reads with a deadline of limit from now.
+const (
+	// followPace is a follow's pace at the stream's tail: it adds at most
+	// that much to a change's delivery (the watch reads a round at most
+	// every 200 ms: docs/watch.md#how-it-works).
+	followPace = 20 * time.Millisecond
+	// tailBytes: a read of less than this found the stream's tail.
+	tailBytes = 16 << 10
+)
+
+// Read reads with a deadline of limit from now, paced at the tail.
 func (c *idleConn) Read(b []byte) (int, error) {
+	if !c.tail.IsZero() {
+		if d := time.Until(c.tail.Add(c.pace)); d > 0 {
+			if c.sleep == nil {
+				time.Sleep(d)
+			} else {
+				c.sleep(d)
+			}
+		}
+	}
 	if err := c.Conn.SetReadDeadline(time.Now().Add(c.limit)); err != nil {
 		return 0, err
 	}
@@ -675,16 +711,21 @@ func (c *idleConn) Read(b []byte) (int, error) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		c.stalled.Store(true)
 	}
+	c.tail = time.Time{}
+	if c.pace > 0 && n < tailBytes && c.streaming.Load() {
+		c.tail = time.Now()
+	}
 	return n, err
 }
 
-// idleDial is boundDial with reads bounded by limit each.
-func idleDial(limit time.Duration, stalled *atomic.Bool) client.Dialer {
+// idleDial is boundDial with reads bounded by limit each, paced at the
+// stream's tail once streaming is set.
+func idleDial(limit time.Duration, stalled, streaming *atomic.Bool) client.Dialer {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := boundDial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return &idleConn{Conn: c, limit: limit, stalled: stalled}, nil
+		return &idleConn{Conn: c, limit: limit, stalled: stalled, pace: followPace, streaming: streaming}, nil
 	}
 }
