@@ -21,8 +21,8 @@ func fetchAnswer(from, next int64, f fate, skip ...int64) fetched {
 		if slices.Contains(skip, off) {
 			continue
 		}
-		out.recs = append(out.recs, record{fate: f, Message: &sources.Message{Offset: off, Timestamp: at.Add(time.Duration(off) * time.Second),
-			Key: []byte(fmt.Sprintf("K-%03d", off)), Value: make([]byte, 100), Headers: map[string]string{}}})
+		out.recs = append(out.recs, newRecord(&sources.Message{Offset: off, Timestamp: at.Add(time.Duration(off) * time.Second),
+			Key: []byte(fmt.Sprintf("K-%03d", off)), Value: make([]byte, 100), Headers: map[string]string{}}, f))
 	}
 	return out
 }

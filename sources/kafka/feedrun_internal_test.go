@@ -37,8 +37,8 @@ func TestFeedRunIsFeed(t *testing.T) {
 				if rng.IntN(15) == 0 {
 					f = fateAborted
 				}
-				recs[i] = record{fate: f, Message: &sources.Message{Offset: int64(100 + i), Timestamp: stamp,
-					Key: []byte(fmt.Sprintf("K-%d", rng.IntN(5))), Headers: map[string]string{}}}
+				recs[i] = newRecord(&sources.Message{Offset: int64(100 + i), Timestamp: stamp,
+					Key: []byte(fmt.Sprintf("K-%d", rng.IntN(5))), Headers: map[string]string{}}, f)
 			}
 			mk := func() *scan {
 				r := rand.New(rand.NewPCG(seed, 9)) // the same scan twice
@@ -113,5 +113,26 @@ func TestFeedRunIsFeed(t *testing.T) {
 				t.Errorf("fed one by one: %+v\nby feedRun: %+v", *one, *many)
 			}
 		})
+	}
+}
+
+// msCeil and msFloor bound a time by whole milliseconds, before 1970 too.
+func TestMsBounds(t *testing.T) {
+	for _, c := range []struct {
+		t           time.Time
+		ceil, floor int64
+	}{
+		{time.UnixMilli(1500), 1500, 1500},
+		{time.Unix(1, 500_000_001), 1501, 1500},
+		{time.Unix(-2, 999_999_999), -1000, -1001},
+		{time.UnixMilli(-1500), -1500, -1500},
+		{time.Time{}, time.Time{}.UnixMilli(), time.Time{}.UnixMilli()},
+	} {
+		if got := msCeil(c.t); got != c.ceil {
+			t.Errorf("msCeil(%v) = %d, want %d", c.t, got, c.ceil)
+		}
+		if got := msFloor(c.t); got != c.floor {
+			t.Errorf("msFloor(%v) = %d, want %d", c.t, got, c.floor)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -752,6 +753,43 @@ const (
 type record struct {
 	*sources.Message
 	fate fate
+	// What a batched search matches and bounds a record by without
+	// reading its Message (scanMany reads the same records every batch):
+	// its timestamp in Unix ms rounded up (stamp), the hashes of its key
+	// and of its msg_id header (matchSeed) and whether it has one (hasID).
+	hasID   bool
+	stamp   int64
+	keyHash uint64
+	idHash  uint64
+}
+
+// matchSeed seeds the hashes of records' keys and msg ids.
+var matchSeed = maphash.MakeSeed()
+
+// newRecord is the record of m, of fate f.
+func newRecord(m *sources.Message, f fate) record {
+	rec := record{Message: m, fate: f, stamp: msCeil(m.Timestamp), keyHash: maphash.Bytes(matchSeed, m.Key)}
+	if id, ok := m.Headers[MsgIDHeader]; ok {
+		rec.hasID, rec.idHash = true, maphash.String(matchSeed, id)
+	}
+	return rec
+}
+
+// msCeil is t in Unix milliseconds rounded up, msFloor rounded down.
+func msCeil(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+func msFloor(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Before(time.UnixMilli(ms)) {
+		ms--
+	}
+	return ms
 }
 
 // fetched is one partition's answer to a fetch.
@@ -1003,7 +1041,7 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 							m.Headers[string(h.Key)] = string(h.Value)
 						}
 					}
-					out.recs = append(out.recs, record{Message: m, fate: f})
+					out.recs = append(out.recs, newRecord(m, f))
 				}
 			}
 			if !rb.PartialTrailingRecord {
@@ -1027,10 +1065,10 @@ func (r *Reader) fetchOnce(c sarama.Client, topic string, p int32, offset int64,
 					if skip(off) {
 						continue
 					}
-					out.recs = append(out.recs, record{Message: &sources.Message{
+					out.recs = append(out.recs, newRecord(&sources.Message{
 						Partition: p, Offset: off, Timestamp: ts,
 						Key: mb.Msg.Key, Value: mb.Msg.Value, Headers: map[string]string{},
-					}})
+					}, fateCommitted))
 				}
 			}
 		}
