@@ -272,8 +272,10 @@ func (r *Reader) searchMany(ctx context.Context, topic string, reqs []sources.Lo
 
 // scanMany drives the searches of partition p with one forward read from
 // the lowest start, jumping to the next start when no search has begun
-// before it; each record is fed to every search it is at or past the
-// start of, matched against all of them at once (by msg_id and by key).
+// before it; each answer's records are matched against all the searches
+// at once (by the hashes of their msg_id and key), then handed to every
+// search they are at or past the start of (feedRun: the records between
+// two matches only counted when that is all feeding them would do).
 // set(j, ...) receives the end of scans[j].
 func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic string, p int32, end int64, scans []*scan, set func(int, sources.Location, error)) {
 	iso := r.isolation()
