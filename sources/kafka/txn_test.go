@@ -229,3 +229,47 @@ func TestLocateStoredMarkerPastTheFetch(t *testing.T) {
 		})
 	}
 }
+
+// A stored locate reads 4 KiB from the position (storedFetchBytes): a
+// small transaction's marker, just after its record, comes in the same
+// answer, and read_uncommitted learns how it ended without asking; when
+// other producers wrote more than that between the record and its marker
+// (a busy partition), it asks with one more fetch (settle). read_committed
+// always knows from its one fetch (the aborted transactions it lists).
+func TestLocateStoredTransactionFetches(t *testing.T) {
+	k := testenv.NewKafka(t, map[string]int32{topic: 1})
+	tx := k.Transactional(t, "payments-small-tx")
+	tx.Begin()
+	near := tx.Produce(topic, 0, "PAY-21", string(make([]byte, 300)), map[string]string{"msg_id": "m-21"}, time.Time{})
+	tx.End(true)
+	tx.Begin()
+	far := tx.Produce(topic, 0, "PAY-22", string(make([]byte, 300)), map[string]string{"msg_id": "m-22"}, time.Time{})
+	for i := range 40 { // 40 × 400 bytes of another producer's, before the marker
+		k.Produce(t, topic, 0, fmt.Sprintf("OTHER-%d", i), string(make([]byte, 400)), nil, time.Time{})
+	}
+	tx.End(true)
+	fetches := countFetches(k)
+	for _, level := range levels {
+		t.Run(levelName(level), func(t *testing.T) {
+			r := isolationReader(t, k, level)
+			for _, c := range []struct {
+				name string
+				key  string
+				off  int64
+				want int64
+			}{
+				{"marker in the answer", "PAY-21", near, 1},
+				{"marker past 4 KiB", "PAY-22", far, map[bool]int64{true: 1, false: 2}[level == config.ReadCommitted]},
+			} {
+				fetches.Store(0)
+				loc, err := r.Locate(context.Background(), sources.LocateRequest{Topic: topic, Key: []byte(c.key), Partition: 0, Offset: c.off})
+				if err != nil || loc.Message == nil || loc.Offset != c.off {
+					t.Errorf("%s: %+v, %v", c.name, loc, err)
+				}
+				if n := fetches.Load(); n != c.want {
+					t.Errorf("%s: %d fetches, want %d", c.name, n, c.want)
+				}
+			}
+		})
+	}
+}
