@@ -118,6 +118,7 @@ func TestApplyKilledDuringPOST(t *testing.T) {
 	const timeout = 2 * time.Second
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel() // a database, a cluster and a downstream each: mostly waits
 			w := testenv.NewWMS(t, delay)
 			f, args := faultFixture(t, w, timeout.String())
 			const rounds = 20
