@@ -21,8 +21,9 @@ const (
 	// recordOverhead is what a cached record costs besides its key, value
 	// and headers: the Message, its headers map, the record slot (measured:
 	// 790 bytes of heap for a record of an 11-byte key, a 300-byte value
-	// and one msg_id header, which counts 790 with this overhead).
-	recordOverhead = 460
+	// and one msg_id header, which counted 790 with an overhead of 460;
+	// the slot has grown by 24 bytes since, the hashes and the stamp).
+	recordOverhead = 484
 	// cacheChunk is how many cached records a search is handed at once
 	// (a fetch's answer, without the round trip or the decoding).
 	cacheChunk = 4096
@@ -30,7 +31,7 @@ const (
 
 // CacheSearches makes the reader keep the records its searches read
 // (Locate and LocateMany without a stored position), decoded, in a cache
-// of at most maxBytes (key, value and headers plus 460 bytes a record;
+// of at most maxBytes (key, value and headers plus 484 bytes a record;
 // DefaultSearchCacheBytes when maxBytes <= 0): a search then fetches only
 // what the cache does not hold, typically the records written since the
 // last one (docs/watch.md#how-it-works). It is meant for a long-lived
