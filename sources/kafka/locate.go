@@ -654,6 +654,12 @@ func (s *scan) feed(ctx context.Context, c sarama.Client, rec record, matched bo
 	return false, nil
 }
 
+// quiet says whether records whose latest stamp is latest (record.stamp)
+// and that are all committed (settled) are quiet for s (feedRun).
+func (s *scan) quiet(latest int64, settled bool) bool {
+	return latest <= msFloor(s.until) && (settled || !s.committedOnly)
+}
+
 func (s *scan) limitReached() string { return fmt.Sprintf("limit of %d records reached", s.limit) }
 
 // feedRun feeds recs[from:] (in offset order, at or after start) as feed

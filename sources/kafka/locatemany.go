@@ -381,8 +381,7 @@ func (r *Reader) scanMany(parent, ctx context.Context, c sarama.Client, topic st
 				if len(recs) > 0 && s.start > recs[0].Offset {
 					from = firstAt(recs, s.start)
 				}
-				quiet := latest <= msFloor(s.until) && (settled || !s.committedOnly)
-				done, err := s.feedRun(ctx, c, recs, from, hits[j], quiet)
+				done, err := s.feedRun(ctx, c, recs, from, hits[j], s.quiet(latest, settled))
 				switch {
 				case err != nil:
 					loc, err := s.failed(parent, ctx, err)
