@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -114,18 +115,8 @@ func (c *searchCache) read(tp topicPartition, off int64, buf []record) (fetched,
 // firstAt is the index of the first of recs (in offset order) at or after
 // off, len(recs) when none is.
 func firstAt(recs []record, off int64) int {
-	i, _ := slices.BinarySearchFunc(recs, off, func(r record, off int64) int { return cmpInt64(r.Offset, off) })
+	i, _ := slices.BinarySearchFunc(recs, off, func(r record, off int64) int { return cmp.Compare(r.Offset, off) })
 	return i
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // add keeps what f, fetched from off under iso, holds that cannot change:
@@ -229,7 +220,7 @@ func (c *searchCache) merge(tp topicPartition, add *cachedRange) {
 		add = join(rg, add)
 	}
 	out = append(out, add)
-	slices.SortFunc(out, func(a, b *cachedRange) int { return cmpInt64(a.from, b.from) })
+	slices.SortFunc(out, func(a, b *cachedRange) int { return cmp.Compare(a.from, b.from) })
 	c.size += add.size
 	c.parts[tp] = out
 }

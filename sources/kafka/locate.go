@@ -212,11 +212,10 @@ type storedAnswer struct {
 // from off, or from below it and read past it).
 func (f fetched) at(off int64) storedAnswer {
 	a := storedAnswer{err: f.err, lso: f.lso, next: -1}
-	for i := range f.recs {
-		if rec := &f.recs[i]; rec.Offset == off {
-			a.rec = rec
-			return a
-		}
+	i := firstAt(f.recs, off)
+	if i < len(f.recs) && f.recs[i].Offset == off {
+		a.rec = &f.recs[i]
+		return a
 	}
 	if f.offs != nil {
 		if i, _ := slices.BinarySearch(f.offs, off+1); i < len(f.offs) {
@@ -224,11 +223,8 @@ func (f fetched) at(off int64) storedAnswer {
 		}
 		return a
 	}
-	for _, rec := range f.recs {
-		if rec.Offset > off {
-			a.next = rec.Offset
-			break
-		}
+	if i < len(f.recs) {
+		a.next = f.recs[i].Offset // the first past off
 	}
 	return a
 }
